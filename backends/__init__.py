@@ -1,0 +1,20 @@
+"""Concrete array libraries. Each folder has the same files and exposes ``load() -> Backend``.
+
+Nothing outside this package imports numpy, cupy or array_api_strict by name.
+"""
+
+import importlib
+
+NAMES = ("numpy", "cupy", "array_api_strict")
+
+
+class BackendUnavailable(RuntimeError):
+    """Raised by a backend's ``load()`` when its library cannot be used on this machine."""
+
+
+def load(name):
+    """Import ``polyad.backends.<name>`` and return its Backend (raises BackendUnavailable)."""
+    if name not in NAMES:
+        raise BackendUnavailable(f"unknown backend {name!r}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    return module.load()

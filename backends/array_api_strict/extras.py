@@ -1,0 +1,22 @@
+"""Kernels the standard lacks, written in standard Array API calls only (slow but portable)."""
+
+import array_api_strict as xp
+
+
+def scatter_add(target, indices, values, axis):
+    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis``; duplicates accumulate."""
+    n = target.shape[axis]
+    onehot = xp.astype(indices[:, None] == xp.arange(n, device=target.device)[None, :], values.dtype)
+    moved = xp.moveaxis(values, axis, -1)
+    added = xp.moveaxis(moved @ onehot, -1, axis)
+    return target + added
+
+
+def index_add(target, key, values):
+    """Add ``values`` into a copy of ``target`` at a general index ``key``; repeated indices accumulate."""
+    out = xp.asarray(target, copy=True)
+    flat = xp.reshape(xp.arange(out.size, device=out.device), out.shape)[key]
+    flat = xp.reshape(xp.broadcast_to(flat, xp.broadcast_shapes(flat.shape, values.shape)), (-1,))
+    vals = xp.reshape(xp.broadcast_to(values, xp.broadcast_shapes(flat.shape, values.shape)), (-1,))
+    summed = scatter_add(xp.reshape(out, (-1,)), flat, vals, 0)
+    return xp.reshape(summed, out.shape)

@@ -1,0 +1,32 @@
+"""The CuPy backend: CUDA arrays through array_api_compat.cupy. Importing it needs CuPy and a GPU."""
+
+from polyad.dispatch import Backend
+
+from .. import BackendUnavailable
+
+
+def load():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailable(f"CuPy is not installed ({exc}); install polyad[cupy]") from exc
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver missing or broken: cupy raises its own runtime errors
+        raise BackendUnavailable(f"CuPy sees no GPU ({exc})") from exc
+    if count == 0:
+        raise BackendUnavailable("CuPy sees no GPU (device count 0)")
+    import array_api_compat.cupy as compat_cupy
+
+    from . import extras
+
+    return Backend(
+        name="cupy",
+        compat=compat_cupy,
+        extras=extras,
+        array_types=(cupy.ndarray,),
+        device_type=lambda array: "cuda",
+        devices=lambda: [cupy.cuda.Device(i) for i in range(count)],
+        version=cupy.__version__,
+        native=cupy,
+    )

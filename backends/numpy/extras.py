@@ -1,0 +1,18 @@
+"""Kernels the standard lacks, written with NumPy's own fast routines."""
+
+import numpy as np
+
+
+def scatter_add(target, indices, values, axis):
+    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis``; duplicates accumulate."""
+    out = np.array(target, copy=True)
+    moved = np.moveaxis(out, axis, 0)
+    np.add.at(moved, indices, np.moveaxis(values, axis, 0))
+    return out
+
+
+def index_add(target, key, values):
+    """Add ``values`` into a copy of ``target`` at a general index ``key``; repeated indices accumulate."""
+    out = np.array(target, copy=True)
+    np.add.at(out, key, values)
+    return out

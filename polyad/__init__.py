@@ -1,0 +1,75 @@
+"""polyad: composable function transforms for Array API code on NumPy and CuPy.
+
+The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for how it fits together.
+"""
+
+from polyad import xp
+from polyad.api import (
+    enable_grad,
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    no_grad,
+    stop_gradient,
+    value_and_grad,
+    vjp,
+    vmap,
+)
+from polyad.core import ConcretizationError, Tensor
+from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
+from polyad.ops.common import ShapeDtype
+
+__version__ = "0.1.0"
+
+
+def array_namespace(*xs):
+    """polyad's namespace for any mix of backend arrays and polyad tensors (errors on other types).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.array_namespace(np.ones(2)) is pa.xp
+        True
+    """
+    from polyad.dispatch import backend_of
+
+    for x in xs:
+        if not isinstance(x, Tensor | int | float | complex | bool) and x is not None:
+            from polyad.dispatch import backend_of_array
+
+            if backend_of_array(x) is None:
+                raise TypeError(f"array_namespace: {type(x).__name__} is not an array of a polyad backend")
+    backend_of([x for x in xs if not isinstance(x, Tensor)])
+    return xp
+
+
+# fail at import, with the reason and the choices, if POLYAD_BACKEND names a backend that cannot load
+get_backend()
+
+__all__ = [
+    "DEVICE_PRIORITY",
+    "ConcretizationError",
+    "ShapeDtype",
+    "Tensor",
+    "array_namespace",
+    "backend",
+    "enable_grad",
+    "get_backend",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "linearize",
+    "no_grad",
+    "set_backend",
+    "stop_gradient",
+    "value_and_grad",
+    "vjp",
+    "vmap",
+    "xp",
+]

@@ -1,0 +1,794 @@
+"""The public transforms: vjp, grad, grad_and_value, value_and_grad, jvp, linearize, vmap, jacrev,
+jacfwd, hessian; and the gradient-mode guards no_grad, enable_grad, stop_gradient.
+
+This module checks arguments, walks pytrees (optree) and pushes levels; the interpreters in
+reverse.py, forward.py and batching.py do the rest. Inputs and outputs are backend arrays.
+"""
+
+import functools
+import math
+from contextlib import contextmanager
+
+import optree
+
+from polyad import dispatch
+from polyad.batching import BatchedTensor, BatchInterpreter
+from polyad.core import Tensor, _tls, bind, current_level, new_level
+from polyad.forward import DualTensor, ForwardInterpreter
+from polyad.ops.common import define, is_complex, is_floating
+from polyad.reverse import ReverseInterpreter
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _is_array(x):
+    return isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None
+
+
+def _fname(func):
+    return getattr(func, "__name__", type(func).__name__)
+
+
+def _check_callable(func, transform):
+    if not callable(func):
+        raise TypeError(f"{transform}(func, ...): func must be callable, got {type(func).__name__}")
+
+
+def _flatten(tree):
+    return optree.tree_flatten(tree, none_is_leaf=False)
+
+
+def _check_arrays(leaves, what):
+    for i, x in enumerate(leaves):
+        if not _is_array(x):
+            raise TypeError(
+                f"{what}: every input must be an array (numpy, cupy or array_api_strict), "
+                f"got {type(x).__name__} at leaf {i}; wrap Python numbers with pa.asarray"
+            )
+
+
+def _check_floating(leaves, what):
+    for i, x in enumerate(leaves):
+        if not is_floating(x):
+            raise TypeError(
+                f"{what}: differentiated inputs must have a floating dtype, got {x.dtype} at leaf {i}"
+            )
+
+
+def _normalize_argnums(argnums, nargs, transform):
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, tuple | list) else None
+    if nums is None or not nums or not all(isinstance(a, int) for a in nums):
+        raise TypeError(
+            f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
+        )
+    out = []
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise ValueError(
+                f"{transform}(argnums={argnums!r}): argnum {a} is out of range for a function called "
+                f"with {nargs} positional argument(s)"
+            )
+        out.append(a % nargs)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{transform}(argnums={argnums!r}): argnums must not repeat")
+    return single, tuple(out)
+
+
+def _split_aux(out, has_aux, transform):
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(
+            f"{transform}(..., has_aux=True): func must return a pair (output, aux), got {type(out).__name__}"
+        )
+    return out
+
+
+def _lower_tree(tree, interp):
+    """Replace tensors of ``interp``'s level in ``tree`` by the values underneath (for aux outputs)."""
+
+    def low(x):
+        if isinstance(x, Tensor) and x._interp is interp:
+            if isinstance(x, BatchedTensor):
+                from polyad.ops.manipulation import moveaxis
+
+                return moveaxis(x._value, x._aux, 0)
+            return x._value
+        return x
+
+    return optree.tree_map(low, tree)
+
+
+def _zeros_like(x):
+    from polyad.ops.creation import zeros_like
+
+    return zeros_like(x)
+
+
+# ------------------------------------------------------------------------------ reverse mode
+
+
+def vjp(func, *primals, has_aux=False):
+    """Evaluate ``func(*primals)`` and return a function computing vector-Jacobian products.
+
+    Args:
+        func: a function of arrays (pytrees of arrays allowed) returning arrays.
+        *primals: the point; each a backend array or a pytree of them.
+        has_aux: if True, ``func`` returns ``(output, aux)`` and aux is returned unchanged.
+
+    Returns:
+        ``(output, vjp_fn)`` or ``(output, vjp_fn, aux)``. ``vjp_fn(cotangents)`` takes cotangents with the
+        structure and shapes of ``output`` and returns a tuple with one cotangent per primal.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> out, f_vjp = pa.vjp(pa.xp.sin, np.array([0.0, 1.0]))
+        >>> f_vjp(np.ones(2))[0].round(4)
+        array([1.    , 0.5403])
+    """
+    _check_callable(func, "vjp")
+    flat, tree = _flatten(primals)
+    _check_arrays(flat, f"vjp({_fname(func)}, ...)")
+    with new_level(ReverseInterpreter) as interp:
+        leaves = [interp.new_leaf(x) for x in flat]
+        out = func(*optree.tree_unflatten(tree, leaves))
+        out, aux = _split_aux(out, has_aux, "vjp")
+        out_flat, out_tree = _flatten(out)
+        for i, o in enumerate(out_flat):
+            if not _is_array(o):
+                raise TypeError(f"vjp: func must return arrays, got {type(o).__name__} at output leaf {i}")
+    values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
+    output = optree.tree_unflatten(out_tree, values)
+
+    def vjp_fn(cotangents):
+        ct_flat, ct_tree = _flatten(cotangents)
+        if ct_tree != out_tree:
+            raise ValueError(
+                f"vjp_fn(cotangents): cotangents must have the structure of the output, {out_tree}, "
+                f"got {ct_tree}"
+            )
+        seeds = {}
+        for i, (o, c, v) in enumerate(zip(out_flat, ct_flat, values)):
+            if tuple(c.shape) != tuple(v.shape):
+                raise ValueError(
+                    f"vjp_fn(cotangents): cotangent {i} has shape {tuple(c.shape)}, the output {tuple(v.shape)}"
+                )
+            if not is_floating(v):
+                raise TypeError(f"vjp: output {i} has dtype {v.dtype}; only floating outputs have cotangents")
+            if isinstance(o, Tensor) and o._interp is interp:
+                seeds[o._aux] = c if o._aux not in seeds else seeds[o._aux] + c
+        cts = interp.backward(seeds) if seeds else {}
+        grads = []
+        for leaf, x in zip(leaves, flat):
+            g = cts.get(leaf._aux)
+            grads.append(_zeros_like(x) if g is None else g)
+        return tuple(optree.tree_unflatten(tree, grads))
+
+    if has_aux:
+        return output, vjp_fn, _lower_tree(aux, interp)
+    return output, vjp_fn
+
+
+def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
+    single, nums = _normalize_argnums(argnums, len(args), transform)
+
+    def partial_func(*diff):
+        full = list(args)
+        for n, d in zip(nums, diff):
+            full[n] = d
+        return func(*full, **kwargs)
+
+    diff_args = [args[n] for n in nums]
+    flat, _ = _flatten(diff_args)
+    _check_arrays(flat, f"{transform}({_fname(func)}, argnums={argnums!r})")
+    _check_floating(flat, f"{transform}({_fname(func)}, argnums={argnums!r})")
+    res = vjp(partial_func, *diff_args, has_aux=has_aux)
+    out, fn = res[0], res[1]
+    if not _is_array(out) or tuple(out.shape) != ():
+        shape = tuple(out.shape) if _is_array(out) else type(out).__name__
+        raise ValueError(
+            f"{transform}({_fname(func)}): func must return a scalar (0-d array), got {shape}; "
+            "use pa.vjp or pa.jacrev for non-scalar outputs"
+        )
+    if is_complex(out) or not is_floating(out):
+        raise TypeError(
+            f"{transform}({_fname(func)}): func must return a real floating scalar, got {out.dtype}"
+        )
+    from polyad.ops.creation import ones_like
+
+    grads = fn(ones_like(out))
+    g = grads[0] if single else grads
+    return g, out, (res[2] if has_aux else None)
+
+
+def grad(func, argnums=0, has_aux=False):
+    """The gradient of a scalar function, as a function.
+
+    Args:
+        func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``).
+        argnums: which positional argument(s) to differentiate: an int (negative allowed) or a tuple.
+        has_aux: whether ``func`` also returns auxiliary data, returned unchanged.
+
+    Returns:
+        A function with ``func``'s arguments returning the gradient (a tuple for tuple ``argnums``),
+        or ``(gradient, aux)`` with ``has_aux``. Keyword arguments are passed through, not differentiated.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.grad(lambda x: pa.xp.sum(x ** 2))(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    _check_callable(func, "grad")
+
+    @functools.wraps(func)
+    def grad_f(*args, **kwargs):
+        g, _, aux = _grad_impl(func, argnums, has_aux, args, kwargs, "grad")
+        return (g, aux) if has_aux else g
+
+    return grad_f
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """Like ``grad`` but returns ``(gradient, value)`` or ``(gradient, (value, aux))`` (torch.func's order).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> g, v = pa.grad_and_value(lambda x: pa.xp.sum(x * x))(np.array([3.0]))
+        >>> g, v
+        (array([6.]), np.float64(9.0))
+    """
+    _check_callable(func, "grad_and_value")
+
+    @functools.wraps(func)
+    def f(*args, **kwargs):
+        g, out, aux = _grad_impl(func, argnums, has_aux, args, kwargs, "grad_and_value")
+        return (g, (out, aux)) if has_aux else (g, out)
+
+    return f
+
+
+def value_and_grad(func, argnums=0, has_aux=False):
+    """Like ``grad`` but returns ``(value, gradient)`` or ``((value, aux), gradient)`` (JAX's order).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> v, g = pa.value_and_grad(lambda x: pa.xp.sum(x * x))(np.array([3.0]))
+        >>> v, g
+        (np.float64(9.0), array([6.]))
+    """
+    _check_callable(func, "value_and_grad")
+
+    @functools.wraps(func)
+    def f(*args, **kwargs):
+        g, out, aux = _grad_impl(func, argnums, has_aux, args, kwargs, "value_and_grad")
+        return ((out, aux), g) if has_aux else (out, g)
+
+    return f
+
+
+# ------------------------------------------------------------------------------ gradient mode
+
+
+@contextmanager
+def no_grad():
+    """Inside the block, grad levels that already exist record nothing (torch.func's semantics: a
+    ``no_grad`` inside a differentiated function is respected; one around the transform call is not).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> def f(x):
+        ...     with pa.no_grad():
+        ...         c = x * 2.0          # a constant to grad
+        ...     return pa.xp.sum(c * x)
+        >>> pa.grad(f)(np.array([1.0]))
+        array([2.])
+    """
+    previous = _tls.no_grad_level
+    _tls.no_grad_level = current_level()
+    try:
+        yield
+    finally:
+        _tls.no_grad_level = previous
+
+
+@contextmanager
+def enable_grad():
+    """Undo an enclosing ``no_grad`` inside the block."""
+    previous = _tls.no_grad_level
+    _tls.no_grad_level = 0
+    try:
+        yield
+    finally:
+        _tls.no_grad_level = previous
+
+
+_stop_gradient = define("stop_gradient", lambda xp, x: x, abstract_eval=lambda xp, x: x, nondiff=True)
+_stop_gradient.batch = lambda dims, x: (bind(_stop_gradient, x), dims[0])
+
+
+def stop_gradient(x):
+    """``x`` as a constant to every grad and jvp level (its derivative is zero).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.grad(lambda x: pa.xp.sum(x * pa.stop_gradient(x)))(np.array([3.0]))
+        array([3.])
+    """
+    return bind(_stop_gradient, x)
+
+
+# ------------------------------------------------------------------------------ forward mode
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """Evaluate ``func(*primals)`` and its Jacobian-vector product with ``tangents``.
+
+    Args:
+        func: a function of arrays (pytrees allowed).
+        primals: a tuple of the positional arguments.
+        tangents: a tuple with the same structure and shapes as ``primals``.
+        strict: if True, an output that does not depend on the inputs is an error (else its tangent is 0).
+        has_aux: ``func`` returns ``(output, aux)``.
+
+    Returns:
+        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.jvp(pa.xp.exp, (np.array([0.0]),), (np.array([2.0]),))
+        (array([1.]), array([2.]))
+    """
+    _check_callable(func, "jvp")
+    if not isinstance(primals, tuple):
+        raise TypeError(
+            f"jvp(func, primals, tangents): primals must be a tuple, got {type(primals).__name__}"
+        )
+    if not isinstance(tangents, tuple):
+        raise TypeError(
+            f"jvp(func, primals, tangents): tangents must be a tuple, got {type(tangents).__name__}"
+        )
+    p_flat, p_tree = _flatten(primals)
+    t_flat, t_tree = _flatten(tangents)
+    if p_tree != t_tree:
+        raise ValueError(f"jvp: tangents must have the structure of primals, {p_tree}, got {t_tree}")
+    _check_arrays(p_flat, f"jvp({_fname(func)}, primals)")
+    _check_arrays(t_flat, f"jvp({_fname(func)}, ..., tangents)")
+    for i, (p, t) in enumerate(zip(p_flat, t_flat)):
+        if tuple(p.shape) != tuple(t.shape):
+            raise ValueError(f"jvp: tangent {i} has shape {tuple(t.shape)}, its primal {tuple(p.shape)}")
+    with new_level(ForwardInterpreter) as interp:
+        duals = [DualTensor(p, interp, t) for p, t in zip(p_flat, t_flat)]
+        out = func(*optree.tree_unflatten(p_tree, duals))
+        out, aux = _split_aux(out, has_aux, "jvp")
+        o_flat, o_tree = _flatten(out)
+    outs, tans = [], []
+    for i, o in enumerate(o_flat):
+        if isinstance(o, Tensor) and o._interp is interp:
+            outs.append(o._value)
+            tans.append(o._aux)
+        else:
+            if not _is_array(o):
+                raise TypeError(f"jvp: func must return arrays, got {type(o).__name__} at output leaf {i}")
+            if strict:
+                raise RuntimeError(
+                    f"jvp(..., strict=True): output {i} does not depend on the inputs (its tangent is zero)"
+                )
+            outs.append(o)
+            tans.append(_zeros_like(o))
+    result = (optree.tree_unflatten(o_tree, outs), optree.tree_unflatten(o_tree, tans))
+    if has_aux:
+        return result + (_lower_tree(aux, interp),)
+    return result
+
+
+def linearize(func, *primals):
+    """Evaluate ``func(*primals)`` once and return a function for its JVP at that point.
+
+    The primal computation is recorded once; ``jvp_fn(*tangents)`` replays only the tangent rules on
+    the recorded values, never the primal ops again.
+
+    Returns:
+        ``(output, jvp_fn)``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> out, f_jvp = pa.linearize(pa.xp.sin, np.array([0.0]))
+        >>> f_jvp(np.array([3.0]))
+        array([3.])
+    """
+    _check_callable(func, "linearize")
+    flat, tree = _flatten(primals)
+    _check_arrays(flat, f"linearize({_fname(func)}, ...)")
+    with new_level(ReverseInterpreter) as interp:
+        leaves = [interp.new_leaf(x) for x in flat]
+        out = func(*optree.tree_unflatten(tree, leaves))
+        out_flat, out_tree = _flatten(out)
+    values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
+
+    def jvp_fn(*tangents):
+        t_flat, t_tree = _flatten(tangents)
+        if t_tree != tree:
+            raise ValueError(f"linearize's jvp_fn: tangents must have the structure {tree}, got {t_tree}")
+        for i, (p, t) in enumerate(zip(flat, t_flat)):
+            if tuple(p.shape) != tuple(t.shape):
+                raise ValueError(
+                    f"jvp_fn: tangent {i} has shape {tuple(t.shape)}, its primal {tuple(p.shape)}"
+                )
+        tans = interp.forward_sweep({leaf._aux: t for leaf, t in zip(leaves, t_flat)})
+        outs = []
+        for o, v in zip(out_flat, values):
+            t = tans.get(o._aux) if isinstance(o, Tensor) and o._interp is interp else None
+            outs.append(_zeros_like(v) if t is None else t)
+        return optree.tree_unflatten(out_tree, outs)
+
+    return optree.tree_unflatten(out_tree, values), jvp_fn
+
+
+# ------------------------------------------------------------------------------ vmap
+
+
+def _describe_call(func, in_dims, out_dims):
+    return f"vmap({_fname(func)}, in_dims={in_dims!r}, out_dims={out_dims!r})"
+
+
+def _broadcast_prefix(prefix, tree, what, call):
+    try:
+        return optree.tree_broadcast_prefix(prefix, tree, none_is_leaf=True)
+    except ValueError as exc:
+        raise ValueError(
+            f"{call}: {what} must be an int, None, or a pytree prefix of the arguments ({exc})"
+        ) from None
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """Vectorise ``func`` over a batch dimension of its inputs.
+
+    Args:
+        func: a function of arrays written for one example.
+        in_dims: int, None, or a pytree prefix of the positional arguments giving each input's batch
+            dimension (None: not batched). Negative dims count from the end.
+        out_dims: int or a pytree prefix of the output: where each output's batch dimension goes.
+        randomness: "error", "different" or "same": how ``pa.random`` behaves inside.
+        chunk_size: process the batch in chunks of this size and concatenate (1: a plain loop).
+
+    Returns:
+        The batched function.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.vmap(lambda x, y: pa.xp.sum(x * y), in_dims=(0, None))(np.ones((3, 2)), np.arange(2.0))
+        array([1., 1., 1.])
+    """
+    _check_callable(func, "vmap")
+    if randomness not in ("error", "different", "same"):
+        raise ValueError(f"vmap(randomness={randomness!r}): must be 'error', 'different' or 'same'")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise ValueError(f"vmap(chunk_size={chunk_size!r}): must be None or a positive int")
+    if not (in_dims is None or isinstance(in_dims, int | tuple | list | dict)):
+        raise TypeError(
+            f"{_describe_call(func, in_dims, out_dims)}: in_dims must be an int, None or a pytree"
+        )
+
+    @functools.wraps(func)
+    def vmapped(*args, **kwargs):
+        call = _describe_call(func, in_dims, out_dims)
+        flat, tree = optree.tree_flatten(args, none_is_leaf=True)
+        dims_tree = in_dims if isinstance(in_dims, tuple) or not isinstance(in_dims, list) else tuple(in_dims)
+        if isinstance(dims_tree, tuple) and len(dims_tree) != len(args):
+            raise ValueError(
+                f"{call}: in_dims is a tuple of {len(dims_tree)} entries but the function was called "
+                f"with {len(args)} positional argument(s)"
+            )
+        dims = (
+            _broadcast_prefix(dims_tree, args, "in_dims", call)
+            if isinstance(dims_tree, tuple)
+            else [dims_tree] * len(flat)
+        )
+        if isinstance(dims_tree, tuple):
+            dims = optree.tree_leaves(dims, none_is_leaf=True)
+        size = None
+        norm_dims = []
+        for i, (x, d) in enumerate(zip(flat, dims)):
+            if d is None:
+                norm_dims.append(None)
+                continue
+            if not isinstance(d, int):
+                raise TypeError(f"{call}: in_dims entries must be int or None, got {d!r}")
+            if not _is_array(x):
+                raise TypeError(
+                    f"{call}: argument leaf {i} is a {type(x).__name__}, not an array, but in_dims maps it "
+                    f"over dim {d}; give it in_dims None"
+                )
+            nd = len(x.shape)
+            if not -nd <= d < nd:
+                raise ValueError(
+                    f"{call}: in_dim {d} is out of range for argument leaf {i} of shape {tuple(x.shape)}"
+                )
+            d %= nd
+            n = x.shape[d]
+            if size is None:
+                size = n
+            elif n != size:
+                raise ValueError(
+                    f"{call}: mapped dimensions have different sizes: {size} and {n} "
+                    f"(argument leaf {i}, shape {tuple(x.shape)}, dim {d})"
+                )
+            norm_dims.append(d)
+        if size is None:
+            raise ValueError(f"{call}: no argument is mapped (every in_dim is None or no array was passed)")
+        if chunk_size is not None and chunk_size < size:
+            return _chunked(func, flat, tree, norm_dims, size, kwargs, call)
+        return _vmap_once(func, flat, tree, norm_dims, size, kwargs, call)
+
+    def _vmap_once(func, flat, tree, dims, size, kwargs, call):
+        with new_level(BatchInterpreter, size, randomness) as interp:
+            batched = [x if d is None else BatchedTensor(x, interp, d) for x, d in zip(flat, dims)]
+            out = func(*optree.tree_unflatten(tree, batched), **kwargs)
+            return _move_out(out, interp, size, call)
+
+    def _move_out(out, interp, size, call):
+        from polyad.ops.creation import asarray
+        from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis
+
+        o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
+        if isinstance(out_dims, int):
+            odims = [out_dims] * len(o_flat)
+        else:
+            odims = optree.tree_leaves(_broadcast_prefix(out_dims, out, "out_dims", call), none_is_leaf=True)
+        res = []
+        for i, (o, d) in enumerate(zip(o_flat, odims)):
+            if not _is_array(o):
+                if isinstance(o, int | float | complex | bool):
+                    o = asarray(o)
+                else:
+                    raise TypeError(f"{call}: func must return arrays, got {type(o).__name__} at output {i}")
+            batched = isinstance(o, Tensor) and o._interp is interp
+            if d is None:
+                if batched:
+                    raise ValueError(f"{call}: output {i} is batched but its out_dim is None")
+                res.append(o)
+                continue
+            nd = len(o.shape) + 1
+            if not -nd <= d < nd:
+                raise ValueError(f"{call}: out_dim {d} is out of range for output {i} of rank {nd - 1}")
+            d %= nd
+            if batched:
+                res.append(moveaxis(o._value, o._aux, d) if o._aux != d else o._value)
+            else:
+                e = expand_dims(o, axis=d)
+                shape = list(e.shape)
+                shape[d] = size
+                res.append(broadcast_to(e, tuple(shape)))
+        return optree.tree_unflatten(o_tree, res)
+
+    def _chunked(func, flat, tree, dims, size, kwargs, call):
+        from polyad.ops.manipulation import concat
+
+        pieces = []
+        for start in range(0, size, chunk_size):
+            stop = min(start + chunk_size, size)
+            part = [x if d is None else _slice_along(x, d, start, stop) for x, d in zip(flat, dims)]
+            pieces.append(_vmap_once(func, part, tree, dims, stop - start, kwargs, call))
+        first_flat, o_tree = optree.tree_flatten(pieces[0], none_is_leaf=False)
+        cols = [optree.tree_leaves(p, none_is_leaf=False) for p in pieces]
+        if isinstance(out_dims, int):
+            odims = [out_dims] * len(first_flat)
+        else:
+            odims = optree.tree_leaves(
+                _broadcast_prefix(out_dims, pieces[0], "out_dims", call), none_is_leaf=True
+            )
+        res = []
+        for k, d in enumerate(odims):
+            if d is None:
+                res.append(cols[0][k])
+            else:
+                res.append(concat([c[k] for c in cols], axis=d % (len(first_flat[k].shape))))
+        return optree.tree_unflatten(o_tree, res)
+
+    return vmapped
+
+
+def _slice_along(x, d, start, stop):
+    return x[(slice(None),) * d + (slice(start, stop),)]
+
+
+# ------------------------------------------------------------------------------ Jacobians
+
+
+def _check_real(leaves, transform, what):
+    for x in leaves:
+        if _is_array(x) and is_complex(x):
+            raise TypeError(
+                f"{transform}: complex {what} are not supported (as in torch.func); split them into real "
+                "and imaginary parts"
+            )
+
+
+def _basis(n, like):
+    from polyad.ops.creation import eye
+
+    base = like
+    while isinstance(base, Tensor):
+        base = base._value
+    return eye(n, dtype=like.dtype, device=base.device)
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """The Jacobian by reverse mode: one ``vjp``, then ``vmap(vjp_fn)`` over the output basis.
+
+    Args:
+        func: a function of arrays returning an array or a pytree of arrays.
+        argnums: int or tuple of ints: which arguments to differentiate.
+        has_aux: ``func`` returns ``(output, aux)``.
+        chunk_size: None for one vmap over the whole basis; k for chunks of k rows; 1 for a plain loop.
+
+    Returns:
+        A function returning the Jacobian: for output shape O and input shape I, an array of shape O + I;
+        a tuple per output leaf for tuple ``argnums``; the output's pytree structure around them.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
+        array([[2., 0.],
+               [0., 4.]])
+    """
+    _check_callable(func, "jacrev")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise ValueError(f"jacrev(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+
+    @functools.wraps(func)
+    def jac_f(*args, **kwargs):
+        single, nums = _normalize_argnums(argnums, len(args), "jacrev")
+
+        def partial_func(*diff):
+            full = list(args)
+            for n, d in zip(nums, diff):
+                full[n] = d
+            return func(*full, **kwargs)
+
+        diff_args = tuple(args[n] for n in nums)
+        in_flat, in_tree = _flatten(diff_args)
+        _check_arrays(in_flat, f"jacrev({_fname(func)})")
+        _check_real(in_flat, "jacrev", "inputs")
+        res = vjp(partial_func, *diff_args, has_aux=has_aux)
+        out, vjp_fn = res[0], res[1]
+        o_flat, o_tree = _flatten(out)
+        _check_real(o_flat, "jacrev", "outputs")
+        sizes = [math.prod(o.shape) for o in o_flat]
+        total = sum(sizes)
+        from polyad.ops.manipulation import reshape
+
+        def vjp_row(basis_rows):
+            # basis_rows: (total,) one row of the identity, split into the output pytree
+            cts, off = [], 0
+            for o, n in zip(o_flat, sizes):
+                cts.append(reshape(basis_rows[off : off + n], tuple(o.shape)))
+                off += n
+            return vjp_fn(optree.tree_unflatten(o_tree, cts))
+
+        if total == 0:
+            rows = tuple(_zeros_with_rows(0, x) for x in diff_args)
+        elif chunk_size == 1:
+            basis = _basis(total, o_flat[0])
+            per_row = [vjp_row(basis[i]) for i in range(total)]
+            rows = _stack_tree(per_row)
+        else:
+            basis = _basis(total, o_flat[0])
+            rows = vmap(vjp_row, chunk_size=chunk_size)(basis)
+        jac = _assemble(rows, o_flat, o_tree, sizes, in_tree, single, rows_first=True)
+        return (jac, res[2]) if has_aux else jac
+
+    return jac_f
+
+
+def _zeros_with_rows(n, x):
+    from polyad.ops.creation import zeros
+
+    return optree.tree_map(lambda a: zeros((n, *a.shape), dtype=a.dtype), x)
+
+
+def _stack_tree(trees):
+    from polyad.ops.manipulation import stack
+
+    return optree.tree_map(lambda *xs: stack(list(xs)), *trees)
+
+
+def _assemble(rows, o_flat, o_tree, sizes, in_tree, single, rows_first):
+    """Split stacked derivatives into the torch.func layout: output pytree of (tuple of) O + I arrays.
+
+    ``rows_first``: the stacked axis indexes outputs (jacrev: rows is per-input (total_out, *I));
+    otherwise it indexes inputs (jacfwd: rows is per-output (total_in, *O)).
+    """
+    from polyad.ops.manipulation import moveaxis, reshape
+
+    # rows: tuple (one per argnum) of pytrees of arrays shaped (total_out, *in_shape)
+    per_arg = [optree.tree_leaves(r, none_is_leaf=False) for r in rows]
+    arg_trees = [optree.tree_structure(r, none_is_leaf=False) for r in rows]
+    out_leaves = []
+    off = 0
+    for o, n in zip(o_flat, sizes):
+        per = []
+        for leaves, t in zip(per_arg, arg_trees):
+            blocks = [reshape(leaf[off : off + n], tuple(o.shape) + tuple(leaf.shape[1:])) for leaf in leaves]
+            per.append(optree.tree_unflatten(t, blocks))
+        off += n
+        out_leaves.append(per[0] if single else tuple(per))
+    del moveaxis
+    return optree.tree_unflatten(o_tree, out_leaves)
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """The Jacobian by forward mode: ``vmap(jvp)`` over the standard basis of the inputs.
+
+    Args and output layout as ``jacrev`` (shape O + I per output leaf and input).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.jacfwd(lambda x: x ** 3)(np.array([1.0, 2.0]))
+        array([[ 3.,  0.],
+               [ 0., 12.]])
+    """
+    _check_callable(func, "jacfwd")
+
+    @functools.wraps(func)
+    def jac_f(*args, **kwargs):
+        from polyad.ops.manipulation import moveaxis, reshape
+
+        single, nums = _normalize_argnums(argnums, len(args), "jacfwd")
+        diff_args = tuple(args[n] for n in nums)
+        in_flat, in_tree = _flatten(diff_args)
+        _check_arrays(in_flat, f"jacfwd({_fname(func)})")
+        _check_real(in_flat, "jacfwd", "inputs")
+        sizes = [math.prod(x.shape) for x in in_flat]
+        total = sum(sizes)
+
+        def partial_func(*diff):
+            full = list(args)
+            for n, d in zip(nums, diff):
+                full[n] = d
+            return func(*full, **kwargs)
+
+        def push(basis_row):
+            tans, off = [], 0
+            for x, n in zip(in_flat, sizes):
+                tans.append(reshape(basis_row[off : off + n], tuple(x.shape)))
+                off += n
+            res = jvp(partial_func, diff_args, optree.tree_unflatten(in_tree, tans), has_aux=has_aux)
+            return res[1] if not has_aux else (res[1], res[0], res[2])
+
+        basis = _basis(total, in_flat[0])
+        if has_aux:
+            tangents, out, aux = vmap(push, randomness=randomness, out_dims=(0, None, None))(basis)
+        else:
+            tangents = vmap(push, randomness=randomness)(basis)
+            out = None
+        t_flat, t_tree = _flatten(tangents)
+        _check_real(t_flat, "jacfwd", "outputs")
+        jac_leaves = []
+        for t in t_flat:
+            o_shape = tuple(t.shape[1:])
+            moved = moveaxis(t, 0, -1)  # (*O, total)
+            per, off = [], 0
+            for x, n in zip(in_flat, sizes):
+                per.append(reshape(moved[..., off : off + n], o_shape + tuple(x.shape)))
+                off += n
+            arg_tree_parts = optree.tree_unflatten(in_tree, per)
+            jac_leaves.append(arg_tree_parts[0] if single else tuple(arg_tree_parts))
+        jac = optree.tree_unflatten(t_tree, jac_leaves)
+        return (jac, aux) if has_aux else jac
+
+    return jac_f
+
+
+def hessian(func, argnums=0):
+    """The Hessian, ``jacfwd(jacrev(func, argnums), argnums)`` (forward over reverse).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.hessian(lambda x: pa.xp.sum(x ** 3))(np.array([1.0, 2.0]))
+        array([[ 6.,  0.],
+               [ 0., 12.]])
+    """
+    _check_callable(func, "hessian")
+    return jacfwd(jacrev(func, argnums), argnums)

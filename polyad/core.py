@@ -1,0 +1,393 @@
+"""The core: the Tensor type, the op registry, ``bind`` and the level stack.
+
+Every namespace function ends in ``bind(op, *arrays, **metadata)``. ``bind`` finds the highest transform
+level among the array arguments and hands the call to that level's interpreter; the interpreter unwraps
+its own tensors, calls ``bind`` again on what is underneath (so lower levels see what it emits) and wraps
+the result. When no tensor of any transform is among the arguments the call reaches ``eval_op``, which
+picks a kernel (``dispatch.choose_kernel``) and runs it on raw backend arrays.
+"""
+
+import threading
+from contextlib import contextmanager
+
+from polyad import dispatch
+
+# --------------------------------------------------------------------------------------------- levels
+
+
+class _LevelState(threading.local):
+    def __init__(self):
+        self.stack = [None]  # stack[level] is the interpreter of that level; level 0 is eager evaluation
+        self.no_grad_level = 0  # reverse levels <= this record nothing (pa.no_grad)
+
+
+_tls = _LevelState()
+
+
+class Interpreter:
+    """Base of the per-transform interpreters (reverse, forward, batching).
+
+    An interpreter owns one level number. ``process(op, args, params)`` receives every op whose highest
+    argument level is its own; arguments of lower levels are constants to it.
+    """
+
+    def __init__(self, level):
+        self.level = level
+        self.active = True
+
+    def process(self, op, args, params):
+        raise NotImplementedError
+
+
+@contextmanager
+def new_level(cls, *args):
+    """Push an interpreter of class ``cls`` at the next level; pop it on exit, even on error."""
+    stack = _tls.stack
+    interp = cls(len(stack), *args)
+    stack.append(interp)
+    try:
+        yield interp
+    finally:
+        interp.active = False
+        # restore exactly: anything pushed above us by a failing inner transform goes too
+        del stack[interp.level :]
+
+
+def current_level():
+    """The number of the innermost active level (0 when no transform is active)."""
+    return len(_tls.stack) - 1
+
+
+def active_interpreters():
+    """The active interpreters, innermost last."""
+    return _tls.stack[1:]
+
+
+# --------------------------------------------------------------------------------------------- tensor
+
+
+class Tensor:
+    """A polyad tensor: a backend array (or a lower-level tensor) seen through one transform level.
+
+    Every tensor has the same three slots, so that an in-place update can turn a tensor into another
+    kind (``__setitem__`` writing a batched value into an unbatched tensor changes its class):
+
+    - ``_value``: the backend array, or the lower-level tensor, underneath;
+    - ``_interp``: the interpreter of the level this tensor belongs to (None for a plain tensor);
+    - ``_aux``: per-transform data (tape node, tangent, batch dimension).
+
+    A plain ``Tensor(array)`` lives at level 0 and makes any backend array speak polyad's namespace.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> t = pa.Tensor(np.arange(3.0))
+        >>> (2.0 * t + 1).shape
+        (3,)
+    """
+
+    __slots__ = ("_value", "_interp", "_aux")
+    # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
+    __array_ufunc__ = None
+    __array_priority__ = 1000
+
+    def __init__(self, value, interp=None, aux=None):
+        self._value = value
+        self._interp = interp
+        self._aux = aux
+
+    # -- metadata (the batching tensor overrides shape)
+    @property
+    def shape(self):
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def device(self):
+        return self._value.device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def level(self):
+        return 0 if self._interp is None else self._interp.level
+
+    @property
+    def mT(self):
+        return _xp.matrix_transpose(self)
+
+    @property
+    def T(self):
+        if self.ndim != 2:
+            raise ValueError(f"Tensor.T needs a 2-D tensor, got {self.ndim}-D; use .mT or permute_dims")
+        return _xp.permute_dims(self, (1, 0))
+
+    def __array_namespace__(self, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"polyad implements Array API 2024.12; api_version={api_version!r} is unknown")
+        return _xp
+
+    def to_device(self, device, /, *, stream=None):
+        return _xp._to_device(self, device=device, stream=stream)
+
+    def concrete(self):
+        """The backend array underneath all levels (errors where a batched value has no single value)."""
+        v = self._value
+        return v.concrete() if isinstance(v, Tensor) else v
+
+    def __bool__(self):
+        return bool(self._scalar("bool"))
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __complex__(self):
+        return complex(self._scalar("complex"))
+
+    def __index__(self):
+        return self._scalar("index").__index__()
+
+    def _scalar(self, what):
+        return self.concrete()
+
+    def __dlpack__(self, **kwargs):
+        return self.concrete().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.concrete().__dlpack_device__()
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __getitem__(self, key):
+        return _xp._getitem(self, key)
+
+    def __setitem__(self, key, value):
+        # Functionalised: compute the updated tensor out of place, then make this object be it.
+        self._become(_xp._index_update(self, key, value))
+
+    def _become(self, other):
+        if not isinstance(other, Tensor):
+            other = Tensor(other)
+        self.__class__ = type(other)
+        self._value, self._interp, self._aux = other._value, other._interp, other._aux
+        return self
+
+    def __repr__(self):
+        kind = type(self).__name__
+        return f"{kind}(level={self.level}, shape={self.shape}, dtype={self.dtype}, value={self._value!r})"
+
+    __hash__ = None
+
+
+class ConcretizationError(TypeError):
+    """A Python value (bool, float, int, shape) was asked of a tensor that has no single value."""
+
+
+# Operator name -> namespace function; installed on Tensor by ``install_operators`` once the namespace
+# exists (core cannot import the ops: they import core).
+_BINARY_OPERATORS = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "pow",
+    "matmul": "matmul",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+_COMPARISONS = {
+    "__eq__": "equal",
+    "__ne__": "not_equal",
+    "__lt__": "less",
+    "__le__": "less_equal",
+    "__gt__": "greater",
+    "__ge__": "greater_equal",
+}
+_UNARY_OPERATORS = {
+    "__neg__": "negative",
+    "__pos__": "positive",
+    "__abs__": "abs",
+    "__invert__": "bitwise_invert",
+}
+
+_xp = None  # the polyad namespace module, set by install_operators
+
+
+def install_operators(namespace):
+    """Give Tensor the Python operators of the standard, each calling the namespace function."""
+    global _xp
+    _xp = namespace
+
+    def forward(fn):
+        return lambda self, other: fn(self, other)
+
+    def reflected(fn):
+        return lambda self, other: fn(other, self)
+
+    def inplace(fn):
+        def op(self, other):
+            result = fn(self, other)
+            return self._become(result) if isinstance(result, Tensor) else result
+
+        return op
+
+    for name, fname in _BINARY_OPERATORS.items():
+        fn = getattr(namespace, fname)
+        setattr(Tensor, f"__{name}__", forward(fn))
+        setattr(Tensor, f"__r{name}__", reflected(fn))
+        setattr(Tensor, f"__i{name}__", inplace(fn))
+    for dunder, fname in _COMPARISONS.items():
+        setattr(Tensor, dunder, forward(getattr(namespace, fname)))
+    for dunder, fname in _UNARY_OPERATORS.items():
+        fn = getattr(namespace, fname)
+        setattr(Tensor, dunder, lambda self, _fn=fn: _fn(self))
+
+
+# --------------------------------------------------------------------------------------------- ops
+
+OPS = {}  # name -> Op: the one registry of every array function
+
+
+class Op:
+    """One array function: its kernels and, per transform, one rule.
+
+    Rule signatures (one per transform, fixed):
+
+    - ``abstract_eval(xp, *avals, **params) -> aval | tuple``: output shapes and dtypes, computing nothing;
+    - ``vjp(cotangent, out, *primals, **params) -> tuple``: one cotangent per positional argument
+      (None where there is none);
+    - ``jvp(tangents, out, *primals, **params) -> tangent``: ``tangents`` has one entry per positional
+      argument, None for a zero tangent;
+    - ``batch(dims, *values, **params) -> (out, out_dim)``: ``dims`` has one batch dimension per positional
+      argument, None where it is not batched.
+
+    Markers replace rules that would be repeated: ``linear`` (the JVP is the op applied to the tangents),
+    ``nondiff`` (the output carries no derivative: comparisons, integer results, rounding).
+    Kernels: ``generic(xp, *args, **params)`` written against the Array API namespace ``xp``, and
+    ``kernels[device_type]`` with the same signature, chosen by ``dispatch.choose_kernel``.
+    """
+
+    __slots__ = (
+        "name",
+        "generic",
+        "kernels",
+        "abstract_eval",
+        "vjp",
+        "jvp",
+        "batch",
+        "linear",
+        "nondiff",
+        "multiple_results",
+        "from_device",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        name,
+        generic=None,
+        *,
+        abstract_eval=None,
+        vjp=None,
+        jvp=None,
+        batch=None,
+        linear=False,
+        nondiff=False,
+        multiple_results=False,
+        register=True,
+    ):
+        if register and name in OPS:
+            raise ValueError(f"an op named {name!r} is already registered")
+        self.name = name
+        self.generic = generic
+        self.kernels = {}
+        self.abstract_eval = abstract_eval
+        self.vjp = vjp
+        self.jvp = jvp
+        self.batch = batch
+        self.linear = linear
+        self.nondiff = nondiff
+        self.multiple_results = multiple_results
+        self.from_device = False  # creation ops: the backend comes from the ``device`` parameter
+        if register:
+            OPS[name] = self
+
+    def bind(self, *args, **params):
+        return bind(self, *args, **params)
+
+    def __repr__(self):
+        return f"Op({self.name!r})"
+
+
+def bind(op, *args, **params):
+    """Apply ``op`` to positional arrays ``args`` with keyword metadata ``params``, through every level."""
+    top = None
+    for a in args:
+        if isinstance(a, Tensor):
+            i = a._interp
+            if i is not None and (top is None or i.level > top.level):
+                top = i
+    if top is not None:
+        if not top.active:
+            raise RuntimeError(
+                f"a tensor of a finished {type(top).__name__} (level {top.level}) reached op "
+                f"{op.name!r}: a tracer escaped the transform that made it (stored in a global or closure?)"
+            )
+        return top.process(op, args, params)
+    return eval_op(op, args, params)
+
+
+def eval_op(op, args, params):
+    """Level 0: run the op's kernel on backend arrays (plain tensors are unwrapped and rewrapped)."""
+    wrapped = False
+    for a in args:
+        if isinstance(a, Tensor):
+            wrapped = True
+            break
+    if wrapped:
+        args = tuple(a._value if isinstance(a, Tensor) else a for a in args)
+    if op.from_device:
+        backend = dispatch.backend_of_device(params.get("device"))
+    else:
+        backend = dispatch.backend_of(args)
+    kernel = op.generic if not op.kernels else dispatch.choose_kernel(op, backend, args)
+    out = kernel(backend.xp, *args, **params)
+    if wrapped:
+        if op.multiple_results:
+            return tuple(Tensor(o) for o in out)
+        return Tensor(out)
+    return out
+
+
+def lower(x, interp):
+    """The value underneath ``x`` if it belongs to ``interp``'s level, else ``x`` itself (a constant)."""
+    if isinstance(x, Tensor) and x._interp is interp:
+        return x._value
+    return x

@@ -1,0 +1,70 @@
+"""Forward mode: the jvp level's tracer (a dual number) and its interpreter.
+
+A ``DualTensor`` holds its primal (``_value``) and its tangent (``_aux``). The interpreter computes the
+primal output through the levels below, then the op's ``jvp`` rule, which runs through polyad ops, so
+enclosing levels differentiate or batch the tangent computation too. A tangent of None is a symbolic zero.
+"""
+
+from polyad.core import Interpreter, Tensor, bind
+
+
+class DualTensor(Tensor):
+    """A value at a jvp level: ``_value`` is the primal, ``_aux`` the tangent."""
+
+    __slots__ = ()
+
+
+def linear_jvp(op):
+    """The JVP of an op linear in its arguments: the op applied to the tangents.
+
+    ``op.linear`` is True (linear in every array argument jointly) or a tuple of the positions it is
+    linear in; arguments at other positions (indices, conditions) pass through as they are.
+    """
+    positions = None if op.linear is True else frozenset(op.linear)
+
+    def jvp(tangents, out, *primals, **params):
+        from polyad.ops.creation import zeros_like
+
+        args = []
+        for i, (t, p) in enumerate(zip(tangents, primals)):
+            if positions is not None and i not in positions:
+                args.append(p)
+            elif t is not None:
+                args.append(t)
+            else:
+                args.append(zeros_like(p) if hasattr(p, "shape") else p)
+        return bind(op, *args, **params)
+
+    return jvp
+
+
+def jvp_rule(op):
+    """The op's JVP rule; for an op marked ``linear`` without one, the op itself applied to tangents."""
+    rule = op.jvp
+    if rule is None:
+        if not op.linear:
+            raise NotImplementedError(
+                f"forward mode (jvp) is not implemented for op {op.name!r}: it has no JVP rule"
+            )
+        rule = op.jvp = linear_jvp(op)
+    return rule
+
+
+class ForwardInterpreter(Interpreter):
+    def process(self, op, args, params):
+        primals = []
+        tangents = []
+        for a in args:
+            if isinstance(a, Tensor) and a._interp is self:
+                primals.append(a._value)
+                tangents.append(a._aux)
+            else:
+                primals.append(a)
+                tangents.append(None)
+        out = bind(op, *primals, **params)
+        if op.nondiff or all(t is None for t in tangents):
+            return out
+        t = jvp_rule(op)(tuple(tangents), out, *primals, **params)
+        if op.multiple_results:
+            return type(out)(o if ti is None else DualTensor(o, self, ti) for o, ti in zip(out, t))
+        return out if t is None else DualTensor(out, self, t)

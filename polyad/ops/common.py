@@ -1,0 +1,198 @@
+"""Shared pieces for defining ops: the ``define`` helper, abstract values, and rules shared by families.
+
+Family rules (one per family, used by many ops):
+- ``same_dim_batch``: ops that act element by element on one array keep its batch dimension;
+- ``broadcast_batch``: n-ary broadcasting ops move batch dimensions to the front and align ranks;
+- ``unbroadcast``: sums a cotangent back to the shape of an input that was broadcast.
+"""
+
+import functools
+
+from polyad import dispatch
+from polyad.core import Op, Tensor, bind
+
+
+class ShapeDtype:
+    """An abstract array: shape, dtype and device, no data. Returned by ``eval_shape``."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape, dtype, device=None):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __eq__(self, other):
+        return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"ShapeDtype(shape={self.shape}, dtype={self.dtype})"
+
+
+def backend_kernel(path):
+    """The generic kernel that calls the backend namespace function at ``path`` ("sin", "linalg.inv")."""
+    parts = path.split(".")
+    if len(parts) == 1:
+        name = parts[0]
+        return lambda xp, *args, **params: getattr(xp, name)(*args, **params)
+    sub, name = parts
+    return lambda xp, *args, **params: getattr(getattr(xp, sub), name)(*args, **params)
+
+
+def define(name, generic=None, **rules):
+    """Register an op and return it. ``generic`` defaults to the backend function of the same name."""
+    return Op(name, generic if generic is not None else backend_kernel(name), **rules)
+
+
+def namespace_function(op, doc=None, name=None):
+    """A public function with positional arrays that binds ``op`` (carries the standard's name)."""
+
+    def f(*args, **params):
+        return bind(op, *args, **params)
+
+    f.__name__ = f.__qualname__ = name or op.name.split(".")[-1]
+    f.__doc__ = doc
+    f.op = op
+    return f
+
+
+# --------------------------------------------------------------------------------------------- dtypes
+
+
+def is_tensor_or_array(x):
+    return isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None
+
+
+def xp_of(*xs):
+    """The backend Array API namespace of the arrays underneath ``xs`` (for dtype questions only)."""
+    return dispatch.backend_of([_bottom(x) for x in xs]).xp
+
+
+def _bottom(x):
+    while isinstance(x, Tensor):
+        x = x._value
+    return x
+
+
+@functools.cache
+def _kind(dtype):
+    s = str(dtype)
+    if "complex" in s:
+        return "c"
+    if "float" in s:
+        return "f"
+    if "bool" in s:
+        return "b"
+    return "i"
+
+
+def is_complex(x):
+    return _kind(x.dtype) == "c"
+
+
+def is_floating(x):
+    """True for real or complex floating arrays: the dtypes that carry derivatives."""
+    return _kind(x.dtype) in "fc"
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def ndim_of(x):
+    return len(x.shape) if hasattr(x, "shape") else 0
+
+
+def shape_of(x):
+    return tuple(x.shape) if hasattr(x, "shape") else ()
+
+
+def normalize_axis(axis, ndim):
+    if axis is None:
+        return None
+    if isinstance(axis, tuple | list):
+        return tuple(a % ndim if ndim else a for a in axis)
+    return axis % ndim if ndim else axis
+
+
+def unbroadcast(g, x):
+    """Sum cotangent ``g`` down to the shape of ``x`` (which was broadcast against other inputs)."""
+    from polyad.ops.reductions import sum as _sum
+
+    xs = shape_of(x)
+    gs = g.shape
+    if tuple(gs) == xs:
+        return g
+    lead = len(gs) - len(xs)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(xs) if s == 1 and gs[i + lead] != 1)
+    out = _sum(g, axis=axes, keepdims=True) if axes else g
+    if lead:
+        from polyad.ops.manipulation import reshape
+
+        out = reshape(out, xs)
+    return out
+
+
+def move_to_front(v, d):
+    """Value ``v`` with its batch dimension ``d`` moved to axis 0 (no-op when already there)."""
+    if d == 0:
+        return v
+    from polyad.ops.manipulation import moveaxis
+
+    return moveaxis(v, d, 0)
+
+
+def same_dim_batch(dims, *values, _op=None, **params):
+    """Batching rule of one-array ops that act element by element: apply, keep the batch dimension."""
+    return bind(_op, *values, **params), dims[0]
+
+
+def broadcast_batch_args(dims, values):
+    """Move every batch dimension to the front and pad batched values so ranks align for broadcasting."""
+    from polyad.ops.manipulation import reshape
+
+    rank = max(ndim_of(v) - (d is not None) for v, d in zip(values, dims))
+    out = []
+    for v, d in zip(values, dims):
+        if d is None:
+            out.append(v)
+            continue
+        v = move_to_front(v, d)
+        r = ndim_of(v) - 1
+        if r < rank:
+            s = shape_of(v)
+            v = reshape(v, (s[0],) + (1,) * (rank - r) + s[1:])
+        out.append(v)
+    return out
+
+
+def unary_batch(op):
+    return lambda dims, x, **params: (bind(op, x, **params), dims[0])
+
+
+def broadcast_batch(op):
+    """Batching rule of an n-ary broadcasting op."""
+
+    def rule(dims, *values, **params):
+        return bind(op, *broadcast_batch_args(dims, values), **params), 0
+
+    return rule
+
+
+def loop_batch(op):
+    """Batching by the per-example loop (the batching interpreter's fallback), as an explicit rule."""
+    from polyad.batching import loop_fallback
+
+    return lambda dims, *values, **params: loop_fallback(op, dims, values, params)

@@ -1,0 +1,431 @@
+"""Element-wise functions of the standard: definitions, abstract evaluation and every transform rule.
+
+Complex convention (PyTorch's): a cotangent is conjugate-linear, so for a holomorphic ``f`` the VJP is
+``g * conj(f'(x))`` and ``grad`` of a real loss ``L(x + iy)`` is ``dL/dx + i dL/dy``, the direction of
+steepest ascent. JVPs are the ordinary complex derivative ``f'(x) * t``.
+"""
+
+import math
+
+from polyad.core import bind
+from polyad.ops.common import (
+    ShapeDtype,
+    broadcast_batch,
+    define,
+    is_complex,
+    namespace_function,
+    unary_batch,
+    unbroadcast,
+)
+
+# ------------------------------------------------------------------------------ abstract evaluation
+
+
+def _shape(a):
+    return a.shape if hasattr(a, "shape") else ()
+
+
+def _broadcast(*shapes):
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        dims = {s[i] for s in shapes if len(s) >= -i and s[i] != 1}
+        if len(dims) > 1:
+            raise ValueError(f"shapes {shapes} cannot be broadcast together")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _device(avals):
+    return next((a.device for a in avals if hasattr(a, "shape")), None)
+
+
+def _dtype_same(xp, *avals):
+    return xp.result_type(*[a.dtype if hasattr(a, "shape") else a for a in avals])
+
+
+def _dtype_bool(xp, *avals):
+    return xp.bool
+
+
+def _dtype_real(xp, *avals):
+    d = avals[0].dtype
+    if d == xp.complex128:
+        return xp.float64
+    if d == xp.complex64:
+        return xp.float32
+    return d
+
+
+def _abstract(dtype_rule):
+    def rule(xp, *avals, **params):
+        return ShapeDtype(_broadcast(*map(_shape, avals)), dtype_rule(xp, *avals), _device(avals))
+
+    return rule
+
+
+_SAME, _BOOL, _REAL = _abstract(_dtype_same), _abstract(_dtype_bool), _abstract(_dtype_real)
+
+# ------------------------------------------------------------------------------ unary
+
+
+def _conj_if_complex(d):
+    return conj(d) if is_complex(d) else d
+
+
+def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
+    """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
+    come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
+    if deriv is not None:
+        rules.setdefault("vjp", lambda g, y, x: (g * _conj_if_complex(deriv(x, y)),))
+        rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
+    op = define(name, abstract_eval=abstract_eval, **rules)
+    op.batch = unary_batch(op)
+    return namespace_function(op)
+
+
+def nondiff_unary(name, abstract_eval=_SAME):
+    """A one-array element-wise op whose output carries no derivative (rounding, tests, bitwise)."""
+    return unary(name, abstract_eval=abstract_eval, nondiff=True)
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+sin = unary("sin", lambda x, y: cos(x))
+cos = unary("cos", lambda x, y: -sin(x))
+tan = unary("tan", lambda x, y: 1 + y * y)
+asin = unary("asin", lambda x, y: 1 / sqrt(1 - x * x))
+acos = unary("acos", lambda x, y: -1 / sqrt(1 - x * x))
+atan = unary("atan", lambda x, y: 1 / (1 + x * x))
+sinh = unary("sinh", lambda x, y: cosh(x))
+cosh = unary("cosh", lambda x, y: sinh(x))
+tanh = unary("tanh", lambda x, y: 1 - y * y)
+asinh = unary("asinh", lambda x, y: 1 / sqrt(x * x + 1))
+acosh = unary("acosh", lambda x, y: 1 / sqrt(x * x - 1))
+atanh = unary("atanh", lambda x, y: 1 / (1 - x * x))
+exp = unary("exp", lambda x, y: y)
+expm1 = unary("expm1", lambda x, y: y + 1)
+log = unary("log", lambda x, y: 1 / x)
+log1p = unary("log1p", lambda x, y: 1 / (1 + x))
+log2 = unary("log2", lambda x, y: 1 / (x * _LN2))
+log10 = unary("log10", lambda x, y: 1 / (x * _LN10))
+sqrt = unary("sqrt", lambda x, y: 0.5 / y)
+square = unary("square", lambda x, y: 2 * x)
+reciprocal = unary("reciprocal", lambda x, y: -(y * y))
+
+# Linear ops: the JVP is the op itself; the VJP is written once here.
+negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True)
+positive = unary("positive", vjp=lambda g, y, x: (g,), linear=True)
+conj = unary("conj", vjp=lambda g, y, x: (conj(g),), linear=True)
+real = unary("real", vjp=lambda g, y, x: (_complex_like(g, x),), linear=True, abstract_eval=_REAL)
+imag = unary("imag", vjp=lambda g, y, x: (_complex_like(g, x) * 1j,), linear=True, abstract_eval=_REAL)
+
+
+def _complex_like(g, x):
+    # real/imag of a complex input: the cotangent goes back as a complex array
+    return g * (1 + 0j) if is_complex(x) else g
+
+
+def _abs_vjp(g, y, x):
+    if is_complex(x):
+        return (g * _safe_div(x, y),)
+    return (g * sign(x),)
+
+
+def _abs_jvp(ts, y, x):
+    if is_complex(x):
+        return real(conj(x) * ts[0]) * _safe_div(1, y)
+    return ts[0] * sign(x)
+
+
+def _safe_div(a, b):
+    # a / b where b != 0, else 0: the subgradient polyad uses at the kink of abs and norms
+    nz = b != 0
+    return where(nz, a, 0) / where(nz, b, 1)
+
+
+abs = unary("abs", vjp=_abs_vjp, jvp=_abs_jvp, abstract_eval=_REAL)
+
+ceil = nondiff_unary("ceil")
+floor = nondiff_unary("floor")
+round = nondiff_unary("round")
+trunc = nondiff_unary("trunc")
+sign = nondiff_unary("sign")
+signbit = nondiff_unary("signbit", _BOOL)
+isfinite = nondiff_unary("isfinite", _BOOL)
+isinf = nondiff_unary("isinf", _BOOL)
+isnan = nondiff_unary("isnan", _BOOL)
+logical_not = nondiff_unary("logical_not", _BOOL)
+bitwise_invert = nondiff_unary("bitwise_invert")
+
+# ------------------------------------------------------------------------------ binary
+
+
+def binary(name, *, abstract_eval=_SAME, **rules):
+    """A two-array broadcasting element-wise op (Python scalars allowed on either side)."""
+    op = define(name, abstract_eval=abstract_eval, **rules)
+    op.batch = broadcast_batch(op)
+    return namespace_function(op)
+
+
+def _add_jvp(ts, y, a, b):
+    ta, tb = ts
+    if tb is None:
+        return _broadcast_to_out(ta, y)
+    if ta is None:
+        return _broadcast_to_out(tb, y)
+    return ta + tb
+
+
+def _sub_jvp(ts, y, a, b):
+    ta, tb = ts
+    if tb is None:
+        return _broadcast_to_out(ta, y)
+    if ta is None:
+        return _broadcast_to_out(-tb, y)
+    return ta - tb
+
+
+def _broadcast_to_out(t, y):
+    from polyad.ops.manipulation import broadcast_to
+
+    return t if tuple(t.shape) == tuple(y.shape) else broadcast_to(t, tuple(y.shape))
+
+
+def _mul_jvp(ts, y, a, b):
+    ta, tb = ts
+    if tb is None:
+        return _broadcast_to_out(ta * b, y)
+    if ta is None:
+        return _broadcast_to_out(a * tb, y)
+    return ta * b + a * tb
+
+
+def _div_jvp(ts, y, a, b):
+    ta, tb = ts
+    out = None if ta is None else ta / b
+    if tb is not None:
+        d = -(tb * y) / b
+        out = d if out is None else out + d
+    return _broadcast_to_out(out, y)
+
+
+def _cj(x):
+    return conj(x) if hasattr(x, "dtype") and is_complex(x) else x
+
+
+def _pow_vjp(g, y, a, b):
+    return (
+        lambda: unbroadcast(g * _cj(b * pow(a, b - 1)), a),
+        lambda: unbroadcast(g * _cj(_log_base(a) * y), b),
+    )
+
+
+def _log_base(a):
+    # d(a**b)/db = log(a) * a**b; where a == 0 the product is 0 (for b > 0), not nan
+    return where(a == 0, 0, log(where(a == 0, 1, a)))
+
+
+def _pow_jvp(ts, y, a, b):
+    ta, tb = ts
+    out = None if ta is None else ta * (b * pow(a, b - 1))
+    if tb is not None:
+        d = tb * (_log_base(a) * y)
+        out = d if out is None else out + d
+    return _broadcast_to_out(out, y)
+
+
+def _max_min_vjp(first_wins):
+    def vjp(g, y, a, b):
+        # ties share the cotangent equally (the mean of the one-sided derivatives)
+        wa = where(first_wins(a, b), 1.0, where(a == b, 0.5, 0.0))
+        return lambda: unbroadcast(g * wa, a), lambda: unbroadcast(g * (1 - wa), b)
+
+    def jvp(ts, y, a, b):
+        wa = where(first_wins(a, b), 1.0, where(a == b, 0.5, 0.0))
+        ta, tb = ts
+        out = None if ta is None else ta * wa
+        if tb is not None:
+            d = tb * (1 - wa)
+            out = d if out is None else out + d
+        return _broadcast_to_out(out, y)
+
+    return vjp, jvp
+
+
+def _binary_deriv_rules(da, db):
+    """VJP and JVP of a real binary op from its partial derivatives ``da(a, b, y)`` and ``db(a, b, y)``."""
+
+    def vjp(g, y, a, b):
+        return lambda: unbroadcast(g * da(a, b, y), a), lambda: unbroadcast(g * db(a, b, y), b)
+
+    def jvp(ts, y, a, b):
+        ta, tb = ts
+        out = None if ta is None else ta * da(a, b, y)
+        if tb is not None:
+            d = tb * db(a, b, y)
+            out = d if out is None else out + d
+        return _broadcast_to_out(out, y)
+
+    return {"vjp": vjp, "jvp": jvp}
+
+
+add = binary(
+    "add",
+    vjp=lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(g, b)),
+    jvp=_add_jvp,
+)
+subtract = binary(
+    "subtract",
+    vjp=lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(-g, b)),
+    jvp=_sub_jvp,
+)
+multiply = binary(
+    "multiply",
+    vjp=lambda g, y, a, b: (lambda: unbroadcast(g * _cj(b), a), lambda: unbroadcast(_cj(a) * g, b)),
+    jvp=_mul_jvp,
+)
+divide = binary(
+    "divide",
+    vjp=lambda g, y, a, b: (
+        lambda: unbroadcast(g / _cj(b), a),
+        lambda: unbroadcast(-g * _cj(y / b), b),
+    ),
+    jvp=_div_jvp,
+)
+pow = binary("pow", vjp=_pow_vjp, jvp=_pow_jvp)
+_max_vjp, _max_jvp = _max_min_vjp(lambda a, b: a > b)
+_min_vjp, _min_jvp = _max_min_vjp(lambda a, b: a < b)
+maximum = binary("maximum", vjp=_max_vjp, jvp=_max_jvp)
+minimum = binary("minimum", vjp=_min_vjp, jvp=_min_jvp)
+atan2 = binary(
+    "atan2",
+    **_binary_deriv_rules(lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b)),
+)
+hypot = binary(
+    "hypot", **_binary_deriv_rules(lambda a, b, y: _safe_div(a, y), lambda a, b, y: _safe_div(b, y))
+)
+logaddexp = binary("logaddexp", **_binary_deriv_rules(lambda a, b, y: exp(a - y), lambda a, b, y: exp(b - y)))
+copysign = binary(
+    "copysign",
+    **_binary_deriv_rules(
+        lambda a, b, y: where(signbit(a) == signbit(b), 1.0, -1.0), lambda a, b, y: 0.0 * y
+    ),
+)
+remainder = binary(
+    "remainder", **_binary_deriv_rules(lambda a, b, y: 1.0 + 0.0 * y, lambda a, b, y: -floor(a / b))
+)
+
+floor_divide = binary("floor_divide", nondiff=True)
+nextafter = binary("nextafter", nondiff=True)
+for _name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+    globals()[_name] = binary(_name, nondiff=True, abstract_eval=_BOOL)
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    globals()[_name] = binary(_name, nondiff=True, abstract_eval=_BOOL)
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"):
+    globals()[_name] = binary(_name, nondiff=True)
+
+# ------------------------------------------------------------------------------ ternary
+
+
+def _where_vjp(g, y, c, a, b):
+    return (
+        None,
+        lambda: unbroadcast(where(c, g, 0.0), a),
+        lambda: unbroadcast(where(c, 0.0, g), b),
+    )
+
+
+def _where_jvp(ts, y, c, a, b):
+    _, ta, tb = ts
+    ta = 0.0 if ta is None else ta
+    tb = 0.0 if tb is None else tb
+    return _broadcast_to_out(where(c, ta, tb), y)
+
+
+_where_op = define(
+    "where",
+    abstract_eval=_abstract(lambda xp, c, a, b: _dtype_same(xp, a, b)),
+    vjp=_where_vjp,
+    jvp=_where_jvp,
+)
+_where_op.batch = broadcast_batch(_where_op)
+
+
+def where(condition, x1, x2, /):
+    """Elements of ``x1`` where ``condition`` is true, else of ``x2`` (broadcasting)."""
+    return bind(_where_op, condition, x1, x2)
+
+
+where.op = _where_op
+
+
+def _clip_kernel(xp, x, lo, hi):
+    return xp.clip(x, lo, hi)
+
+
+def _clip_vjp(g, y, x, lo, hi):
+    inside = _inside(x, lo, hi)
+    return (
+        lambda: where(inside, g, 0.0),
+        lambda: unbroadcast(where(x < lo, g, 0.0), lo),
+        lambda: unbroadcast(where(_above(x, lo, hi), g, 0.0), hi),
+    )
+
+
+def _inside(x, lo, hi):
+    c = True
+    if lo is not None:
+        c = x >= lo
+    if hi is not None:
+        c = (x <= hi) if c is True else logical_and(c, x <= hi)
+    return c
+
+
+def _above(x, lo, hi):
+    return x > hi
+
+
+def _clip_jvp(ts, y, x, lo, hi):
+    tx, tlo, thi = ts
+    out = where(_inside(x, lo, hi), tx if tx is not None else 0.0, 0.0)
+    if tlo is not None:
+        out = out + where(x < lo, tlo, 0.0)
+    if thi is not None:
+        out = out + where(_above(x, lo, hi), thi, 0.0)
+    return _broadcast_to_out(out, y)
+
+
+def _clip_abstract(xp, x, lo, hi):
+    return ShapeDtype(x.shape, x.dtype, x.device)
+
+
+_clip_op = define("clip", _clip_kernel, abstract_eval=_clip_abstract, vjp=_clip_vjp, jvp=_clip_jvp)
+
+
+def _clip_batch(dims, x, lo, hi):
+    # lo and hi may be None, scalars or arrays: broadcast the array ones with x
+    vals, ds = [x], [dims[0]]
+    for v, d in ((lo, dims[1]), (hi, dims[2])):
+        vals.append(v)
+        ds.append(d)
+    from polyad.ops.common import broadcast_batch_args
+
+    arrays = [i for i, v in enumerate(vals) if v is not None]
+    moved = broadcast_batch_args([ds[i] for i in arrays], [vals[i] for i in arrays])
+    for i, v in zip(arrays, moved):
+        vals[i] = v
+    out = bind(_clip_op, *vals)
+    # clip's output has x's shape: if only a bound was batched, broadcast x's batch in
+    return out, 0
+
+
+_clip_op.batch = _clip_batch
+
+
+def clip(x, /, min=None, max=None):
+    """Clamp ``x`` to ``[min, max]`` (either bound may be None, a scalar or an array)."""
+    return bind(_clip_op, x, min, max)
+
+
+clip.op = _clip_op

@@ -1,0 +1,104 @@
+"""Reverse mode: the grad level's tracer, its tape, and the backward pass.
+
+A ``ReverseTensor`` holds its primal (``_value``) and the id of the tape entry that made it (``_aux``;
+leaves have ids with no entry). The interpreter appends one entry per op it records, in execution order,
+so the backward pass walks the tape in reverse with no topological sort. Each op's ``vjp`` rule runs
+through polyad ops on the primals, which may be tensors of lower levels: an enclosing level records the
+backward pass itself, and that is how higher derivatives work. The tape lives as long as the interpreter:
+``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
+"""
+
+from polyad.core import Interpreter, Tensor, _tls, bind
+
+
+class ReverseTensor(Tensor):
+    """A value at a grad level: ``_value`` is the primal, ``_aux`` the id of its tape entry."""
+
+    __slots__ = ()
+
+
+class ReverseInterpreter(Interpreter):
+    def __init__(self, level):
+        super().__init__(level)
+        self.tape = []  # (op, params, parent ids, primals, out, out ids)
+        self.next_id = 0
+
+    def new_leaf(self, value):
+        """Wrap ``value`` as an input to differentiate; returns the tracer."""
+        t = ReverseTensor(value, self, self.next_id)
+        self.next_id += 1
+        return t
+
+    def process(self, op, args, params):
+        primals = []
+        parents = []
+        for a in args:
+            if isinstance(a, Tensor) and a._interp is self:
+                primals.append(a._value)
+                parents.append(a._aux)
+            else:
+                primals.append(a)
+                parents.append(None)
+        out = bind(op, *primals, **params)
+        if op.nondiff or self.level <= _tls.no_grad_level:
+            return out
+        if op.multiple_results:
+            ids = tuple(range(self.next_id, self.next_id + len(out)))
+            self.next_id += len(out)
+            self.tape.append((op, params, parents, primals, out, ids))
+            return type(out)(ReverseTensor(o, self, i) for o, i in zip(out, ids))
+        i = self.next_id
+        self.next_id += 1
+        self.tape.append((op, params, parents, primals, out, i))
+        return ReverseTensor(out, self, i)
+
+    def backward(self, seeds):
+        """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}); the tape is consumed."""
+        from polyad.ops.creation import zeros_like
+        from polyad.ops.elementwise import add
+
+        ct = dict(seeds)
+        for op, params, parents, primals, out, ids in reversed(self.tape):
+            if op.multiple_results:
+                gs = [ct.pop(i, None) for i in ids]
+                if all(g is None for g in gs):
+                    continue
+                g = tuple(zeros_like(o) if gi is None else gi for gi, o in zip(gs, out))
+            else:
+                g = ct.pop(ids, None)
+                if g is None:
+                    continue
+            if op.vjp is None:  # an op without a rule is fine until a gradient must flow through it
+                raise NotImplementedError(
+                    f"reverse mode (grad/vjp) is not implemented for op {op.name!r}: it has no VJP rule"
+                )
+            grads = op.vjp(g, out, *primals, **params)
+            for pid, gi in zip(parents, grads):
+                if pid is None or gi is None:
+                    continue
+                if callable(gi):  # a lazily given cotangent: computed only for inputs that need it
+                    gi = gi()
+                    if gi is None:
+                        continue
+                prev = ct.get(pid)
+                ct[pid] = gi if prev is None else add(prev, gi)
+        return ct
+
+    def forward_sweep(self, seeds):
+        """Tangents of the tape's ids given input tangents ``seeds`` ({id: tangent}): the JVP replayed on
+        the recorded primals (``linearize``), without running any primal op again."""
+        from polyad.forward import jvp_rule
+
+        tan = dict(seeds)
+        for op, params, parents, primals, out, ids in self.tape:
+            ts = tuple(None if p is None else tan.get(p) for p in parents)
+            if all(t is None for t in ts):
+                continue
+            t = jvp_rule(op)(ts, out, *primals, **params)
+            if op.multiple_results:
+                for i, ti in zip(ids, t):
+                    if ti is not None:
+                        tan[i] = ti
+            elif t is not None:
+                tan[ids] = t
+        return tan

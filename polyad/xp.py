@@ -1,0 +1,122 @@
+"""polyad's Array API namespace (standard 2024.12, with the linalg and fft extensions).
+
+Every function here binds an op of the registry, so it runs on raw backend arrays (fast path: a raw
+array of the same library comes back) and on every transform's tensors alike. Dtypes are those of the
+default backend; constants are Python floats as the standard says.
+
+Example:
+    >>> import numpy as np
+    >>> from polyad import xp
+    >>> xp.sum(xp.sin(np.zeros(3)))
+    np.float64(0.0)
+"""
+
+import importlib
+import importlib.util
+import math
+import sys
+import types
+
+from polyad import core, dispatch, standard
+
+__array_api_version__ = standard.API_VERSION
+
+_FAMILIES = [
+    importlib.import_module(f"polyad.ops.{name}")
+    for name in (
+        "elementwise",
+        "creation",
+        "dtypes",
+        "manipulation",
+        "indexing",
+        "reductions",
+        "searching",
+        "linalg",
+        "fft",
+    )
+    if importlib.util.find_spec(f"polyad.ops.{name}") is not None
+]
+
+
+def _find(name, modules):
+    for m in modules:
+        f = getattr(m, name, None)
+        if f is not None and callable(f) and not isinstance(f, types.ModuleType):
+            return f
+    return None
+
+
+_module = sys.modules[__name__]
+for _name in standard.FUNCTIONS:
+    _f = _find(_name, _FAMILIES)
+    if _f is not None:
+        setattr(_module, _name, _f)
+
+
+def _submodule(name, names, families):
+    mod = types.ModuleType(f"{__name__}.{name}")
+    mod.__doc__ = f"The {name} extension of polyad's namespace."
+    for n in names:
+        f = _find(n, families)
+        if f is not None:
+            setattr(mod, n, f)
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+_linalg_families = [m for m in _FAMILIES if m.__name__.endswith((".linalg",))]
+_fft_families = [m for m in _FAMILIES if m.__name__.endswith(".fft")]
+linalg = _submodule("linalg", standard.LINALG, _linalg_families)
+fft = _submodule("fft", standard.FFT, _fft_families)
+
+e = math.e
+pi = math.pi
+inf = math.inf
+nan = math.nan
+newaxis = None
+
+
+def __getattr__(name):
+    # dtypes come from the default backend, so that ``xp.float64`` is the dtype its arrays carry
+    if name in standard.DTYPES:
+        return getattr(dispatch.default_backend().xp, name)
+    raise AttributeError(f"module 'polyad.xp' has no attribute {name!r}")
+
+
+class _NamespaceInfo:
+    """The standard's inspection API, answered by the default backend (or the one owning ``device``)."""
+
+    def _info(self, device=None):
+        return dispatch.backend_of_device(device).compat.__array_namespace_info__()
+
+    def capabilities(self):
+        return self._info().capabilities()
+
+    def default_device(self):
+        return self._info().default_device()
+
+    def default_dtypes(self, *, device=None):
+        return self._info(device).default_dtypes(device=device)
+
+    def devices(self):
+        return self._info().devices()
+
+    def dtypes(self, *, device=None, kind=None):
+        return self._info(device).dtypes(device=device, kind=kind)
+
+
+def __array_namespace_info__():
+    """The inspection namespace: capabilities, default device and dtypes, devices, dtypes."""
+    return _NamespaceInfo()
+
+
+# private helpers used by the Tensor operators
+
+
+def _to_device(x, *, device, stream=None):
+    from polyad.ops.creation import to_device
+
+    return to_device(x, device, stream=stream)
+
+
+core.install_operators(_module)
