@@ -22,6 +22,7 @@ from polyad.api import (
 from polyad.core import ConcretizationError, Tensor
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
 from polyad.ops.common import ShapeDtype
+from polyad.tracing import eval_shape
 
 __version__ = "0.1.0"
 
@@ -57,6 +58,7 @@ __all__ = [
     "array_namespace",
     "backend",
     "enable_grad",
+    "eval_shape",
     "get_backend",
     "grad",
     "grad_and_value",

@@ -111,6 +111,9 @@ def __array_namespace_info__():
 
 
 # private helpers used by the Tensor operators
+_indexing = importlib.import_module("polyad.ops.indexing")
+_getitem = _indexing.getitem
+_index_update = _indexing.index_update
 
 
 def _to_device(x, *, device, stream=None):

@@ -132,6 +132,10 @@ def unbroadcast(g, x):
     from polyad.ops.reductions import sum as _sum
 
     xs = shape_of(x)
+    if hasattr(x, "dtype") and _kind(g.dtype) == "c" and _kind(x.dtype) != "c":
+        from polyad.ops.elementwise import real
+
+        g = real(g)  # a real input's cotangent is the real part (complex convention of elementwise.py)
     gs = g.shape
     if tuple(gs) == xs:
         return g

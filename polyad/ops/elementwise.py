@@ -134,7 +134,7 @@ def _abs_vjp(g, y, x):
 
 def _abs_jvp(ts, y, x):
     if is_complex(x):
-        return real(conj(x) * ts[0]) * _safe_div(1, y)
+        return _safe_div(real(conj(x) * ts[0]), y)
     return ts[0] * sign(x)
 
 
@@ -142,6 +142,11 @@ def _safe_div(a, b):
     # a / b where b != 0, else 0: the subgradient polyad uses at the kink of abs and norms
     nz = b != 0
     return where(nz, a, 0) / where(nz, b, 1)
+
+
+def _unit_sign(v):
+    # +1 or -1 by the sign bit (so -0.0 counts as negative), for arrays and Python scalars alike
+    return copysign(1.0, v) if hasattr(v, "shape") else math.copysign(1.0, v)
 
 
 abs = unary("abs", vjp=_abs_vjp, jvp=_abs_jvp, abstract_eval=_REAL)
@@ -309,7 +314,7 @@ logaddexp = binary("logaddexp", **_binary_deriv_rules(lambda a, b, y: exp(a - y)
 copysign = binary(
     "copysign",
     **_binary_deriv_rules(
-        lambda a, b, y: where(signbit(a) == signbit(b), 1.0, -1.0), lambda a, b, y: 0.0 * y
+        lambda a, b, y: _unit_sign(a) * _unit_sign(b), lambda a, b, y: 0.0 * y
     ),
 )
 remainder = binary(
@@ -343,8 +348,15 @@ def _where_jvp(ts, y, c, a, b):
     return _broadcast_to_out(where(c, ta, tb), y)
 
 
+def _where_kernel(xp, c, a, b):
+    if not hasattr(a, "shape") and not hasattr(b, "shape"):
+        a = xp.asarray(a, device=c.device)  # the standard allows at most one scalar
+    return xp.where(c, a, b)
+
+
 _where_op = define(
     "where",
+    _where_kernel,
     abstract_eval=_abstract(lambda xp, c, a, b: _dtype_same(xp, a, b)),
     vjp=_where_vjp,
     jvp=_where_jvp,

@@ -128,6 +128,7 @@ def _moveaxis_batch(dims, x, source, destination):
 
 _moveaxis = define(
     "moveaxis",
+    lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
     abstract_eval=_abstract_from(
         lambda s, source, destination: tuple(s[i] for i in _moveaxis_shape(s, source, destination))
     ),
@@ -305,7 +306,7 @@ def _concat_vjp(g, y, *arrays, axis=0):
     pieces, start = [], 0
     for x in arrays:
         n = shape_of(x)[a]
-        pieces.append(g[(slice(None),) * a + (slice(start, start + n),)])
+        pieces.append(g[(slice(None),) * a + (slice(start, start + n), ...)])
         start += n
     return tuple(pieces)
 
@@ -343,7 +344,7 @@ concat.op = _concat
 
 
 def _take_index_kernel(xp, x, index, axis):
-    return x[(slice(None),) * axis + (index,)]
+    return x[(slice(None),) * axis + (index, ...)]
 
 
 def _take_index_vjp(g, y, x, index, axis):

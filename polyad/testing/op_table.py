@@ -1,0 +1,168 @@
+"""The op table: one row per namespace function, driving every value, derivative, batching and shape test.
+
+A row (``OpInfo``) names the function, generates sample inputs on any backend (0-d, empty, broadcasting
+and non-contiguous cases among them), and records as data which checks apply and which are known to
+fail, each with its reason. Rows live in ``table_<family>.py`` next to this file; ``OP_TABLE`` collects
+them. Adding a check over every op is one test function iterating ``OP_TABLE``.
+"""
+
+import dataclasses
+import importlib
+import random
+from collections.abc import Callable
+
+from polyad import dispatch
+
+CHECKS = ("value", "abstract", "vjp", "jvp", "grad2", "vmap")
+
+
+@dataclasses.dataclass
+class Sample:
+    """Positional ``args`` (arrays first, as the function takes them) and keyword ``kwargs``."""
+
+    args: tuple
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    name: str = ""
+    # positions of the args to differentiate; None: every floating array argument
+    diff_argnums: tuple | None = None
+
+
+@dataclasses.dataclass
+class OpInfo:
+    """One namespace function and how to test it.
+
+    Attributes:
+        name: path in the namespace ("sin", "linalg.inv", "fft.rfft").
+        samples: ``samples(s: Sampler) -> list[Sample]``.
+        ref: reference ``ref(xp, *args, **kwargs)`` on the backend namespace; default: the same path.
+        differentiable: False for functions whose outputs carry no derivative.
+        rtol, atol: tolerances of the value check; derivative checks use ``grad_rtol``/``grad_atol``.
+        known_failures: ``{check: reason}`` for checks in ``CHECKS`` that are known to fail.
+        batch_fallback: a reason if the function still uses vmap's loop fallback (aim: none).
+        out_to_float: compare outputs after conversion (set for functions returning tuples of namedtuples).
+    """
+
+    name: str
+    samples: Callable
+    ref: Callable | None = None
+    differentiable: bool = True
+    rtol: float = 1e-7
+    atol: float = 1e-10
+    grad_rtol: float = 1e-5
+    grad_atol: float = 1e-6
+    eps: float = 1e-6
+    known_failures: dict = dataclasses.field(default_factory=dict)
+    batch_fallback: str | None = None
+    vmap_dims: tuple | None = None  # positions that vmap tests may batch; None: every array argument
+
+    def function(self):
+        import polyad.xp as pxp
+
+        return _resolve(pxp, self.name)
+
+    def reference(self, xp):
+        if self.ref is not None:
+            return lambda *a, **k: self.ref(xp, *a, **k)
+        return _resolve(xp, self.name)
+
+    def skip_reason(self, check):
+        return self.known_failures.get(check)
+
+
+def _resolve(ns, path):
+    obj = ns
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class Sampler:
+    """Makes sample arrays on one backend from a seeded Python RNG (no numpy in the core)."""
+
+    def __init__(self, backend=None, seed=0):
+        self.backend = backend or dispatch.default_backend()
+        self.xp = self.backend.xp
+        self.rng = random.Random(seed)
+
+    def _array(self, shape, vals, dtype):
+        xp = self.xp
+        shape = tuple(shape)
+        return xp.reshape(xp.asarray(vals, dtype=dtype), shape)
+
+    def float(self, *shape, low=-1.0, high=1.0, dtype=None):
+        """Uniform floats in [low, high)."""
+        n = _prod(shape)
+        vals = [self.rng.uniform(low, high) for _ in range(n)]
+        return self._array(shape, vals, dtype or self.xp.float64)
+
+    def positive(self, *shape, low=0.5, high=2.0):
+        return self.float(*shape, low=low, high=high)
+
+    def complex(self, *shape, dtype=None):
+        n = _prod(shape)
+        vals = [complex(self.rng.uniform(-1, 1), self.rng.uniform(-1, 1)) for _ in range(n)]
+        return self._array(shape, vals, dtype or self.xp.complex128)
+
+    def int(self, *shape, low=0, high=5, dtype=None):
+        n = _prod(shape)
+        vals = [self.rng.randrange(low, high) for _ in range(n)]
+        return self._array(shape, vals, dtype or self.xp.int64)
+
+    def bool(self, *shape):
+        n = _prod(shape)
+        return self._array(shape, [self.rng.random() < 0.5 for _ in range(n)], self.xp.bool)
+
+    def noncontiguous(self, *shape, low=-1.0, high=1.0):
+        """A float array of ``shape`` that is a strided view (every other element of a larger array)."""
+        big = self.float(*(s * 2 for s in shape[:-1]), shape[-1] * 2 if shape else 1, low=low, high=high)
+        key = tuple(slice(None, None, 2) for _ in shape)
+        return big[key] if shape else self.float(low=low, high=high)
+
+    def spd(self, n, batch=()):
+        """A symmetric positive definite matrix (or batch of them)."""
+        xp = self.xp
+        a = self.float(*batch, n, n)
+        return a @ xp.matrix_transpose(a) + n * xp.eye(n, dtype=xp.float64)
+
+    def well_conditioned(self, n, batch=()):
+        xp = self.xp
+        return self.float(*batch, n, n) + 3 * xp.eye(n, dtype=xp.float64)
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+FAMILIES = ("elementwise", "creation", "dtypes", "manipulation", "indexing", "reductions", "searching",
+            "linalg", "fft")  # fmt: skip
+
+
+def _collect():
+    rows = []
+    for fam in FAMILIES:
+        try:
+            mod = importlib.import_module(f"polyad.testing.table_{fam}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"polyad.testing.table_{fam}":
+                raise
+            continue
+        rows.extend(mod.ROWS)
+    return rows
+
+
+OP_TABLE = _collect()
+BY_NAME = {row.name: row for row in OP_TABLE}
+
+
+def float_argnums(sample):
+    """Positions of the floating array arguments of a sample (the ones to differentiate)."""
+    from polyad.ops.common import is_floating
+
+    if sample.diff_argnums is not None:
+        return sample.diff_argnums
+    return tuple(
+        i for i, a in enumerate(sample.args) if dispatch.backend_of_array(a) is not None and is_floating(a)
+    )

@@ -1,0 +1,80 @@
+"""Abstract evaluation: ``eval_shape`` runs a function on abstract tensors through the ops'
+``abstract_eval`` rules, computing no data."""
+
+import optree
+
+from polyad import dispatch
+from polyad.core import Interpreter, Tensor, new_level
+from polyad.ops.common import ShapeDtype
+
+
+class AbstractTensor(Tensor):
+    """A tensor whose ``_value`` is a ShapeDtype: shape, dtype and device, no data."""
+
+    __slots__ = ()
+
+    def _scalar(self, what):
+        from polyad.core import ConcretizationError
+
+        raise ConcretizationError(f"{what}() of an abstract tensor inside eval_shape: it has no value")
+
+    def concrete(self):
+        self._scalar("a concrete value")
+
+
+def _aval(x, interp):
+    if isinstance(x, Tensor) and x._interp is interp:
+        return x._value
+    if dispatch.backend_of_array(x) is not None:
+        return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
+    return x
+
+
+class AbstractInterpreter(Interpreter):
+    def __init__(self, level, backend):
+        super().__init__(level)
+        self.backend = backend
+
+    def process(self, op, args, params):
+        if op.abstract_eval is None:
+            raise NotImplementedError(f"eval_shape: op {op.name!r} has no abstract evaluation rule")
+        out = op.abstract_eval(self.backend.xp, *[_aval(a, self) for a in args], **params)
+        if op.multiple_results:
+            return tuple(AbstractTensor(o, self) for o in out)
+        return AbstractTensor(out, self)
+
+
+def eval_shape(func, *args, **kwargs):
+    """Output shapes and dtypes of ``func(*args)`` without computing anything.
+
+    Args:
+        func: a function of arrays.
+        *args: arrays or ShapeDtype objects (pytrees allowed).
+
+    Returns:
+        The output pytree with each array replaced by a ``ShapeDtype``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.eval_shape(lambda x: pa.xp.sum(x, axis=0), np.ones((3, 4)))
+        ShapeDtype(shape=(4,), dtype=float64)
+    """
+    flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+    backend = dispatch.backend_of([x for x in flat if not isinstance(x, ShapeDtype)])
+    with new_level(AbstractInterpreter, backend) as interp:
+        ins = [
+            AbstractTensor(x, interp)
+            if isinstance(x, ShapeDtype)
+            else AbstractTensor(ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None)), interp)
+            if dispatch.backend_of_array(x) is not None
+            else x
+            for x in flat
+        ]
+        out = func(*optree.tree_unflatten(tree, ins), **kwargs)
+        return optree.tree_map(
+            lambda o: o._value
+            if isinstance(o, Tensor) and o._interp is interp
+            else ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None)),
+            out,
+            none_is_leaf=False,
+        )

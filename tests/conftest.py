@@ -1,0 +1,25 @@
+"""Test configuration: the backend under test is POLYAD_BACKEND (``make test`` runs numpy, then
+array_api_strict). Helpers here turn any backend's arrays into NumPy for comparison."""
+
+import pytest
+
+import polyad as pa
+
+
+def pytest_report_header(config):
+    return f"polyad backend: {pa.get_backend()}"
+
+
+@pytest.fixture
+def xp_backend():
+    """The backend's own Array API namespace (the reference for value tests)."""
+    from polyad import dispatch
+
+    return dispatch.default_backend().xp
+
+
+def pytest_collection_modifyitems(config, items):
+    has_gpu = "cupy" in __import__("polyad.dispatch", fromlist=["x"]).usable_backends()
+    for item in items:
+        if "cuda" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason="needs CuPy and a CUDA GPU; none on this machine"))

@@ -1,0 +1,30 @@
+"""Shared test helpers."""
+
+import numpy as np
+
+import polyad as pa
+
+
+def to_numpy(x):
+    """A NumPy copy of a backend array, polyad tensor, scalar or (named)tuple of them."""
+    if isinstance(x, tuple):
+        return tuple(to_numpy(v) for v in x)
+    if isinstance(x, pa.Tensor):
+        x = x.concrete()
+    if isinstance(x, int | float | complex | bool | np.generic):
+        return np.asarray(x)
+    if hasattr(x, "get"):  # cupy
+        return x.get()
+    return np.asarray(x)
+
+
+def assert_close(got, expected, rtol=1e-7, atol=1e-10):
+    got, expected = to_numpy(got), to_numpy(expected)
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_close(g, e, rtol, atol)
+        return
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
