@@ -710,7 +710,9 @@ def _assemble(rows, o_flat, o_tree, sizes, in_tree, single, rows_first):
     for o, n in zip(o_flat, sizes):
         per = []
         for leaves, t in zip(per_arg, arg_trees):
-            blocks = [reshape(leaf[off : off + n, ...], tuple(o.shape) + tuple(leaf.shape[1:])) for leaf in leaves]
+            blocks = [
+                reshape(leaf[off : off + n, ...], tuple(o.shape) + tuple(leaf.shape[1:])) for leaf in leaves
+            ]
             per.append(optree.tree_unflatten(t, blocks))
         off += n
         out_leaves.append(per[0] if single else tuple(per))

@@ -72,9 +72,11 @@ def eval_shape(func, *args, **kwargs):
         ]
         out = func(*optree.tree_unflatten(tree, ins), **kwargs)
         return optree.tree_map(
-            lambda o: o._value
-            if isinstance(o, Tensor) and o._interp is interp
-            else ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None)),
+            lambda o: (
+                o._value
+                if isinstance(o, Tensor) and o._interp is interp
+                else ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None))
+            ),
             out,
             none_is_leaf=False,
         )

@@ -1,7 +1,7 @@
 """Shared pieces for defining ops: the ``define`` helper, abstract values, and rules shared by families.
 
 Family rules (one per family, used by many ops):
-- ``same_dim_batch``: ops that act element by element on one array keep its batch dimension;
+- ``unary_batch``: ops that act element by element on one array keep its batch dimension;
 - ``broadcast_batch``: n-ary broadcasting ops move batch dimensions to the front and align ranks;
 - ``unbroadcast``: sums a cotangent back to the shape of an input that was broadcast.
 """
@@ -156,11 +156,6 @@ def move_to_front(v, d):
     from polyad.ops.manipulation import moveaxis
 
     return moveaxis(v, d, 0)
-
-
-def same_dim_batch(dims, *values, _op=None, **params):
-    """Batching rule of one-array ops that act element by element: apply, keep the batch dimension."""
-    return bind(_op, *values, **params), dims[0]
 
 
 def broadcast_batch_args(dims, values):

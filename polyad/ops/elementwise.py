@@ -313,9 +313,7 @@ hypot = binary(
 logaddexp = binary("logaddexp", **_binary_deriv_rules(lambda a, b, y: exp(a - y), lambda a, b, y: exp(b - y)))
 copysign = binary(
     "copysign",
-    **_binary_deriv_rules(
-        lambda a, b, y: _unit_sign(a) * _unit_sign(b), lambda a, b, y: 0.0 * y
-    ),
+    **_binary_deriv_rules(lambda a, b, y: _unit_sign(a) * _unit_sign(b), lambda a, b, y: 0.0 * y),
 )
 remainder = binary(
     "remainder", **_binary_deriv_rules(lambda a, b, y: 1.0 + 0.0 * y, lambda a, b, y: -floor(a / b))
