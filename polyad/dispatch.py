@@ -186,20 +186,29 @@ def device_type(array, backend=None):
 
 
 def register_device_type(name, predicate, *, above="cpu"):
-    """Add device type ``name`` (arrays for which ``predicate(array)`` is true) just above ``above``.
+    """Map arrays for which ``predicate(array)`` is true to device type ``name``.
 
-    Returns a function that removes it again. Used by tests to stand in for a GPU without one.
+    A new ``name`` is inserted in ``DEVICE_PRIORITY`` just above ``above``; a known one keeps its place.
+    Returns a function that undoes the registration. Tests use it to stand in for a GPU without one.
+
+    Example:
+        >>> from polyad import dispatch
+        >>> undo = dispatch.register_device_type("fake_gpu", lambda a: False)
+        >>> dispatch.DEVICE_PRIORITY
+        ['cuda', 'fake_gpu', 'cpu']
+        >>> undo()
     """
-    if name in DEVICE_PRIORITY:
-        raise ValueError(f"device type {name!r} is already registered: {DEVICE_PRIORITY}")
-    if above not in DEVICE_PRIORITY:
-        raise ValueError(f"above={above!r} is not a known device type; known: {DEVICE_PRIORITY}")
-    DEVICE_PRIORITY.insert(DEVICE_PRIORITY.index(above), name)
+    added = name not in DEVICE_PRIORITY
+    if added:
+        if above not in DEVICE_PRIORITY:
+            raise ValueError(f"above={above!r} is not a known device type; known: {DEVICE_PRIORITY}")
+        DEVICE_PRIORITY.insert(DEVICE_PRIORITY.index(above), name)
     entry = (name, predicate)
     _DEVICE_TYPE_OVERRIDES.append(entry)
 
     def unregister():
-        DEVICE_PRIORITY.remove(name)
+        if added:
+            DEVICE_PRIORITY.remove(name)
         _DEVICE_TYPE_OVERRIDES.remove(entry)
 
     return unregister
