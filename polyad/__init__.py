@@ -3,7 +3,7 @@
 The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for how it fits together.
 """
 
-from polyad import xp
+from polyad import library, xp
 from polyad.api import (
     enable_grad,
     grad,
@@ -21,6 +21,7 @@ from polyad.api import (
 )
 from polyad.core import ConcretizationError, Tensor
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
+from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype
 from polyad.tracing import eval_shape
 
@@ -57,6 +58,8 @@ __all__ = [
     "Tensor",
     "array_namespace",
     "backend",
+    "custom_op",
+    "library",
     "enable_grad",
     "eval_shape",
     "get_backend",

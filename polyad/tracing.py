@@ -37,7 +37,10 @@ class AbstractInterpreter(Interpreter):
 
     def process(self, op, args, params):
         if op.abstract_eval is None:
-            raise NotImplementedError(f"eval_shape: op {op.name!r} has no abstract evaluation rule")
+            raise NotImplementedError(
+                f"eval_shape: op {op.name!r} has no abstract evaluation rule "
+                "(for a custom op, register one with op.register_fake)"
+            )
         out = op.abstract_eval(self.backend.xp, *[_aval(a, self) for a in args], **params)
         if op.multiple_results:
             return tuple(AbstractTensor(o, self) for o in out)
@@ -80,3 +83,61 @@ def eval_shape(func, *args, **kwargs):
             out,
             none_is_leaf=False,
         )
+
+
+# ------------------------------------------------------------------------------ fake arrays (custom ops)
+
+
+class FakeArray(ShapeDtype):
+    """An abstract array handed to a custom op's ``register_fake`` function: shape, dtype, device, and a
+    namespace (``__array_namespace__()``) whose creation functions build abstract outputs."""
+
+    __slots__ = ()
+
+    def __array_namespace__(self, api_version=None):
+        return FAKE_NAMESPACE
+
+
+class _FakeNamespace:
+    """Creation functions that return FakeArrays; dtypes of the default backend."""
+
+    def empty(self, shape, *, dtype=None, device=None):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return FakeArray(shape, dtype if dtype is not None else self.float64, device)
+
+    zeros = ones = empty
+
+    def full(self, shape, fill_value, *, dtype=None, device=None):
+        return self.empty(shape, dtype=dtype, device=device)
+
+    def empty_like(self, x, *, dtype=None, device=None):
+        return FakeArray(x.shape, dtype if dtype is not None else x.dtype, device or x.device)
+
+    zeros_like = ones_like = empty_like
+
+    def __getattr__(self, name):
+        return getattr(dispatch.default_backend().xp, name)  # dtypes, finfo, result_type, ...
+
+
+FAKE_NAMESPACE = _FakeNamespace()
+
+
+def fake_abstract_eval(name, fn):
+    """Adapt a custom op's fake function to the ``abstract_eval(xp, *avals, **params)`` rule signature."""
+
+    def to_fake(a):
+        return FakeArray(a.shape, a.dtype, a.device) if isinstance(a, ShapeDtype) else a
+
+    def rule(xp, *avals, **params):
+        out = fn(*[to_fake(a) for a in avals], **params)
+        leaves = out if isinstance(out, tuple) else (out,)
+        for o in leaves:
+            if not hasattr(o, "shape") or not hasattr(o, "dtype"):
+                raise TypeError(
+                    f"custom op {name!r}: its fake function must return abstract arrays (shape, dtype), "
+                    f"got {type(o).__name__}"
+                )
+        conv = tuple(ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None)) for o in leaves)
+        return conv if isinstance(out, tuple) else conv[0]
+
+    return rule
