@@ -21,6 +21,7 @@ from polyad.api import (
 )
 from polyad.core import ConcretizationError, Tensor
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
+from polyad.graph import Graph, call_delegate, make_graph
 from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype
 from polyad.tracing import eval_shape
@@ -57,7 +58,10 @@ __all__ = [
     "ShapeDtype",
     "Tensor",
     "array_namespace",
+    "Graph",
     "backend",
+    "call_delegate",
+    "make_graph",
     "custom_op",
     "library",
     "enable_grad",

@@ -31,6 +31,8 @@ class Interpreter:
     argument level is its own; arguments of lower levels are constants to it.
     """
 
+    kind = None  # "reverse", "forward", "batch", "abstract", "graph": what a higher-order op looks up
+
     def __init__(self, level):
         self.level = level
         self.active = True
@@ -86,6 +88,8 @@ class Tensor:
     """
 
     __slots__ = ("_value", "_interp", "_aux")
+    # Results of level-0 ops on a plain tensor stay tensors; batching.FreshTensor (False) does not spread.
+    _sticky = True
     # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
     __array_ufunc__ = None
     __array_priority__ = 1000
@@ -306,6 +310,7 @@ class Op:
         "nondiff",
         "multiple_results",
         "from_device",
+        "higher_order",
         "__weakref__",
     )
 
@@ -336,6 +341,9 @@ class Op:
         self.nondiff = nondiff
         self.multiple_results = multiple_results
         self.from_device = False  # creation ops: the backend comes from the ``device`` parameter
+        # a higher-order op's implementation per layer kind ({"reverse": fn(interp, *args, **params)});
+        # a layer without one handles the op like any other, with its rules
+        self.higher_order = None
         if register:
             OPS[name] = self
 
@@ -360,18 +368,24 @@ def bind(op, *args, **params):
                 f"a tensor of a finished {type(top).__name__} (level {top.level}) reached op "
                 f"{op.name!r}: a tracer escaped the transform that made it (stored in a global or closure?)"
             )
+        if op.higher_order is not None:
+            impl = op.higher_order.get(top.kind)
+            if impl is not None:
+                return impl(top, *args, **params)
         return top.process(op, args, params)
     return eval_op(op, args, params)
 
 
 def eval_op(op, args, params):
     """Level 0: run the op's kernel on backend arrays (plain tensors are unwrapped and rewrapped)."""
-    wrapped = False
+    wrapped = unwrap = False
     for a in args:
         if isinstance(a, Tensor):
-            wrapped = True
-            break
-    if wrapped:
+            unwrap = True
+            if a._sticky:
+                wrapped = True
+                break
+    if unwrap:
         args = tuple(a._value if isinstance(a, Tensor) else a for a in args)
     if op.from_device:
         backend = dispatch.backend_of_device(params.get("device"))

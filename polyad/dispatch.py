@@ -146,13 +146,23 @@ def backend_of_array(x):
     b = _BY_TYPE.get(t)
     if b is not None or t in _NOT_ARRAY:
         return b
-    for loaded in list(_LOADED.values()):
-        if isinstance(x, loaded.array_types):  # a subclass, or a NumPy scalar such as np.float64
-            _BY_TYPE[t] = loaded
-            return loaded
-    if isinstance(x, _PLAIN):
+    if isinstance(x, _PLAIN) and not _is_backend_scalar(x):
         _NOT_ARRAY.add(t)
+        return None
+    for attempt in range(2):
+        for loaded in list(_LOADED.values()):
+            if isinstance(x, loaded.array_types):  # a subclass, or a NumPy scalar such as np.float64
+                _BY_TYPE[t] = loaded
+                return loaded
+        if attempt == 0:
+            usable_backends()  # an array of a backend not loaded yet: load every backend that can load
+    _NOT_ARRAY.add(t)
     return None
+
+
+def _is_backend_scalar(x):
+    # NumPy's float64 and complex128 subclass Python's float and complex
+    return type(x).__module__ == "numpy"
 
 
 def backend_of(args):

@@ -31,6 +31,8 @@ def _aval(x, interp):
 
 
 class AbstractInterpreter(Interpreter):
+    kind = "abstract"
+
     def __init__(self, level, backend):
         super().__init__(level)
         self.backend = backend

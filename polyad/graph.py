@@ -1,0 +1,283 @@
+"""Graph capture: ``make_graph`` records what a (transformed) function computes as a flat list of op
+nodes that can be printed, inspected as data, and replayed on new inputs of any backend; and
+``call_delegate``, a higher-order op that runs a captured graph as one node.
+
+With ``pre_dispatch=False`` the capture level sits below every transform (it is pushed first, so it is
+the lowest level): transforms inside the function have already turned into plain ops by the time a call
+reaches it, and the graph of ``make_graph(pa.grad(f), x)`` holds the backward pass as ordinary ops.
+Capture runs the kernels too (tensors hold concrete values), so Python control flow on values works and
+the graph records the path taken.
+"""
+
+import optree
+
+from polyad import dispatch
+from polyad.core import Interpreter, Op, Tensor, bind, new_level
+
+
+class GraphTensor(Tensor):
+    """A value being captured: ``_value`` is the concrete array, ``_aux`` its variable number."""
+
+    __slots__ = ()
+
+
+class Var:
+    """A graph variable: its number, shape and dtype."""
+
+    __slots__ = ("id", "shape", "dtype")
+
+    def __init__(self, id, shape, dtype):
+        self.id = id
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"%{self.id}"
+
+
+class Const:
+    """A constant array captured from a closure (or an array argument the graph does not vary)."""
+
+    __slots__ = ("index", "value")
+
+    def __init__(self, index, value):
+        self.index = index
+        self.value = value
+
+    def __repr__(self):
+        return f"c{self.index}"
+
+
+class Node:
+    """One op application: ``outputs = op(*inputs, **params)``. ``inputs`` holds Vars, Consts and
+    Python literals."""
+
+    __slots__ = ("op", "inputs", "params", "outputs")
+
+    def __init__(self, op, inputs, params, outputs):
+        self.op = op
+        self.inputs = inputs
+        self.params = params
+        self.outputs = outputs
+
+    def __repr__(self):
+        outs = ", ".join(repr(o) for o in self.outputs)
+        args = [repr(i) for i in self.inputs]
+        args += [f"{k}={_short(v)}" for k, v in self.params.items()]
+        types = ", ".join(f"{o.shape} {o.dtype}" for o in self.outputs)
+        return f"{outs} = {self.op.name}({', '.join(args)})  # {types}"
+
+
+def _short(v):
+    if isinstance(v, Graph):
+        return f"<graph of {len(v.nodes)} nodes>"
+    return repr(v)
+
+
+class Graph:
+    """A captured computation. ``print(graph)`` shows one line per node; ``graph.nodes`` are data;
+    ``graph(*args)`` replays it on new inputs (any backend; constants move to the inputs' backend).
+
+    Replaying binds each op again, so a graph can itself be transformed: ``pa.grad(graph)(x)``.
+    """
+
+    def __init__(self, inputs, in_tree, nodes, outputs, out_tree, consts):
+        self.inputs = inputs
+        self.in_tree = in_tree
+        self.nodes = nodes
+        self.outputs = outputs
+        self.out_tree = out_tree
+        self.consts = consts
+
+    def __repr__(self):
+        lines = [f"graph({', '.join(f'{v!r}: {v.shape} {v.dtype}' for v in self.inputs)}):"]
+        for i, c in enumerate(self.consts):
+            lines.append(f"  c{i} = const  # {tuple(c.shape)} {c.dtype}")
+        lines += [f"  {n!r}" for n in self.nodes]
+        lines.append(f"  return {', '.join(repr(o) for o in self.outputs)}")
+        return "\n".join(lines)
+
+    def __call__(self, *args):
+        flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+        if len(flat) != len(self.inputs):
+            raise TypeError(
+                f"graph called with {len(flat)} array(s), it was captured with {len(self.inputs)}"
+            )
+        for v, x in zip(self.inputs, flat):
+            if tuple(x.shape) != v.shape:
+                raise ValueError(f"graph input {v!r}: expected shape {v.shape}, got {tuple(x.shape)}")
+        target = dispatch.backend_of([_bottom(x) for x in flat])
+        env = {v.id: x for v, x in zip(self.inputs, flat)}
+        consts = [_to_backend(c, target) for c in self.consts]
+
+        def read(ref):
+            if isinstance(ref, Var):
+                return env[ref.id]
+            if isinstance(ref, Const):
+                return consts[ref.index]
+            return ref
+
+        for node in self.nodes:
+            params = {k: _param_to_backend(v, target) for k, v in node.params.items()}
+            out = bind(node.op, *[read(r) for r in node.inputs], **params)
+            if node.op.multiple_results:
+                for var, o in zip(node.outputs, out):
+                    env[var.id] = o
+            else:
+                env[node.outputs[0].id] = out
+        return optree.tree_unflatten(self.out_tree, [read(r) for r in self.outputs])
+
+    def lower(self, backend=None):
+        """This graph with its constants moved to ``backend`` (a name; default: the default backend), as
+        ``call_delegate`` expects."""
+        b = dispatch._load(backend) if backend is not None else dispatch.default_backend()
+        consts = [_to_backend(c, b) for c in self.consts]
+        return Graph(self.inputs, self.in_tree, self.nodes, self.outputs, self.out_tree, consts)
+
+
+def _bottom(x):
+    while isinstance(x, Tensor):
+        x = x._value
+    return x
+
+
+def _to_backend(array, backend):
+    if dispatch.backend_of_array(array) is backend:
+        return array
+    try:
+        return backend.xp.from_dlpack(array)
+    except Exception:  # a library without DLPack interchange for this pair: go through a copy
+        return backend.xp.asarray(array)
+
+
+def _param_to_backend(value, backend):
+    # dtypes recorded on one backend become the same-named dtypes of another
+    name = str(value)
+    if hasattr(value, "__class__") and (
+        "dtype" in type(value).__name__.lower() or "DType" in type(value).__name__
+    ):
+        for candidate in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                          "float32", "float64", "complex64", "complex128"):  # fmt: skip
+            if name.endswith(candidate) and not name.endswith("u" + candidate):
+                return getattr(backend.xp, candidate)
+    return value
+
+
+class GraphInterpreter(Interpreter):
+    kind = "graph"
+
+    def __init__(self, level):
+        super().__init__(level)
+        self.nodes = []
+        self.consts = []
+        self._const_ids = {}
+        self.next_id = 0
+
+    def new_var(self, value):
+        v = Var(self.next_id, value.shape, value.dtype)
+        self.next_id += 1
+        return GraphTensor(value, self, v)
+
+    def _ref(self, a):
+        if isinstance(a, Tensor):
+            if a._interp is self:
+                return a._value, a._aux
+            raise RuntimeError(
+                "make_graph: a tensor of an enclosing transform reached the capture; call make_graph "
+                "outside other transforms"
+            )
+        if dispatch.backend_of_array(a) is not None:
+            key = id(a)
+            if key not in self._const_ids:
+                self._const_ids[key] = Const(len(self.consts), a)
+                self.consts.append(a)
+            return a, self._const_ids[key]
+        return a, a
+
+    def process(self, op, args, params):
+        values, refs = [], []
+        for a in args:
+            v, r = self._ref(a)
+            values.append(v)
+            refs.append(r)
+        out = bind(op, *values, **params)
+        if op.multiple_results:
+            wrapped = [self.new_var(o) for o in out]
+            self.nodes.append(Node(op, refs, params, [w._aux for w in wrapped]))
+            return type(out)(wrapped) if not hasattr(out, "_fields") else type(out)(*wrapped)
+        w = self.new_var(out)
+        self.nodes.append(Node(op, refs, params, [w._aux]))
+        return w
+
+
+def make_graph(func, *args, pre_dispatch=False):
+    """Capture what ``func(*args)`` computes as a ``Graph``.
+
+    Args:
+        func: a function of arrays; it may apply transforms inside (``pa.grad(f)``).
+        *args: example inputs (pytrees of arrays).
+        pre_dispatch: False: capture below the transforms (the graph holds plain ops, e.g. the backward
+            pass of a grad). True: capture at the top of the dispatcher, recording transforms as
+            transform nodes that re-run eagerly on replay.
+
+    Returns:
+        A callable, printable ``Graph``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> g = pa.make_graph(pa.grad(lambda x: pa.xp.sum(pa.xp.sin(x))), np.zeros(2))
+        >>> g(np.array([0.0, np.pi]))
+        array([ 1., -1.])
+    """
+    if pre_dispatch:
+        from polyad.predispatch import make_pre_dispatch_graph
+
+        return make_pre_dispatch_graph(func, *args)
+    flat, in_tree = optree.tree_flatten(args, none_is_leaf=False)
+    with new_level(GraphInterpreter) as interp:
+        ins = [interp.new_var(x) for x in flat]
+        out = func(*optree.tree_unflatten(in_tree, ins))
+        out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
+        outputs = [interp._ref(o)[1] for o in out_flat]
+    return Graph([t._aux for t in ins], in_tree, interp.nodes, outputs, out_tree, interp.consts)
+
+
+# ------------------------------------------------------------------------------ call_delegate
+
+
+def _delegate_kernel(xp, *args, lowered):
+    return lowered(*args)
+
+
+def _delegate_abstract(xp, *avals, lowered):
+    from polyad.tracing import eval_shape
+
+    return eval_shape(lowered, *avals)
+
+
+_call_delegate = Op("call_delegate", _delegate_kernel, abstract_eval=_delegate_abstract)
+_call_delegate.higher_order = {
+    # transforms run the carried graph on their own tensors: every node is transformed by its rules
+    "reverse": lambda interp, *args, lowered: lowered(*args),
+    "forward": lambda interp, *args, lowered: lowered(*args),
+    "batch": lambda interp, *args, lowered: lowered(*args),
+}
+
+
+def call_delegate(lowered, *args):
+    """Run a captured, lowered graph as one op: eagerly it replays the graph; under ``make_graph`` it is one
+    node; ``eval_shape`` evaluates its shapes; grad, jvp and vmap transform the graph it carries.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> lowered = pa.make_graph(lambda x: pa.xp.sin(x) * 2, np.zeros(3)).lower("numpy")
+        >>> pa.grad(lambda x: pa.xp.sum(pa.call_delegate(lowered, x)))(np.zeros(3))
+        array([2., 2., 2.])
+    """
+    if not isinstance(lowered, Graph):
+        raise TypeError(
+            f"call_delegate: lowered must be a Graph (pa.make_graph(...).lower()), got {lowered!r}"
+        )
+    if lowered.out_tree.num_leaves != 1:
+        raise ValueError("call_delegate: the graph must have exactly one array output")
+    return bind(_call_delegate, *args, lowered=lowered)
