@@ -19,6 +19,7 @@ Example:
 
 import inspect
 import re
+from contextlib import contextmanager
 
 from polyad import core
 from polyad.core import Op, bind
@@ -129,7 +130,6 @@ class CustomOp:
             return grads[: len(primals)]
 
         self.op.vjp = vjp
-        return self
 
     def register_jvp(self, rule):
         """Register the forward-mode rule ``rule(primals: tuple, tangents: tuple) -> (output, tangent)``.
@@ -145,12 +145,12 @@ class CustomOp:
             result = rule(primals, ts, **params)
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise TypeError(
-                    f"custom op {name!r}: the jvp rule must return (output, tangent), got {type(result).__name__}"
+                    f"custom op {name!r}: the jvp rule must return (output, tangent), "
+                    f"got {type(result).__name__}"
                 )
             return result[1]
 
         self.op.jvp = jvp
-        return self
 
     def register_vmap(self, rule):
         """Register the batching rule ``rule(info, in_dims, *args, **kwargs) -> (output, out_dims)``.
@@ -169,7 +169,6 @@ class CustomOp:
             return out, out_dims
 
         self.op.batch = batch
-        return self
 
     def register_fake(self, fn):
         """Register the abstract evaluation ``fn(*fake_args, **kwargs)``: it receives abstract arrays
@@ -224,3 +223,80 @@ def impl(name, device_types=("cpu", "cuda"), func=None):
             f"(known: {sorted(CUSTOM_OPS) or 'none'})"
         )
     return op.register_kernel(device_types, func)
+
+
+_RULE_LAYERS = ("vjp", "jvp", "batch", "abstract_eval")
+
+
+def _resolve_op(op):
+    if isinstance(op, Op):
+        return op
+    if isinstance(op, CustomOp):
+        return op.op
+    if isinstance(op, str):
+        if op in core.OPS:
+            return core.OPS[op]
+        raise ValueError(f"override: no op named {op!r}")
+    inner = getattr(op, "op", None)  # a namespace function carries its op
+    if isinstance(inner, Op):
+        return inner
+    raise TypeError(f"override: expected an op, its name or its namespace function, got {op!r}")
+
+
+@contextmanager
+def override(op, layer, impl):
+    """Replace one layer of an op's implementation inside the block, restoring it on exit (even on error).
+
+    The analogue of PyTorch's Python dispatcher: try a faster batching rule for ``matmul``, count calls
+    of a kernel while debugging, swap a VJP. The replacement is process-wide while the block runs.
+
+    Args:
+        op: the op, its registry name ("matmul", "mylib::f") or its namespace function (``pa.xp.matmul``).
+        layer: "vjp", "jvp", "batch" or "abstract_eval" (rules, with the signatures of ``core.Op``), or a
+            device type ("cpu", "cuda") or "generic" (kernels, called as ``impl(*arrays, **params)``).
+        impl: the replacement.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> calls = []
+        >>> def counting_sin(x):
+        ...     calls.append(x.shape)
+        ...     return np.sin(x)
+        >>> with pa.library.override(pa.xp.sin, "cpu", counting_sin):
+        ...     _ = pa.grad(lambda x: pa.xp.sum(pa.xp.sin(x)))(np.zeros(3))
+        >>> calls
+        [(3,)]
+    """
+    target = _resolve_op(op)
+    if layer in _RULE_LAYERS:
+        previous = getattr(target, layer)
+        setattr(target, layer, impl)
+        try:
+            yield target
+        finally:
+            setattr(target, layer, previous)
+        return
+    if not isinstance(layer, str):
+        raise TypeError(f"override: layer must be a rule name {_RULE_LAYERS}, 'generic' or a device type")
+
+    def kernel(xp, *args, **params):
+        return impl(*args, **params)
+
+    if layer == "generic":
+        previous = target.generic
+        target.generic = kernel
+        try:
+            yield target
+        finally:
+            target.generic = previous
+        return
+    missing = object()
+    previous = target.kernels.get(layer, missing)
+    target.kernels[layer] = kernel
+    try:
+        yield target
+    finally:
+        if previous is missing:
+            del target.kernels[layer]
+        else:
+            target.kernels[layer] = previous
