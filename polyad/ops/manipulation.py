@@ -44,7 +44,7 @@ def _reshape_shape(s, shape, copy=None):
         for d in shape:
             if d != -1:
                 known *= d
-        shape = tuple(n // known if known else 0 if d == -1 else d for d in shape)
+        shape = tuple((n // known if known else 0) if d == -1 else d for d in shape)
     return shape
 
 
@@ -254,6 +254,11 @@ def _batch_all_front(dims, values):
     return out
 
 
+def _stack_shape(s, n, axis):
+    a = _norm(axis, len(s) + 1)
+    return tuple(s[:a]) + (n,) + tuple(s[a:])
+
+
 def _stack_batch(dims, *arrays, axis=0):
     arrays = _batch_all_front(dims, arrays)
     return stack(arrays, axis=_norm(axis, ndim_of(arrays[0])) + 1), 0
@@ -263,9 +268,11 @@ _stack = define(
     "stack",
     lambda xp, *arrays, axis=0: xp.stack(arrays, axis=axis),
     abstract_eval=lambda xp, *avals, axis=0: ShapeDtype(
-        _expand_shape(avals[0].shape, axis=axis), xp.result_type(*[a.dtype for a in avals]), avals[0].device
+        _stack_shape(avals[0].shape, len(avals), axis),
+        xp.result_type(*[a.dtype for a in avals]),
+        avals[0].device,
     ),
-    vjp=lambda g, y, *arrays, axis=0: tuple(take_index(g, i, axis=axis) for i in range(len(arrays))),
+    vjp=lambda g, y, *arrays, axis=0: unstack(g, axis=axis),
     linear=True,
     batch=_stack_batch,
 )
@@ -273,7 +280,8 @@ _stack = define(
 
 def stack(arrays, /, *, axis=0):
     """Join a sequence of same-shape arrays along a new axis ``axis``."""
-    return bind(_stack, *arrays, axis=axis)
+    arrays = tuple(arrays)
+    return bind(_stack, *arrays, axis=_norm(axis, ndim_of(arrays[0]) + 1))
 
 
 stack.op = _stack
@@ -335,6 +343,9 @@ _concat = define(
 
 def concat(arrays, /, *, axis=0):
     """Join a sequence of arrays along an existing axis (``axis=None`` flattens them first)."""
+    arrays = tuple(arrays)
+    if axis is not None:
+        axis = _norm(axis, ndim_of(arrays[0]))
     return bind(_concat, *arrays, axis=axis)
 
 
@@ -383,3 +394,233 @@ _take_index = define(
 def take_index(x, index, *, axis=0):
     """``x[..., index, ...]`` with the Python int ``index`` at non-negative ``axis`` (used by rules)."""
     return bind(_take_index, x, index=index, axis=_norm(axis, ndim_of(x)))
+
+
+# ------------------------------------------------------------------------------ unstack
+
+
+def _unstack_abstract(xp, x, *, axis=0):
+    s = tuple(x.shape)
+    return tuple(ShapeDtype(s[:axis] + s[axis + 1 :], x.dtype, x.device) for _ in range(s[axis]))
+
+
+def _unstack_batch(dims, x, *, axis=0):
+    x = move_to_front(x, dims[0])
+    out = unstack(x, axis=axis + 1)
+    return out, (0,) * len(out)
+
+
+_unstack = define(
+    "unstack",
+    lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)),
+    abstract_eval=_unstack_abstract,
+    vjp=lambda g, ys, x, *, axis=0: (stack(g, axis=axis),),
+    linear=True,
+    batch=_unstack_batch,
+    multiple_results=True,
+)
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis``, as a tuple (the inverse of ``stack``)."""
+    return bind(_unstack, x, axis=_norm(axis, ndim_of(x)))
+
+
+unstack.op = _unstack
+
+# ------------------------------------------------------------------------------ broadcast_arrays / meshgrid
+
+
+def broadcast_arrays(*arrays):
+    """The arrays broadcast against each other, as a tuple (each one a ``broadcast_to``)."""
+    from polyad.ops.elementwise import _broadcast
+
+    shape = _broadcast(*[shape_of(a) for a in arrays])
+    return tuple(a if shape_of(a) == shape else broadcast_to(a, shape) for a in arrays)
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids from 1-D arrays: ``indexing="xy"`` (Cartesian) or ``"ij"`` (matrix)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    for a in arrays:
+        if ndim_of(a) != 1:
+            raise ValueError(f"meshgrid takes 1-D arrays, got one of shape {shape_of(a)}")
+    sizes = [shape_of(a)[0] for a in arrays]
+    n = len(arrays)
+    order = list(range(n))
+    if indexing == "xy" and n >= 2:
+        order[0], order[1] = 1, 0  # the first two output axes swap
+    shape = tuple(sizes[order[d]] for d in range(n))
+    out = []
+    for i, a in enumerate(arrays):
+        pos = order.index(i)
+        out.append(broadcast_to(reshape(a, (1,) * pos + (sizes[i],) + (1,) * (n - pos - 1)), shape))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------ flip / roll
+
+
+def _axes_tuple(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    return tuple(sorted({_norm(a, ndim) for a in _as_tuple(axis)}))
+
+
+_flip = define(
+    "flip",
+    abstract_eval=_abstract_from(lambda s, axis: s),
+    vjp=lambda g, y, x, *, axis: (flip(g, axis=axis),),
+    linear=True,
+    batch=lambda dims, x, *, axis: (flip(move_to_front(x, dims[0]), axis=tuple(a + 1 for a in axis)), 0),
+)
+
+
+def flip(x, /, *, axis=None):
+    """``x`` with the order of elements along ``axis`` (every axis when None) reversed."""
+    return bind(_flip, x, axis=_axes_tuple(axis, ndim_of(x)))
+
+
+flip.op = _flip
+
+
+def _roll_batch(dims, x, *, shift, axis):
+    x = move_to_front(x, dims[0])
+    if axis is None:
+        s = shape_of(x)
+        return reshape(roll(reshape(x, (s[0], -1)), shift, axis=1), s), 0
+    return roll(x, shift, axis=tuple(a + 1 for a in axis)), 0
+
+
+_roll = define(
+    "roll",
+    abstract_eval=_abstract_from(lambda s, shift, axis: s),
+    vjp=lambda g, y, x, *, shift, axis: (roll(g, _negate(shift), axis=axis),),
+    linear=True,
+    batch=_roll_batch,
+)
+
+
+def _negate(shift):
+    return tuple(-s for s in shift) if isinstance(shift, tuple) else -shift
+
+
+def roll(x, /, shift, *, axis=None):
+    """``x`` with elements shifted by ``shift`` along ``axis`` (over the flattened array when None)."""
+    if isinstance(shift, list):
+        shift = tuple(shift)
+    if axis is not None:
+        axis = tuple(_norm(a, ndim_of(x)) for a in _as_tuple(axis))
+        if not isinstance(shift, tuple):
+            shift = (shift,) * len(axis)
+        if len(shift) != len(axis):
+            raise ValueError(f"roll: shift {shift} and axis {axis} differ in length")
+    elif isinstance(shift, tuple):
+        raise ValueError("roll: a tuple shift needs an axis")
+    return bind(_roll, x, shift=shift, axis=axis)
+
+
+roll.op = _roll
+
+# ------------------------------------------------------------------------------ repeat / tile
+
+
+def _repeat_kernel(xp, x, repeats, *, axis):
+    return xp.repeat(x, repeats, axis=axis)
+
+
+def _repeat_abstract(xp, x, repeats, *, axis):
+    if hasattr(repeats, "shape"):
+        raise NotImplementedError("repeat: the output shape depends on the values of an array `repeats`")
+    s = tuple(x.shape)
+    return ShapeDtype(s[:axis] + (s[axis] * repeats,) + s[axis + 1 :], x.dtype, x.device)
+
+
+def _repeat_vjp(g, y, x, repeats, *, axis):
+    from polyad.ops.reductions import sum as _sum
+
+    s = shape_of(x)
+    if not hasattr(repeats, "shape"):
+        # each input element fills ``repeats`` consecutive slots: sum them back
+        grouped = reshape(g, s[:axis] + (s[axis], repeats) + s[axis + 1 :])
+        return (_sum(grouped, axis=axis + 1), None)
+    from polyad.ops.creation import arange, zeros_like
+    from polyad.ops.indexing import scatter_add
+
+    owner = repeat(arange(s[axis], device=_device(g)), repeats)  # which input each output slot copies
+    return (scatter_add(zeros_like(x, dtype=g.dtype), owner, g, axis=axis), None)
+
+
+def _repeat_batch(dims, x, repeats, *, axis):
+    xd, rd = dims
+    if rd is not None:
+        from polyad.batching import loop_fallback
+
+        # per-example repeats give per-example output lengths: only a loop can tell
+        return loop_fallback(_repeat, dims, (x, repeats), {"axis": axis})
+    return bind(_repeat, move_to_front(x, xd), repeats, axis=axis + 1), 0
+
+
+_repeat = define(
+    "repeat",
+    _repeat_kernel,
+    abstract_eval=_repeat_abstract,
+    vjp=_repeat_vjp,
+    linear=(0,),
+    batch=_repeat_batch,
+)
+
+
+def repeat(x, repeats, /, *, axis=None):
+    """Each element of ``x`` repeated ``repeats`` times (an int, or an integer array of per-element counts)
+    along ``axis`` (over the flattened array when None)."""
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    return bind(_repeat, x, repeats, axis=_norm(axis, ndim_of(x)))
+
+
+repeat.op = _repeat
+
+
+def _tile_layout(s, reps):
+    """Input shape and repetitions padded to a common rank (NumPy's and the standard's rule)."""
+    n = max(len(s), len(reps))
+    return (1,) * (n - len(s)) + tuple(s), (1,) * (n - len(reps)) + tuple(reps)
+
+
+def _tile_vjp(g, y, x, *, repetitions):
+    from polyad.ops.reductions import sum as _sum
+
+    s, r = _tile_layout(shape_of(x), repetitions)
+    interleaved = reshape(g, tuple(d for pair in zip(r, s) for d in pair))
+    summed = _sum(interleaved, axis=tuple(range(0, 2 * len(s), 2)))
+    return (reshape(summed, shape_of(x)),)
+
+
+def _tile_batch(dims, x, *, repetitions):
+    x = move_to_front(x, dims[0])
+    size, logical = shape_of(x)[0], shape_of(x)[1:]
+    s, r = _tile_layout(logical, repetitions)
+    return tile(reshape(x, (size, *s)), (1, *r)), 0
+
+
+_tile = define(
+    "tile",
+    lambda xp, x, *, repetitions: xp.tile(x, repetitions),
+    abstract_eval=_abstract_from(
+        lambda s, repetitions: tuple(a * b for a, b in zip(*_tile_layout(s, repetitions)))
+    ),
+    vjp=_tile_vjp,
+    linear=True,
+    batch=_tile_batch,
+)
+
+
+def tile(x, repetitions, /):
+    """``x`` repeated ``repetitions[i]`` times along each axis ``i`` (shapes padded with leading ones)."""
+    return bind(_tile, x, repetitions=tuple(repetitions))
+
+
+tile.op = _tile

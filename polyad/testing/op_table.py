@@ -54,16 +54,21 @@ class OpInfo:
     known_failures: dict = dataclasses.field(default_factory=dict)
     batch_fallback: str | None = None
     vmap_dims: tuple | None = None  # positions that vmap tests may batch; None: every array argument
+    sequence_arg: bool = False  # the function takes its arrays as one sequence (stack, concat)
 
     def function(self):
         import polyad.xp as pxp
 
-        return _resolve(pxp, self.name)
+        return self._pack(_resolve(pxp, self.name))
 
     def reference(self, xp):
         if self.ref is not None:
             return lambda *a, **k: self.ref(xp, *a, **k)
-        return _resolve(xp, self.name)
+        return self._pack(_resolve(xp, self.name))
+
+    def _pack(self, f):
+        # samples keep arrays positional (so tests differentiate and batch each); pass them as one sequence
+        return (lambda *a, **k: f(list(a), **k)) if self.sequence_arg else f
 
     def skip_reason(self, check):
         return self.known_failures.get(check)
