@@ -3,7 +3,7 @@
 The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for how it fits together.
 """
 
-from polyad import library, xp
+from polyad import library, random, xp
 from polyad.api import (
     enable_grad,
     grad,
@@ -49,6 +49,8 @@ def array_namespace(*xs):
     return xp
 
 
+from polyad import fused  # noqa: E402  (after the namespace: its kernel uses polyad.xp)
+
 # fail at import, with the reason and the choices, if POLYAD_BACKEND names a backend that cannot load
 get_backend()
 
@@ -65,6 +67,7 @@ __all__ = [
     "custom_op",
     "library",
     "enable_grad",
+    "fused",
     "eval_shape",
     "get_backend",
     "grad",
@@ -75,6 +78,7 @@ __all__ = [
     "jvp",
     "linearize",
     "no_grad",
+    "random",
     "set_backend",
     "stop_gradient",
     "value_and_grad",

@@ -44,7 +44,7 @@ def _defer_to_polyad_tensors():
 
 def load():
     _defer_to_polyad_tensors()
-    return Backend(
+    backend = Backend(
         name="array_api_strict",
         compat=array_api_strict,
         extras=extras,
@@ -54,3 +54,7 @@ def load():
         version=array_api_strict.__version__,
         native=array_api_strict,
     )
+    from . import kernels
+
+    kernels.register()
+    return backend

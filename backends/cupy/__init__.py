@@ -20,7 +20,7 @@ def load():
 
     from . import extras
 
-    return Backend(
+    backend = Backend(
         name="cupy",
         compat=compat_cupy,
         extras=extras,
@@ -30,3 +30,7 @@ def load():
         version=cupy.__version__,
         native=cupy,
     )
+    from . import kernels
+
+    kernels.register()
+    return backend

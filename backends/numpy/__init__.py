@@ -9,7 +9,7 @@ from . import extras
 
 
 def load():
-    return Backend(
+    backend = Backend(
         name="numpy",
         compat=compat_numpy,
         extras=extras,
@@ -19,3 +19,7 @@ def load():
         version=np.__version__,
         native=np,
     )
+    from . import kernels
+
+    kernels.register()
+    return backend

@@ -1,0 +1,39 @@
+"""Fused element-wise ops that polyad ships as custom ops: one generic kernel written against the Array
+API, plus device kernels that backends register when they load (``backends/cupy/kernels.py`` adds a
+CUDA ElementwiseKernel). They show the custom-op path end to end: the dispatcher picks the CUDA kernel
+for CuPy arrays and the generic one elsewhere, and the transforms use the rules registered below.
+"""
+
+from polyad import xp
+from polyad.library import custom_op
+
+
+@custom_op("polyad::softplus", mutates_args=())
+def softplus(x):
+    """``log(1 + exp(x))``, computed without overflow: ``max(x, 0) + log1p(exp(-|x|))``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.fused.softplus(np.array([0.0, 50.0]))
+        array([ 0.69314718, 50.        ])
+    """
+    return xp.maximum(x, 0.0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def _sigmoid(x):
+    return 0.5 * (xp.tanh(0.5 * x) + 1.0)
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return g * _sigmoid(x)  # polyad ops: the backward is differentiable again
+
+
+softplus.register_autograd(_backward, setup_context=_setup)
+softplus.register_jvp(lambda primals, tangents: (softplus(primals[0]), tangents[0] * _sigmoid(primals[0])))
+softplus.register_vmap(lambda info, in_dims, x: (softplus(x), in_dims[0]))
+softplus.register_fake(lambda x: x.__array_namespace__().empty_like(x))
