@@ -54,10 +54,13 @@ def _axpy(a, x, y):
 
 
 def numerical_jvp(f, args, tangents, eps):
-    """Central finite difference of ``f`` at ``args`` along ``tangents``."""
+    """Central finite difference of ``f`` at ``args`` along ``tangents`` (integer and boolean outputs get
+    a zero tangent of their own dtype, as ``jvp`` gives them)."""
     plus = f(*_axpy(eps, tangents, args))
     minus = f(*_axpy(-eps, tangents, args))
-    return optree.tree_map(lambda p, m: (p - m) / (2 * eps), plus, minus)
+    return optree.tree_map(
+        lambda p, m: (p - m) / (2 * eps) if is_floating(p) else _xp_of(p).zeros_like(p), plus, minus
+    )
 
 
 def _close(a, b, atol, rtol, what):
