@@ -58,7 +58,7 @@ def _check_floating(leaves, what):
 def _normalize_argnums(argnums, nargs, transform):
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, tuple | list) else None
-    if nums is None or not nums or not all(isinstance(a, int) for a in nums):
+    if nums is None or not nums or not all(isinstance(a, int) and not isinstance(a, bool) for a in nums):
         raise TypeError(
             f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
         )
@@ -71,7 +71,10 @@ def _normalize_argnums(argnums, nargs, transform):
             )
         out.append(a % nargs)
     if len(set(out)) != len(out):
-        raise ValueError(f"{transform}(argnums={argnums!r}): argnums must not repeat")
+        raise ValueError(
+            f"{transform}(argnums={argnums!r}): argnums must not repeat an argument; with "
+            f"{nargs} positional argument(s) they name {tuple(out)}"
+        )
     return single, tuple(out)
 
 
@@ -79,8 +82,10 @@ def _split_aux(out, has_aux, transform):
     if not has_aux:
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
+        got = f"a tuple of {len(out)}" if isinstance(out, tuple) else f"a {type(out).__name__}"
         raise TypeError(
-            f"{transform}(..., has_aux=True): func must return a pair (output, aux), got {type(out).__name__}"
+            f"{transform} with has_aux=True: func must return a pair (output, aux), got {got}; "
+            "pass has_aux=False if func returns only its output"
         )
     return out
 
@@ -106,20 +111,127 @@ def _zeros_like(x):
     return zeros_like(x)
 
 
+def _add(a, b):
+    from polyad.ops.elementwise import add
+
+    return add(a, b)
+
+
 # ------------------------------------------------------------------------------ reverse mode
+
+
+def _leaf_name(tree, i, root, nums=None):
+    """A readable name for leaf ``i`` of ``tree`` ("primals[0]['w']", "argument 1[0]"), for error
+    messages only (computing paths is not free). ``nums`` maps the first path index to an argnum."""
+    path = optree.tree_paths(tree, none_is_leaf=False)[i]
+    if nums is not None:
+        root, path = f"argument {nums[path[0]]}", path[1:]
+    return root + "".join(f"[{k!r}]" for k in path)
+
+
+def _check_inputs(leaves, tree, what, root, nums=None):
+    """Every leaf is a floating (real or complex) array; errors name the offending leaf."""
+    for i, x in enumerate(leaves):
+        if not _is_array(x):
+            raise TypeError(
+                f"{what}: {_leaf_name(tree, i, root, nums)} must be an array (numpy, cupy or "
+                f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.asarray"
+            )
+        if not is_floating(x):
+            raise TypeError(
+                f"{what}: {_leaf_name(tree, i, root, nums)} must have a floating dtype to be "
+                f"differentiated, got {x.dtype}"
+            )
+
+
+def _check_has_aux(has_aux, transform):
+    if not isinstance(has_aux, bool):
+        raise TypeError(f"{transform}(has_aux={has_aux!r}): has_aux must be True or False")
+
+
+def _vjp(func, primals, has_aux, what, root="primals", nums=None):
+    """The work of ``vjp`` and ``grad``: run ``func`` once at a new reverse level.
+
+    Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume)`` returns the tuple of
+    cotangents of ``primals``, and with ``consume`` frees the tape as it walks it (``grad``).
+    """
+    flat, tree = _flatten(primals)
+    _check_inputs(flat, tree, what, root, nums)
+    with new_level(ReverseInterpreter) as interp:
+        leaves = [interp.new_leaf(x) for x in flat]
+        out = func(*optree.tree_unflatten(tree, leaves))
+        out, aux = _split_aux(out, has_aux, what)
+        out_flat, out_tree = _flatten(out)
+        if has_aux:
+            aux = _lower_tree(aux, interp)
+    for i, o in enumerate(out_flat):
+        if not _is_array(o):
+            raise TypeError(
+                f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
+            )
+    if out_flat and not any(is_floating(o) for o in out_flat):
+        got = ", ".join(str(o.dtype) for o in out_flat[:3]) + (", ..." if len(out_flat) > 3 else "")
+        raise TypeError(
+            f"{what}: func must return a floating output to differentiate, got dtype {got}; integer and "
+            "boolean outputs carry no derivative (next to floating outputs they are allowed and get none)"
+        )
+    values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
+    ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
+    leaf_ids = [leaf._aux for leaf in leaves]
+    del leaves, out, out_flat  # the tape and the ids are all backward needs
+
+    def backward(cotangents, consume):
+        ct_flat, ct_tree = _flatten(cotangents)
+        if ct_tree != out_tree:
+            raise ValueError(
+                f"vjp_fn(cotangents): cotangents must have the structure of the output, {out_tree}, "
+                f"got {ct_tree}"
+            )
+        seeds = {}
+        for i, (c, v, k) in enumerate(zip(ct_flat, values, ids)):
+            if not _is_array(c):
+                raise TypeError(
+                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} must be an "
+                    f"array, got {type(c).__name__}"
+                )
+            if tuple(c.shape) != tuple(v.shape):
+                raise ValueError(
+                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has shape "
+                    f"{tuple(c.shape)}, expected the output's shape {tuple(v.shape)}"
+                )
+            if not is_floating(v):
+                continue  # an integer or boolean output: no derivative, its cotangent is ignored
+            if not is_floating(c) or (is_complex(c) and not is_complex(v)):
+                raise TypeError(
+                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has dtype "
+                    f"{c.dtype}, expected a floating dtype like the output's {v.dtype}"
+                )
+            if k is not None:
+                prev = seeds.get(k)
+                seeds[k] = c if prev is None else _add(prev, c)
+        cts = interp.backward(seeds, consume=consume) if seeds else {}
+        grads = [cts.get(k) for k in leaf_ids]
+        grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, flat)]
+        return tuple(optree.tree_unflatten(tree, grads))
+
+    return optree.tree_unflatten(out_tree, values), backward, aux, interp
 
 
 def vjp(func, *primals, has_aux=False):
     """Evaluate ``func(*primals)`` and return a function computing vector-Jacobian products.
 
     Args:
-        func: a function of arrays (pytrees of arrays allowed) returning arrays.
-        *primals: the point; each a backend array or a pytree of them.
-        has_aux: if True, ``func`` returns ``(output, aux)`` and aux is returned unchanged.
+        func: a function of arrays (pytrees of arrays allowed) returning arrays, at least one floating
+            (integer and boolean outputs carry no derivative: their cotangents are ignored).
+        *primals: the point; each a floating backend array or a pytree of them.
+        has_aux: if True, ``func`` returns ``(output, aux)`` and aux is returned, not differentiated.
 
     Returns:
         ``(output, vjp_fn)`` or ``(output, vjp_fn, aux)``. ``vjp_fn(cotangents)`` takes cotangents with the
-        structure and shapes of ``output`` and returns a tuple with one cotangent per primal.
+        structure, shapes and dtypes of ``output`` and returns a tuple with one cotangent per primal (zeros
+        for a primal the output does not depend on). It may be called many times: it keeps the recorded
+        computation alive until it is dropped. Complex inputs follow PyTorch's convention (see
+        ``polyad.ops.elementwise``): the cotangent is ``conj(J)^T g``.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -128,45 +240,14 @@ def vjp(func, *primals, has_aux=False):
         array([1.    , 0.5403])
     """
     _check_callable(func, "vjp")
-    flat, tree = _flatten(primals)
-    _check_arrays(flat, f"vjp({_fname(func)}, ...)")
-    with new_level(ReverseInterpreter) as interp:
-        leaves = [interp.new_leaf(x) for x in flat]
-        out = func(*optree.tree_unflatten(tree, leaves))
-        out, aux = _split_aux(out, has_aux, "vjp")
-        out_flat, out_tree = _flatten(out)
-        for i, o in enumerate(out_flat):
-            if not _is_array(o):
-                raise TypeError(f"vjp: func must return arrays, got {type(o).__name__} at output leaf {i}")
-    values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
-    output = optree.tree_unflatten(out_tree, values)
+    _check_has_aux(has_aux, "vjp")
+    output, backward, aux, _ = _vjp(func, primals, has_aux, f"vjp({_fname(func)})")
 
     def vjp_fn(cotangents):
-        ct_flat, ct_tree = _flatten(cotangents)
-        if ct_tree != out_tree:
-            raise ValueError(
-                f"vjp_fn(cotangents): cotangents must have the structure of the output, {out_tree}, "
-                f"got {ct_tree}"
-            )
-        seeds = {}
-        for i, (o, c, v) in enumerate(zip(out_flat, ct_flat, values)):
-            if tuple(c.shape) != tuple(v.shape):
-                raise ValueError(
-                    f"vjp_fn(cotangents): cotangent {i} has shape {tuple(c.shape)}, the output {tuple(v.shape)}"
-                )
-            if not is_floating(v):
-                raise TypeError(f"vjp: output {i} has dtype {v.dtype}; only floating outputs have cotangents")
-            if isinstance(o, Tensor) and o._interp is interp:
-                seeds[o._aux] = c if o._aux not in seeds else seeds[o._aux] + c
-        cts = interp.backward(seeds) if seeds else {}
-        grads = []
-        for leaf, x in zip(leaves, flat):
-            g = cts.get(leaf._aux)
-            grads.append(_zeros_like(x) if g is None else g)
-        return tuple(optree.tree_unflatten(tree, grads))
+        return backward(cotangents, False)
 
     if has_aux:
-        return output, vjp_fn, _lower_tree(aux, interp)
+        return output, vjp_fn, aux
     return output, vjp_fn
 
 
@@ -179,27 +260,27 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
             full[n] = d
         return func(*full, **kwargs)
 
-    diff_args = [args[n] for n in nums]
-    flat, _ = _flatten(diff_args)
-    _check_arrays(flat, f"{transform}({_fname(func)}, argnums={argnums!r})")
-    _check_floating(flat, f"{transform}({_fname(func)}, argnums={argnums!r})")
-    res = vjp(partial_func, *diff_args, has_aux=has_aux)
-    out, fn = res[0], res[1]
+    what = f"{transform}({_fname(func)}, argnums={argnums!r})"
+    out, backward, aux, interp = _vjp(partial_func, [args[n] for n in nums], has_aux, what, nums=nums)
     if not _is_array(out) or tuple(out.shape) != ():
-        shape = tuple(out.shape) if _is_array(out) else type(out).__name__
+        got = f"an array of shape {tuple(out.shape)}" if _is_array(out) else f"a {type(out).__name__}"
+        hint = " (func returns a pair: pass has_aux=True?)" if isinstance(out, tuple) and not has_aux else ""
         raise ValueError(
-            f"{transform}({_fname(func)}): func must return a scalar (0-d array), got {shape}; "
+            f"{what}: func must return a scalar (a 0-d array), got {got}{hint}; "
             "use pa.vjp or pa.jacrev for non-scalar outputs"
         )
-    if is_complex(out) or not is_floating(out):
+    if is_complex(out):
         raise TypeError(
-            f"{transform}({_fname(func)}): func must return a real floating scalar, got {out.dtype}"
+            f"{what}: func must return a real floating scalar, got {out.dtype}; differentiate a real "
+            "function of it (real, abs) or use pa.vjp"
         )
     from polyad.ops.creation import ones_like
 
-    grads = fn(ones_like(out))
-    g = grads[0] if single else grads
-    return g, out, (res[2] if has_aux else None)
+    try:
+        grads = backward(ones_like(out), True)
+    finally:
+        interp.tape = []  # grad returns no vjp_fn: nothing can use the tape again
+    return (grads[0] if single else grads), out, aux
 
 
 def grad(func, argnums=0, has_aux=False):
@@ -208,11 +289,14 @@ def grad(func, argnums=0, has_aux=False):
     Args:
         func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``).
         argnums: which positional argument(s) to differentiate: an int (negative allowed) or a tuple.
-        has_aux: whether ``func`` also returns auxiliary data, returned unchanged.
+            Each may be a pytree (tuple, list, dict, namedtuple) of floating arrays.
+        has_aux: whether ``func`` also returns auxiliary data, returned unchanged (not differentiated).
 
     Returns:
-        A function with ``func``'s arguments returning the gradient (a tuple for tuple ``argnums``),
-        or ``(gradient, aux)`` with ``has_aux``. Keyword arguments are passed through, not differentiated.
+        A function with ``func``'s arguments returning the gradient (the argument's structure; a tuple of
+        them for tuple ``argnums``), or ``(gradient, aux)`` with ``has_aux``. Keyword arguments are passed
+        through, not differentiated. For a complex input ``z = x + iy`` the gradient of the real loss ``L``
+        is ``dL/dx + i dL/dy`` (PyTorch's convention).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -220,6 +304,7 @@ def grad(func, argnums=0, has_aux=False):
         array([2., 4.])
     """
     _check_callable(func, "grad")
+    _check_has_aux(has_aux, "grad")
 
     @functools.wraps(func)
     def grad_f(*args, **kwargs):
@@ -232,13 +317,20 @@ def grad(func, argnums=0, has_aux=False):
 def grad_and_value(func, argnums=0, has_aux=False):
     """Like ``grad`` but returns ``(gradient, value)`` or ``(gradient, (value, aux))`` (torch.func's order).
 
+    Args:
+        func, argnums, has_aux: as for ``grad``.
+
+    Returns:
+        A function returning ``(gradient, value)``, or ``(gradient, (value, aux))`` with ``has_aux``.
+
     Example:
         >>> import numpy as np, polyad as pa
         >>> g, v = pa.grad_and_value(lambda x: pa.xp.sum(x * x))(np.array([3.0]))
-        >>> g, v
-        (array([6.]), np.float64(9.0))
+        >>> g, float(v)
+        (array([6.]), 9.0)
     """
     _check_callable(func, "grad_and_value")
+    _check_has_aux(has_aux, "grad_and_value")
 
     @functools.wraps(func)
     def f(*args, **kwargs):
@@ -251,13 +343,20 @@ def grad_and_value(func, argnums=0, has_aux=False):
 def value_and_grad(func, argnums=0, has_aux=False):
     """Like ``grad`` but returns ``(value, gradient)`` or ``((value, aux), gradient)`` (JAX's order).
 
+    Args:
+        func, argnums, has_aux: as for ``grad``.
+
+    Returns:
+        A function returning ``(value, gradient)``, or ``((value, aux), gradient)`` with ``has_aux``.
+
     Example:
         >>> import numpy as np, polyad as pa
         >>> v, g = pa.value_and_grad(lambda x: pa.xp.sum(x * x))(np.array([3.0]))
-        >>> v, g
-        (np.float64(9.0), array([6.]))
+        >>> float(v), g
+        (9.0, array([6.]))
     """
     _check_callable(func, "value_and_grad")
+    _check_has_aux(has_aux, "value_and_grad")
 
     @functools.wraps(func)
     def f(*args, **kwargs):
@@ -321,18 +420,41 @@ def stop_gradient(x):
 # ------------------------------------------------------------------------------ forward mode
 
 
+def _check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
+    """Tangents match their primals in structure, shape and dtype; errors name the leaf."""
+    if p_tree != t_tree:
+        raise ValueError(f"{what}: tangents must have the structure of the primals, {p_tree}, got {t_tree}")
+    for i, (p, t) in enumerate(zip(p_flat, t_flat)):
+        if not _is_array(t):
+            raise TypeError(
+                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} must be an array, "
+                f"got {type(t).__name__}"
+            )
+        if tuple(p.shape) != tuple(t.shape):
+            raise ValueError(
+                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has shape {tuple(t.shape)}, expected "
+                f"its primal's shape {tuple(p.shape)}"
+            )
+        if t.dtype != p.dtype:
+            raise TypeError(
+                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has dtype {t.dtype}, expected its "
+                f"primal's dtype {p.dtype}"
+            )
+
+
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """Evaluate ``func(*primals)`` and its Jacobian-vector product with ``tangents``.
 
     Args:
         func: a function of arrays (pytrees allowed).
-        primals: a tuple of the positional arguments.
-        tangents: a tuple with the same structure and shapes as ``primals``.
+        primals: a tuple of the positional arguments (floating arrays or pytrees of them).
+        tangents: a tuple with the same structure, shapes and dtypes as ``primals``.
         strict: if True, an output that does not depend on the inputs is an error (else its tangent is 0).
-        has_aux: ``func`` returns ``(output, aux)``.
+        has_aux: ``func`` returns ``(output, aux)``; aux is returned, not differentiated.
 
     Returns:
-        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``.
+        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``. For complex inputs the tangent is the ordinary
+        complex derivative ``f'(z) t`` (for holomorphic ``f``).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -340,56 +462,66 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         (array([1.]), array([2.]))
     """
     _check_callable(func, "jvp")
+    _check_has_aux(has_aux, "jvp")
+    what = f"jvp({_fname(func)})"
     if not isinstance(primals, tuple):
         raise TypeError(
-            f"jvp(func, primals, tangents): primals must be a tuple, got {type(primals).__name__}"
+            f"{what}: primals must be a tuple of the positional arguments, got {type(primals).__name__}; "
+            "for one argument x write (x,)"
         )
     if not isinstance(tangents, tuple):
         raise TypeError(
-            f"jvp(func, primals, tangents): tangents must be a tuple, got {type(tangents).__name__}"
+            f"{what}: tangents must be a tuple like primals, got {type(tangents).__name__}; "
+            "for one argument write (t,)"
         )
     p_flat, p_tree = _flatten(primals)
     t_flat, t_tree = _flatten(tangents)
-    if p_tree != t_tree:
-        raise ValueError(f"jvp: tangents must have the structure of primals, {p_tree}, got {t_tree}")
-    _check_arrays(p_flat, f"jvp({_fname(func)}, primals)")
-    _check_arrays(t_flat, f"jvp({_fname(func)}, ..., tangents)")
-    for i, (p, t) in enumerate(zip(p_flat, t_flat)):
-        if tuple(p.shape) != tuple(t.shape):
-            raise ValueError(f"jvp: tangent {i} has shape {tuple(t.shape)}, its primal {tuple(p.shape)}")
+    _check_inputs(p_flat, p_tree, what, "primals")
+    _check_tangents(p_flat, p_tree, t_flat, t_tree, what, "primals")
     with new_level(ForwardInterpreter) as interp:
         duals = [DualTensor(p, interp, t) for p, t in zip(p_flat, t_flat)]
         out = func(*optree.tree_unflatten(p_tree, duals))
-        out, aux = _split_aux(out, has_aux, "jvp")
+        out, aux = _split_aux(out, has_aux, what)
         o_flat, o_tree = _flatten(out)
+        if has_aux:
+            aux = _lower_tree(aux, interp)
     outs, tans = [], []
     for i, o in enumerate(o_flat):
         if isinstance(o, Tensor) and o._interp is interp:
             outs.append(o._value)
             tans.append(o._aux)
-        else:
-            if not _is_array(o):
-                raise TypeError(f"jvp: func must return arrays, got {type(o).__name__} at output leaf {i}")
-            if strict:
-                raise RuntimeError(
-                    f"jvp(..., strict=True): output {i} does not depend on the inputs (its tangent is zero)"
-                )
-            outs.append(o)
-            tans.append(_zeros_like(o))
+            continue
+        if not _is_array(o):
+            raise TypeError(
+                f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
+            )
+        if strict:
+            raise RuntimeError(
+                f"{what} with strict=True: {_leaf_name(out, i, 'output')} does not depend on the inputs "
+                "(its tangent is identically zero); pass strict=False to get zeros"
+            )
+        outs.append(o)
+        tans.append(_zeros_like(o))
     result = (optree.tree_unflatten(o_tree, outs), optree.tree_unflatten(o_tree, tans))
     if has_aux:
-        return result + (_lower_tree(aux, interp),)
+        return result + (aux,)
     return result
 
 
 def linearize(func, *primals):
     """Evaluate ``func(*primals)`` once and return a function for its JVP at that point.
 
-    The primal computation is recorded once; ``jvp_fn(*tangents)`` replays only the tangent rules on
-    the recorded values, never the primal ops again.
+    The primal computation is recorded once; ``jvp_fn(*tangents)`` replays only the tangent rules on the
+    recorded values, never the primal ops again (cheaper than calling ``jvp`` for each tangent when
+    ``func`` is expensive). ``no_grad`` inside ``func`` does not apply (forward mode, as in torch.func).
+
+    Args:
+        func: a function of arrays (pytrees allowed) returning floating arrays.
+        *primals: the point.
 
     Returns:
-        ``(output, jvp_fn)``.
+        ``(output, jvp_fn)``; ``jvp_fn(*tangents)`` takes tangents with the structure, shapes and dtypes
+        of ``primals`` and returns the tangent of the output.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -398,27 +530,30 @@ def linearize(func, *primals):
         array([3.])
     """
     _check_callable(func, "linearize")
+    what = f"linearize({_fname(func)})"
     flat, tree = _flatten(primals)
-    _check_arrays(flat, f"linearize({_fname(func)}, ...)")
-    with new_level(ReverseInterpreter) as interp:
+    _check_inputs(flat, tree, what, "primals")
+    with new_level(ReverseInterpreter, False) as interp:
         leaves = [interp.new_leaf(x) for x in flat]
         out = func(*optree.tree_unflatten(tree, leaves))
         out_flat, out_tree = _flatten(out)
+    for i, o in enumerate(out_flat):
+        if not _is_array(o):
+            raise TypeError(
+                f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
+            )
     values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
+    ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
+    leaf_ids = [leaf._aux for leaf in leaves]
+    del leaves, out, out_flat
 
     def jvp_fn(*tangents):
         t_flat, t_tree = _flatten(tangents)
-        if t_tree != tree:
-            raise ValueError(f"linearize's jvp_fn: tangents must have the structure {tree}, got {t_tree}")
-        for i, (p, t) in enumerate(zip(flat, t_flat)):
-            if tuple(p.shape) != tuple(t.shape):
-                raise ValueError(
-                    f"jvp_fn: tangent {i} has shape {tuple(t.shape)}, its primal {tuple(p.shape)}"
-                )
-        tans = interp.forward_sweep({leaf._aux: t for leaf, t in zip(leaves, t_flat)})
+        _check_tangents(flat, tree, t_flat, t_tree, f"{what}'s jvp_fn", "primals")
+        tans = interp.forward_sweep(dict(zip(leaf_ids, t_flat)))
         outs = []
-        for o, v in zip(out_flat, values):
-            t = tans.get(o._aux) if isinstance(o, Tensor) and o._interp is interp else None
+        for k, v in zip(ids, values):
+            t = None if k is None else tans.get(k)
             outs.append(_zeros_like(v) if t is None else t)
         return optree.tree_unflatten(out_tree, outs)
 

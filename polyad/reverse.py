@@ -18,10 +18,19 @@ class ReverseTensor(Tensor):
 
 
 class ReverseInterpreter(Interpreter):
-    def __init__(self, level):
+    kind = "reverse"
+
+    """A grad level: records every op applied to its tensors on ``tape``.
+
+    ``respect_no_grad``: whether ``pa.no_grad`` stops recording (False for ``linearize``, which is forward
+    mode in torch.func's semantics, where ``no_grad`` does not apply).
+    """
+
+    def __init__(self, level, respect_no_grad=True):
         super().__init__(level)
         self.tape = []  # (op, params, parent ids, primals, out, out ids)
         self.next_id = 0
+        self.respect_no_grad = respect_no_grad
 
     def new_leaf(self, value):
         """Wrap ``value`` as an input to differentiate; returns the tracer."""
@@ -40,7 +49,7 @@ class ReverseInterpreter(Interpreter):
                 primals.append(a)
                 parents.append(None)
         out = bind(op, *primals, **params)
-        if op.nondiff or self.level <= _tls.no_grad_level:
+        if op.nondiff or (self.level <= _tls.no_grad_level and self.respect_no_grad):
             return out
         if op.multiple_results:
             ids = tuple(range(self.next_id, self.next_id + len(out)))
@@ -52,13 +61,22 @@ class ReverseInterpreter(Interpreter):
         self.tape.append((op, params, parents, primals, out, i))
         return ReverseTensor(out, self, i)
 
-    def backward(self, seeds):
-        """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}); the tape is consumed."""
+    def backward(self, seeds, consume=False):
+        """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}).
+
+        With ``consume`` the tape is emptied as it is walked, so each entry's saved values are freed as
+        soon as its rule has run (``grad``); without, it stays for another call (``vjp_fn``).
+        """
         from polyad.ops.creation import zeros_like
         from polyad.ops.elementwise import add
 
         ct = dict(seeds)
-        for op, params, parents, primals, out, ids in reversed(self.tape):
+        if consume:
+            tape, self.tape = self.tape, []
+            entries = _drain(tape)
+        else:
+            entries = reversed(self.tape)
+        for op, params, parents, primals, out, ids in entries:
             if op.multiple_results:
                 gs = [ct.pop(i, None) for i in ids]
                 if all(g is None for g in gs):
@@ -102,3 +120,10 @@ class ReverseInterpreter(Interpreter):
             elif t is not None:
                 tan[ids] = t
         return tan
+
+
+def _drain(tape):
+    """The entries of ``tape`` last first, each removed as it is handed out."""
+    pop = tape.pop
+    while tape:
+        yield pop()
