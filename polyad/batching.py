@@ -3,14 +3,19 @@
 A ``BatchedTensor`` holds a value with one extra dimension, the batch dimension ``_aux``; unbatched
 values are never wrapped (their batch dimension is "None"). Each op's ``batch`` rule receives the
 values and their batch dimensions and returns the output and its batch dimension. Ops without a rule
-use, in order, a registered decomposition into ops that have rules, then a per-example loop that
-stacks the results and warns once per op.
+use, in order, a registered decomposition into ops that have rules (``polyad.ops.decompositions``,
+loaded on first need), then a per-example loop that stacks the results and warns once per op.
+
+In-place updates: arrays made by creation functions inside vmap (``xp.zeros(3)``, ``xp.asarray([...])``)
+come back as ``FreshTensor``s, plain level-0 tensors, so that ``x[0] = batched_value`` reaches polyad's
+functionalised ``__setitem__`` (a raw NumPy array would refuse the batched value) and ``x`` becomes
+batched. Ops on a fresh tensor return raw arrays again, so nothing else changes.
 """
 
 import threading
 import warnings
 
-from polyad.core import ConcretizationError, Interpreter, Tensor, bind
+from polyad.core import ConcretizationError, Interpreter, Tensor, _tls, bind
 
 
 class BatchedTensor(Tensor):
@@ -33,7 +38,54 @@ class BatchedTensor(Tensor):
         self._scalar("a concrete value")
 
 
+class FreshTensor(Tensor):
+    """A plain level-0 tensor for an array created inside vmap, so ``x[key] = batched`` can rebind ``x``.
+
+    Unlike a plain ``Tensor`` it does not spread: ops on it return raw backend arrays (``_sticky``).
+    """
+
+    __slots__ = ()
+    _sticky = False
+
+    def _become(self, other):
+        return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
+
+
+def in_vmap():
+    """True while a vmap level is active in this thread."""
+    stack = _tls.stack
+    if len(stack) > 1:
+        for interp in stack[1:]:
+            if isinstance(interp, BatchInterpreter):
+                return True
+    return False
+
+
+def fresh(array):
+    """``array`` as a ``FreshTensor`` inside vmap (creation functions call this), else unchanged."""
+    return FreshTensor(array) if in_vmap() else array
+
+
+def batch_levels():
+    """The active vmap levels (``BatchInterpreter`` and ``LoopLevel``), outermost first."""
+    return [i for i in _tls.stack[1:] if isinstance(i, BatchInterpreter | LoopLevel)]
+
+
+class LoopLevel(Interpreter):
+    """Marks ``vmap(..., chunk_size=1)``, which calls the function per example: no tensor belongs to it;
+    it only carries ``randomness`` for ``pa.random``."""
+
+    def __init__(self, level, randomness):
+        super().__init__(level)
+        self.randomness = randomness
+
+    def process(self, op, args, params):  # pragma: no cover  (no tensor has this level)
+        raise AssertionError("no tensor belongs to a LoopLevel")
+
+
 class BatchInterpreter(Interpreter):
+    kind = "batch"
+
     def __init__(self, level, axis_size, randomness="error"):
         super().__init__(level)
         self.axis_size = axis_size
@@ -49,11 +101,14 @@ class BatchInterpreter(Interpreter):
             else:
                 values.append(a)
                 dims.append(None)
-        rule = op.batch or decomposition(op)
-        if rule is None:
-            out, out_dim = loop_fallback(op, dims, values, params)
-        else:
+        rule = op.batch
+        if rule is not None:
             out, out_dim = rule(tuple(dims), *values, **params)
+        else:
+            fn = decomposition(op)
+            if fn is not None:
+                return fn(*args, **params)  # runs on our tensors: each of its ops is batched by rule
+            out, out_dim = loop_fallback(op, dims, values, params)
         if op.multiple_results:
             return type(out)(o if d is None else BatchedTensor(o, self, d) for o, d in zip(out, out_dim))
         return out if out_dim is None else BatchedTensor(out, self, out_dim)
@@ -62,13 +117,15 @@ class BatchInterpreter(Interpreter):
 # ------------------------------------------------------------------------------ decompositions
 
 # op name -> function(*args, **params) written in ops that have batching rules. Filled lazily:
-# ``polyad.ops.decompositions`` registers them on first use, under a lock, so import stays cheap.
+# ``polyad.ops.decompositions`` registers its functions on first use, under a lock, so import stays cheap.
 _DECOMPOSITIONS = {}
 _DECOMPOSITIONS_LOADED = False
 _LOCK = threading.Lock()
 
 
 def register_decomposition(name):
+    """Decorator: batch op ``name`` (when it has no batching rule) by running ``fn(*args, **params)``."""
+
     def deco(fn):
         _DECOMPOSITIONS[name] = fn
         return fn
@@ -77,7 +134,7 @@ def register_decomposition(name):
 
 
 def decomposition(op):
-    """A batching rule that runs ``op``'s registered decomposition (None if it has none)."""
+    """The registered decomposition of ``op`` (None if it has none); loads the table on first call."""
     global _DECOMPOSITIONS_LOADED
     if not _DECOMPOSITIONS_LOADED:
         with _LOCK:
@@ -85,63 +142,42 @@ def decomposition(op):
                 import polyad.ops.decompositions  # noqa: F401  (registers its functions)
 
                 _DECOMPOSITIONS_LOADED = True
-    fn = _DECOMPOSITIONS.get(op.name)
-    if fn is None:
-        return None
-    return _DecompositionRule(fn)
-
-
-class _DecompositionRule:
-    """Runs a decomposition on the batched tensors themselves, so each of its ops is batched by rule."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, dims, *values, **params):
-        interp = _current_batch_interpreter(values, dims)
-        args = [v if d is None else BatchedTensor(v, interp, d) for v, d in zip(values, dims)]
-        out = self.fn(*args, **params)
-        return _unwrap(out, interp)
-
-
-def _current_batch_interpreter(values, dims):
-    from polyad.core import _tls
-
-    for interp in reversed(_tls.stack[1:]):
-        if isinstance(interp, BatchInterpreter):
-            return interp
-    raise AssertionError("no batching level is active")  # pragma: no cover
-
-
-def _unwrap(out, interp):
-    if isinstance(out, tuple):
-        pairs = [_unwrap(o, interp) for o in out]
-        return type(out)(p[0] for p in pairs), tuple(p[1] for p in pairs)
-    if isinstance(out, BatchedTensor) and out._interp is interp:
-        return out._value, out._aux
-    return out, None
+    return _DECOMPOSITIONS.get(op.name)
 
 
 # ------------------------------------------------------------------------------ loop fallback
 
 _WARNED = set()
+_WARN_LOCK = threading.Lock()
+
+
+class LoopFallbackWarning(UserWarning):
+    """vmap ran an op without a batching rule or decomposition as a per-example loop."""
 
 
 def loop_fallback(op, dims, values, params):
-    """Batch ``op`` by running it per batch element and stacking: correct for anything, but slow."""
+    """Batch ``op`` by running it per batch element and stacking: correct for anything, but slow.
+
+    Warns once per op (per process), naming it.
+    """
     from polyad.ops.manipulation import stack, take_index
 
     if op.name not in _WARNED:
-        _WARNED.add(op.name)
-        warnings.warn(
-            f"vmap: op {op.name!r} has no batching rule; running it in a per-example loop (slow)",
-            stacklevel=4,
-        )
+        with _WARN_LOCK:
+            first = op.name not in _WARNED
+            _WARNED.add(op.name)
+        if first:
+            warnings.warn(
+                f"vmap: op {op.name!r} has no batching rule; running it in a per-example loop (slow)",
+                LoopFallbackWarning,
+                stacklevel=4,
+            )
     size = next(v.shape[d] for v, d in zip(values, dims) if d is not None)
     results = []
     for i in range(size):
         args = [v if d is None else take_index(v, i, axis=d) for v, d in zip(values, dims)]
         results.append(bind(op, *args, **params))
     if op.multiple_results:
-        return tuple(stack([r[k] for r in results]) for k in range(len(results[0]))), (0,) * len(results[0])
+        n = len(results[0])
+        return tuple(stack([r[k] for r in results]) for k in range(n)), (0,) * n
     return stack(results), 0

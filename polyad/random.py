@@ -1,0 +1,250 @@
+"""Random numbers: seedable generators on every backend, and how they behave inside ``vmap``.
+
+API:
+
+- ``Generator(seed=None)``: an independent stream with ``normal``, ``uniform`` and ``integers``. It draws
+  on the backend that owns ``device`` (the default backend when None) with that backend's own generator
+  (NumPy's PCG64 ``Generator``; CuPy's cuRAND ``RandomState``; for array_api_strict, NumPy's, converted).
+  Each backend gets its own stream, seeded with ``seed``.
+- ``seed(s)`` reseeds the default generator; ``default_generator()`` returns it; the module-level
+  ``normal``, ``uniform``, ``integers`` draw from it. ``get_state()`` / ``set_state(state)`` snapshot
+  and restore a generator (the default one at module level).
+
+Inside ``vmap(func, randomness=...)``:
+
+- ``"error"`` (the default): drawing raises, since it is ambiguous whether the batch should share values;
+- ``"different"``: every batch element draws independently (one draw of shape ``(batch, *size)``);
+- ``"same"``: one draw, shared by the whole batch.
+
+Nested vmaps combine: each "different" level adds its own batch dimension to the draw, each "same"
+level shares; any "error" level raises. With ``chunk_size``, "same" replays the generators' state for
+every chunk (as torch.func does), so all chunks see the same values.
+
+Loc/scale and low/high may be arrays (even batched tensors): the draw is standard and then scaled with
+polyad ops, so it differentiates with respect to them (reparameterisation).
+
+Example:
+    >>> import numpy as np, polyad as pa
+    >>> g = pa.random.Generator(0)
+    >>> g.normal(size=(2, 3)).shape
+    (2, 3)
+    >>> x = np.zeros(4)
+    >>> noisy = pa.vmap(lambda xi: xi + pa.random.normal(), randomness="different")(x)
+    >>> bool(noisy[0] != noisy[1])
+    True
+    >>> same = pa.vmap(lambda xi: xi + pa.random.normal(), randomness="same")(x)
+    >>> bool(same[0] == same[1])
+    True
+"""
+
+import importlib
+import threading
+import weakref
+
+from polyad import dispatch
+
+_GENERATORS = weakref.WeakSet()  # every live Generator: vmap(randomness="same", chunk_size=...) replays them
+_GEN_LOCK = threading.Lock()
+
+
+class Generator:
+    """A seedable random stream (one underlying generator per backend, created on first use).
+
+    Args:
+        seed: an int (reproducible) or None (fresh entropy).
+
+    Example:
+        >>> import polyad as pa
+        >>> a = pa.random.Generator(7).uniform(size=3)
+        >>> b = pa.random.Generator(7).uniform(size=3)
+        >>> bool(pa.xp.all(a == b))
+        True
+    """
+
+    def __init__(self, seed=None):
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise ValueError(f"Generator(seed={seed!r}): seed must be None or a non-negative int")
+        self._seed = seed
+        self._impls = {}
+        with _GEN_LOCK:
+            _GENERATORS.add(self)
+
+    def _impl(self, backend):
+        impl = self._impls.get(backend.name)
+        if impl is None:
+            module = importlib.import_module(f"polyad.backends.{backend.name}.random")
+            impl = self._impls[backend.name] = module.Generator(self._seed)
+        return impl
+
+    def get_state(self):
+        """A snapshot of this generator's state on every backend it has drawn on."""
+        return {name: impl.get_state() for name, impl in self._impls.items()}
+
+    def set_state(self, state):
+        """Restore a snapshot from ``get_state``."""
+        for name, s in state.items():
+            self._impls[name].set_state(s)
+
+    # -------------------------------------------------------------------------- distributions
+
+    def normal(self, loc=0.0, scale=1.0, size=None, *, dtype=None, device=None):
+        """Normal samples with mean ``loc`` and standard deviation ``scale``.
+
+        ``size`` defaults to the broadcast shape of ``loc`` and ``scale``; ``dtype`` to the backend's
+        default real floating dtype.
+        """
+        shape = _shape(size, loc, scale)
+        z = self._draw("normal", shape, _float_dtype(dtype, device, "normal"), device)
+        return _affine(z, loc, scale, 0.0, 1.0)
+
+    def uniform(self, low=0.0, high=1.0, size=None, *, dtype=None, device=None):
+        """Uniform samples on ``[low, high)`` (``size`` defaults to the broadcast shape of the bounds)."""
+        shape = _shape(size, low, high)
+        u = self._draw("uniform", shape, _float_dtype(dtype, device, "uniform"), device)
+        return _affine(u, low, high - low, 0.0, 1.0)
+
+    def integers(self, low, high=None, size=None, *, dtype=None, device=None):
+        """Integers uniform on ``[low, high)`` (``[0, low)`` when ``high`` is None); Python int bounds."""
+        if high is None:
+            low, high = 0, low
+        if not (_is_int(low) and _is_int(high)):
+            raise TypeError(f"integers(low={low!r}, high={high!r}): the bounds must be Python ints")
+        if high <= low:
+            raise ValueError(f"integers(low={low}, high={high}): high must be greater than low")
+        shape = () if size is None else _as_shape(size)
+        if dtype is None:
+            dtype = _info(device).default_dtypes(device=device)["integral"]
+        return self._draw("integers", shape, dtype, device, low, high)
+
+    def _draw(self, kind, shape, dtype, device, *bounds):
+        from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels, fresh
+
+        levels = batch_levels()
+        for interp in levels:
+            if interp.randomness == "error":
+                raise RuntimeError(
+                    f"pa.random.{kind} inside vmap with randomness='error' (the default): pass "
+                    "randomness='different' (independent values per batch element) or 'same' (one value "
+                    "shared by the batch) to vmap"
+                )
+        # a per-example loop (chunk_size=1) draws anew each call: "different" needs no batch dimension
+        different = [i for i in levels if i.randomness == "different" and isinstance(i, BatchInterpreter)]
+        full = tuple(i.axis_size for i in different) + shape
+        backend = dispatch.backend_of_device(device)
+        out = getattr(self._impl(backend), kind)(*bounds, full, dtype, device)
+        if not different:
+            return fresh(out)
+        for interp in different:  # outermost first: each level's tensor wraps the one below it
+            out = BatchedTensor(out, interp, 0)
+        return out
+
+    def __repr__(self):
+        return f"Generator(seed={self._seed!r})"
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _is_number(x):
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _as_shape(size):
+    return (size,) if isinstance(size, int) else tuple(size)
+
+
+def _shape(size, a, b):
+    if size is not None:
+        return _as_shape(size)
+    from polyad.ops.elementwise import _broadcast
+
+    return _broadcast(*[tuple(x.shape) for x in (a, b) if hasattr(x, "shape")])
+
+
+def _info(device):
+    return dispatch.backend_of_device(device).compat.__array_namespace_info__()
+
+
+def _float_dtype(dtype, device, kind):
+    if dtype is None:
+        return _info(device).default_dtypes(device=device)["real floating"]
+    if "float" not in str(dtype) or "complex" in str(dtype):
+        raise TypeError(f"{kind}(dtype={dtype}): dtype must be a real floating dtype")
+    return dtype
+
+
+def _affine(z, shift, scale, unit_shift, unit_scale):
+    """``shift + scale * z`` with polyad ops, skipping the identity parts (no copy for the defaults)."""
+    if not (_is_number(scale) and scale == unit_scale):
+        z = z * scale
+    if not (_is_number(shift) and shift == unit_shift):
+        z = z + shift
+    return z
+
+
+# ------------------------------------------------------------------------------ default generator
+
+_DEFAULT = [Generator()]
+
+
+def default_generator():
+    """The generator the module-level functions draw from."""
+    return _DEFAULT[0]
+
+
+def seed(s):
+    """Reseed the default generator (a new ``Generator(s)`` replaces it)."""
+    _DEFAULT[0] = Generator(s)
+
+
+def get_state():
+    """Snapshot of the default generator's state."""
+    return _DEFAULT[0].get_state()
+
+
+def set_state(state):
+    """Restore the default generator's state from ``get_state``."""
+    _DEFAULT[0].set_state(state)
+
+
+def normal(loc=0.0, scale=1.0, size=None, *, dtype=None, device=None):
+    """Normal samples from the default generator (see ``Generator.normal``)."""
+    return _DEFAULT[0].normal(loc, scale, size, dtype=dtype, device=device)
+
+
+def uniform(low=0.0, high=1.0, size=None, *, dtype=None, device=None):
+    """Uniform samples from the default generator (see ``Generator.uniform``)."""
+    return _DEFAULT[0].uniform(low, high, size, dtype=dtype, device=device)
+
+
+def integers(low, high=None, size=None, *, dtype=None, device=None):
+    """Random integers from the default generator (see ``Generator.integers``)."""
+    return _DEFAULT[0].integers(low, high, size, dtype=dtype, device=device)
+
+
+def _snapshot():
+    """The state of every live generator (vmap's chunks with randomness="same" replay it)."""
+    with _GEN_LOCK:
+        gens = list(_GENERATORS)
+    return [(g, g.get_state()) for g in gens]
+
+
+def _restore(snapshot):
+    for g, state in snapshot:
+        g.set_state(state)
+
+
+__all__ = [
+    "Generator",
+    "default_generator",
+    "get_state",
+    "integers",
+    "normal",
+    "seed",
+    "set_state",
+    "uniform",
+]
