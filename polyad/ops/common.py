@@ -6,8 +6,6 @@ Family rules (one per family, used by many ops):
 - ``unbroadcast``: sums a cotangent back to the shape of an input that was broadcast.
 """
 
-import functools
-
 from polyad import dispatch
 from polyad.core import Op, Tensor, bind
 
@@ -87,16 +85,17 @@ def _bottom(x):
     return x
 
 
-@functools.cache
+_KINDS = {}  # id(dtype) -> (dtype, kind): dtypes of different libraries must never be compared
+
+
 def _kind(dtype):
+    hit = _KINDS.get(id(dtype))
+    if hit is not None and hit[0] is dtype:
+        return hit[1]
     s = str(dtype)
-    if "complex" in s:
-        return "c"
-    if "float" in s:
-        return "f"
-    if "bool" in s:
-        return "b"
-    return "i"
+    kind = "c" if "complex" in s else "f" if "float" in s else "b" if "bool" in s else "i"
+    _KINDS[id(dtype)] = (dtype, kind)
+    return kind
 
 
 def is_complex(x):
