@@ -89,6 +89,7 @@ def sort_samples(s):
         Sample((_ties(s, 3, 5),), name="float ties", diff_argnums=()),
         Sample((_ties(s, 3, 5),), {"descending": True}, name="float ties descending", diff_argnums=()),
         Sample((s.int(2, 6, low=0, high=3),), {"axis": 1}, name="int ties"),
+        Sample((s.float(2, 3, dtype=s.xp.float32),), name="float32", diff_argnums=()),
     ]
 
 
@@ -110,6 +111,7 @@ def unique_samples(s):
         Sample((s.float(0),), name="empty"),
         Sample((_ties(s, 3, 4),), name="float repeats", diff_argnums=()),
         Sample((s.int(9, low=0, high=4),), name="int repeats"),
+        Sample((_ties(s, 2, 3, dtype=s.xp.float32),), name="float32 repeats", diff_argnums=()),
     ]
 
 
