@@ -16,5 +16,8 @@ def load(name):
     """Import ``polyad.backends.<name>`` and return its Backend (raises BackendUnavailable)."""
     if name not in NAMES:
         raise BackendUnavailable(f"unknown backend {name!r}")
-    module = importlib.import_module(f"{__name__}.{name}")
+    try:
+        module = importlib.import_module(f"{__name__}.{name}")
+    except ImportError as exc:  # its library is not installed (array_api_strict imports it at top level)
+        raise BackendUnavailable(f"{name} is not installed ({exc})") from exc
     return module.load()

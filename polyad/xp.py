@@ -99,7 +99,7 @@ class _NamespaceInfo:
         return self._info(device).default_dtypes(device=device)
 
     def devices(self):
-        return self._info().devices()
+        return list(self._info().devices())  # a list, as the 2024.12 standard says
 
     def dtypes(self, *, device=None, kind=None):
         return self._info(device).dtypes(device=device, kind=kind)
