@@ -1,0 +1,322 @@
+"""Op table rows: linear algebra (main namespace ``matmul``, ``matrix_transpose``, ``tensordot``, ``vecdot``
+and the ``linalg`` extension).
+
+Samples are small and well conditioned: symmetric matrices with distinct eigenvalues, matrices with distinct
+nonzero singular values, SPD matrices for ``cholesky``. A sample whose derivative is not defined (the
+extra singular vectors of ``full_matrices=True``, complex eigenvectors whose phase is arbitrary) sets
+``diff_argnums=()``: its value, shapes and batching are checked, its derivatives are not, and its name
+says why.
+"""
+
+from polyad.testing.op_table import OpInfo, Sample
+
+INF = float("inf")
+
+
+def _sym(s, *shape):
+    """A real symmetric matrix (distinct eigenvalues with probability one, here well separated)."""
+    xp = s.xp
+    n = shape[-1]
+    a = s.float(*shape)
+    spread = xp.asarray([float(i) for i in range(n)], dtype=xp.float64)
+    return (a + xp.matrix_transpose(a)) / 2 + xp.eye(n, dtype=xp.float64) * spread
+
+
+def _herm(s, *shape):
+    """A complex Hermitian positive definite matrix."""
+    xp = s.xp
+    n = shape[-1]
+    a = s.complex(*shape)
+    return a @ xp.conj(xp.matrix_transpose(a)) + n * xp.eye(n, dtype=xp.complex128)
+
+
+def _cwell(s, *shape):
+    xp = s.xp
+    return s.complex(*shape) + 3 * xp.eye(shape[-1], dtype=xp.complex128)
+
+
+def _no_diff(why):
+    return {"diff_argnums": (), "name": f"{why} (values only)"}
+
+
+def matmul_samples(s):
+    return [
+        Sample((s.float(2, 3), s.float(3, 4)), name="2-d"),
+        Sample((s.float(2, 1, 2, 3), s.float(3, 3, 2)), name="broadcast"),
+        Sample((s.float(3), s.float(3, 2)), name="1-d @ 2-d"),
+        Sample((s.float(2, 2, 3), s.float(3)), name="3-d @ 1-d"),
+        Sample((s.float(3), s.float(3)), name="1-d @ 1-d"),
+        Sample((s.float(0, 3), s.float(3, 2)), name="empty"),
+        Sample((s.noncontiguous(2, 3), s.float(3, 2)), name="non-contiguous"),
+        Sample((s.complex(2, 3), s.complex(3, 2)), name="complex"),
+    ]
+
+
+def matrix_transpose_samples(s):
+    return [
+        Sample((s.float(2, 3),), name="2-d"),
+        Sample((s.float(2, 3, 4),), name="batched"),
+        Sample((s.noncontiguous(3, 2),), name="non-contiguous"),
+        Sample((s.complex(2, 3),), name="complex"),
+    ]
+
+
+def tensordot_samples(s):
+    return [
+        Sample((s.float(2, 3, 4), s.float(3, 4, 2)), name="axes=2"),
+        Sample((s.float(2, 3), s.float(3, 4)), {"axes": 1}, name="axes=1"),
+        Sample((s.float(2), s.float(3)), {"axes": 0}, name="axes=0"),
+        Sample((s.float(3, 4, 2), s.float(2, 3, 5)), {"axes": ((0, 2), (1, 0))}, name="axis pairs"),
+        Sample((s.float(4, 3), s.float(2, 4)), {"axes": ([0], [-1])}, name="one pair"),
+        Sample((s.complex(2, 3), s.complex(3, 2)), {"axes": 1}, name="complex"),
+    ]
+
+
+def vecdot_samples(s):
+    return [
+        Sample((s.float(2, 3), s.float(3)), name="broadcast"),
+        Sample((s.float(3, 2), s.float(3, 2)), {"axis": -2}, name="axis=-2"),
+        Sample((s.float(4), s.float(4)), name="1-d"),
+        Sample((s.float(2, 0), s.float(2, 0)), name="empty"),
+        Sample((s.complex(2, 3), s.complex(2, 3)), name="complex"),
+    ]
+
+
+def cross_samples(s):
+    return [
+        Sample((s.float(3), s.float(3)), name="1-d"),
+        Sample((s.float(2, 3), s.float(3)), name="broadcast"),
+        Sample((s.float(3, 2), s.float(3, 2)), {"axis": -2}, name="axis=-2"),
+        Sample((s.complex(2, 3), s.complex(2, 3)), name="complex"),
+    ]
+
+
+def square_samples(s):
+    """Well-conditioned square matrices (inv, det, matrix_power, ...)."""
+    return [
+        Sample((s.well_conditioned(3),), name="3x3"),
+        Sample((s.well_conditioned(2, batch=(2,)),), name="batched"),
+        Sample((s.float(1, 1, low=0.5, high=2.0),), name="1x1"),
+        Sample((_cwell(s, 2, 2),), name="complex"),
+    ]
+
+
+def det_samples(s):
+    return [*square_samples(s), Sample((-s.well_conditioned(3),), name="negative det")]
+
+
+def diagonal_samples(s):
+    return [
+        Sample((s.float(3, 4),), name="offset 0"),
+        Sample((s.float(3, 4),), {"offset": 1}, name="offset 1"),
+        Sample((s.float(4, 3),), {"offset": -2}, name="offset -2"),
+        Sample((s.float(2, 3),), {"offset": 5}, name="empty"),
+        Sample((s.float(2, 3, 3),), name="batched"),
+        Sample((s.complex(2, 2),), name="complex"),
+    ]
+
+
+def trace_samples(s):
+    return [
+        Sample((s.float(3, 3),), name="3x3"),
+        Sample((s.float(3, 4),), {"offset": 1}, name="offset 1"),
+        Sample((s.float(2, 4, 3),), {"offset": -1}, name="batched offset -1"),
+        Sample((s.float(2, 3),), {"dtype": s.xp.float64}, name="dtype"),
+        Sample((s.int(2, 2),), {"dtype": s.xp.int64}, name="int"),
+        Sample((s.complex(2, 2),), name="complex"),
+    ]
+
+
+def cholesky_samples(s):
+    return [
+        Sample((s.spd(3),), name="3x3"),
+        Sample((s.spd(2, batch=(2,)),), name="batched"),
+        Sample((s.spd(3),), {"upper": True}, name="upper"),
+        Sample((_herm(s, 2, 2),), name="complex"),
+    ]
+
+
+def eigh_samples(s):
+    return [
+        Sample((_sym(s, 3, 3),), name="3x3"),
+        Sample((_sym(s, 2, 3, 3),), name="batched"),
+        Sample((s.float(1, 1),), name="1x1"),
+        Sample((_herm(s, 2, 2),), **_no_diff("complex: the eigenvector phase is arbitrary")),
+    ]
+
+
+def eigvalsh_samples(s):
+    return [
+        Sample((_sym(s, 3, 3),), name="3x3"),
+        Sample((_sym(s, 2, 3, 3),), name="batched"),
+        Sample((_herm(s, 3, 3),), name="complex"),
+    ]
+
+
+def matrix_norm_samples(s):
+    out = [
+        Sample((s.float(3, 4),), name="fro"),
+        Sample((s.float(2, 3, 3),), {"keepdims": True}, name="fro keepdims"),
+        Sample((s.complex(2, 3),), name="fro complex"),
+    ]
+    for ord in ("nuc", 1, -1, 2, -2, INF, -INF):
+        out.append(Sample((s.float(3, 4),), {"ord": ord}, name=f"ord={ord}"))
+    out += [
+        Sample((s.float(2, 3, 2),), {"ord": "nuc", "keepdims": True}, name="nuc batched keepdims"),
+        Sample((s.float(2, 2, 3),), {"ord": 2}, name="ord=2 batched"),
+        Sample((s.float(2, 3, 3),), {"ord": INF, "keepdims": True}, name="ord=inf batched keepdims"),
+        Sample((s.complex(3, 2),), {"ord": 2}, name="ord=2 complex"),
+        Sample((s.complex(3, 2),), {"ord": 1}, name="ord=1 complex"),
+    ]
+    return out
+
+
+def matrix_power_samples(s):
+    return [
+        Sample((s.well_conditioned(3), 3), name="n=3"),
+        Sample((s.well_conditioned(2), 1), name="n=1"),
+        Sample((s.well_conditioned(3), 0), name="n=0"),
+        Sample((s.well_conditioned(3), -2), name="n=-2"),
+        Sample((s.well_conditioned(2, batch=(2,)), 2), name="batched"),
+        Sample((_cwell(s, 2, 2), -1), name="complex"),
+    ]
+
+
+def matrix_rank_samples(s):
+    xp = s.xp
+    u = s.float(3, 1)
+    v = s.float(1, 3)
+    return [
+        Sample((s.well_conditioned(3),), name="full rank"),
+        Sample((u @ v,), name="rank 1"),
+        Sample((s.float(2, 3, 2),), name="batched"),
+        Sample((s.float(3, 3),), {"rtol": 0.5}, name="rtol float"),
+        Sample((s.float(2, 3, 3),), {"rtol": xp.asarray([0.1, 0.9], dtype=xp.float64)}, name="rtol array"),
+    ]
+
+
+def pinv_samples(s):
+    xp = s.xp
+    return [
+        Sample((s.float(3, 2),), name="tall"),
+        Sample((s.float(2, 3),), name="wide"),
+        Sample((s.well_conditioned(3),), name="square"),
+        Sample((s.float(2, 3, 2),), name="batched"),
+        Sample((s.float(3, 2),), {"rtol": 1e-3}, name="rtol float"),
+        Sample((s.float(2, 2, 3),), {"rtol": xp.asarray([1e-3, 1e-2], dtype=xp.float64)}, name="rtol array"),
+        Sample((s.complex(3, 2),), name="complex"),
+    ]  # fmt: skip
+
+
+def qr_samples(s):
+    return [
+        Sample((s.float(4, 3),), name="tall reduced"),
+        Sample((s.float(3, 3),), name="square"),
+        Sample((s.float(2, 4),), name="wide reduced"),
+        Sample((s.float(2, 4),), {"mode": "complete"}, name="wide complete"),
+        Sample((s.float(2, 3, 2),), name="batched"),
+        Sample((s.complex(3, 2),), name="complex"),
+        Sample((s.float(3, 2),), {"mode": "complete"},
+               **_no_diff("complete, m > n: the extra columns of Q are not determined")),
+    ]  # fmt: skip
+
+
+def slogdet_samples(s):
+    return [*square_samples(s), Sample((-s.well_conditioned(3),), name="negative det")]
+
+
+def solve_samples(s):
+    return [
+        Sample((s.well_conditioned(3), s.float(3, 2)), name="matrix"),
+        Sample((s.well_conditioned(3), s.float(3)), name="1-d x2"),
+        Sample((s.well_conditioned(3, batch=(2,)), s.float(3)), name="batched x1, 1-d x2"),
+        Sample((s.well_conditioned(2, batch=(2,)), s.float(2, 3)), name="broadcast x2"),
+        Sample((s.well_conditioned(2), s.float(2, 2, 1)), name="broadcast x1"),
+        Sample((_cwell(s, 2, 2), s.complex(2, 2)), name="complex"),
+    ]
+
+
+def svd_samples(s):
+    return [
+        Sample((s.float(3, 2),), {"full_matrices": False}, name="tall reduced"),
+        Sample((s.float(2, 3),), {"full_matrices": False}, name="wide reduced"),
+        Sample((s.float(3, 3),), name="square full"),
+        Sample((s.float(2, 3, 2),), {"full_matrices": False}, name="batched reduced"),
+        Sample((s.float(3, 2),), **_no_diff("full_matrices, m != n: the extra vectors are not determined")),
+        Sample((s.complex(3, 2),), {"full_matrices": False},
+               **_no_diff("complex: the singular vector phase is arbitrary")),
+    ]  # fmt: skip
+
+
+def svdvals_samples(s):
+    return [
+        Sample((s.float(3, 2),), name="tall"),
+        Sample((s.float(2, 4),), name="wide"),
+        Sample((s.float(2, 3, 3),), name="batched"),
+        Sample((s.complex(3, 2),), name="complex"),
+    ]
+
+
+def outer_samples(s):
+    return [
+        Sample((s.float(3), s.float(2)), name="1-d"),
+        Sample((s.float(0), s.float(2)), name="empty"),
+        Sample((s.complex(2), s.complex(3)), name="complex"),
+    ]
+
+
+def vector_norm_samples(s):
+    return [
+        Sample((s.float(2, 3),), name="all axes"),
+        Sample((s.float(2, 3),), {"axis": 1, "keepdims": True}, name="axis keepdims"),
+        Sample((s.float(2, 3, 2),), {"axis": (0, 2)}, name="axis tuple"),
+        Sample((s.float(0),), name="empty"),
+        Sample((s.float(),), name="0-d"),
+        Sample((s.float(2, 3),), {"ord": 1, "axis": 0}, name="ord=1"),
+        Sample((s.float(2, 3),), {"ord": INF, "axis": -1}, name="ord=inf"),
+        Sample((s.float(2, 3),), {"ord": -INF}, name="ord=-inf"),
+        Sample((s.float(2, 3),), {"ord": 0}, name="ord=0"),
+        Sample((s.float(2, 3),), {"ord": 3}, name="ord=3"),
+        Sample((s.float(4, low=0.5, high=1.5),), {"ord": 0.5}, name="ord=0.5"),
+        Sample((s.float(2, 3),), {"ord": -2, "axis": 1}, name="ord=-2"),
+        Sample((s.complex(2, 3),), {"axis": 1}, name="complex"),
+        Sample((s.complex(3),), {"ord": INF}, name="complex ord=inf"),
+        Sample((s.noncontiguous(2, 3),), {"ord": 1}, name="non-contiguous"),
+    ]
+
+
+def _first(gen, n=1):
+    return lambda s: gen(s)[:n]
+
+
+ROWS = [
+    # main namespace
+    OpInfo("matmul", matmul_samples),
+    OpInfo("matrix_transpose", matrix_transpose_samples),
+    OpInfo("tensordot", tensordot_samples),
+    OpInfo("vecdot", vecdot_samples),
+    # the linalg extension (matmul, matrix_transpose, tensordot, vecdot: the same functions)
+    OpInfo("linalg.matmul", _first(matmul_samples, 2)),
+    OpInfo("linalg.matrix_transpose", _first(matrix_transpose_samples)),
+    OpInfo("linalg.tensordot", _first(tensordot_samples)),
+    OpInfo("linalg.vecdot", _first(vecdot_samples)),
+    OpInfo("linalg.cholesky", cholesky_samples),
+    OpInfo("linalg.cross", cross_samples),
+    OpInfo("linalg.det", det_samples),
+    OpInfo("linalg.diagonal", diagonal_samples),
+    OpInfo("linalg.eigh", eigh_samples),
+    OpInfo("linalg.eigvalsh", eigvalsh_samples),
+    OpInfo("linalg.inv", square_samples),
+    OpInfo("linalg.matrix_norm", matrix_norm_samples),
+    OpInfo("linalg.matrix_power", matrix_power_samples),
+    OpInfo("linalg.matrix_rank", matrix_rank_samples, differentiable=False),
+    OpInfo("linalg.outer", outer_samples),
+    OpInfo("linalg.pinv", pinv_samples),
+    OpInfo("linalg.qr", qr_samples),
+    OpInfo("linalg.slogdet", slogdet_samples),
+    OpInfo("linalg.solve", solve_samples),
+    OpInfo("linalg.svd", svd_samples),
+    OpInfo("linalg.svdvals", svdvals_samples),
+    OpInfo("linalg.trace", trace_samples),
+    OpInfo("linalg.vector_norm", vector_norm_samples),
+]
