@@ -216,6 +216,8 @@ def _div_jvp(ts, y, a, b):
 
 
 def _cj(x):
+    if isinstance(x, complex):  # a Python complex scalar (e.g. 1j * x) is conjugated too
+        return x.conjugate()
     return conj(x) if hasattr(x, "dtype") and is_complex(x) else x
 
 
