@@ -36,6 +36,9 @@ class Backend:
         xp.__dict__.update({k: v for k, v in vars(extras).items() if not k.startswith("_")})
         xp.__array_api_version__ = getattr(compat, "__array_api_version__", "2024.12")
         xp.__array_namespace_info__ = compat.__array_namespace_info__
+        for ext in ("linalg", "fft"):  # array_api_strict serves its extensions from a module __getattr__
+            if ext not in xp.__dict__ and hasattr(compat, ext):
+                setattr(xp, ext, getattr(compat, ext))
         self.xp = xp
 
     def __repr__(self):
