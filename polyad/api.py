@@ -159,6 +159,8 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
     _check_inputs(flat, tree, what, root, nums)
     with new_level(ReverseInterpreter) as interp:
         leaves = [interp.new_leaf(x) for x in flat]
+        # read the ids now: ``x[k] = v`` or ``x += y`` inside func turns a leaf into another tensor
+        leaf_ids = [leaf._aux for leaf in leaves]
         out = func(*optree.tree_unflatten(tree, leaves))
         out, aux = _split_aux(out, has_aux, what)
         out_flat, out_tree = _flatten(out)
@@ -177,7 +179,6 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
         )
     values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
-    leaf_ids = [leaf._aux for leaf in leaves]
     del leaves, out, out_flat  # the tape and the ids are all backward needs
 
     def backward(cotangents, consume):
@@ -535,6 +536,8 @@ def linearize(func, *primals):
     _check_inputs(flat, tree, what, "primals")
     with new_level(ReverseInterpreter, False) as interp:
         leaves = [interp.new_leaf(x) for x in flat]
+        # read the ids now: ``x[k] = v`` or ``x += y`` inside func turns a leaf into another tensor
+        leaf_ids = [leaf._aux for leaf in leaves]
         out = func(*optree.tree_unflatten(tree, leaves))
         out_flat, out_tree = _flatten(out)
     for i, o in enumerate(out_flat):
@@ -544,7 +547,6 @@ def linearize(func, *primals):
             )
     values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
-    leaf_ids = [leaf._aux for leaf in leaves]
     del leaves, out, out_flat
 
     def jvp_fn(*tangents):
@@ -564,31 +566,173 @@ def linearize(func, *primals):
 
 
 def _describe_call(func, in_dims, out_dims):
-    return f"vmap({_fname(func)}, in_dims={in_dims!r}, out_dims={out_dims!r})"
+    return f"vmap({_fname(func)}, in_dims={in_dims!r}, out_dims={out_dims!r})(<inputs>)"
 
 
-def _broadcast_prefix(prefix, tree, what, call):
+def _is_dim(d):
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
+def _dims_leaves(dims, tree, n, what, call, noun):
+    """One dim (int or None) per leaf of ``tree`` from ``dims``: an int, None, or a pytree prefix."""
+    if dims is None or _is_dim(dims):
+        return [dims] * n
     try:
-        return optree.tree_broadcast_prefix(prefix, tree, none_is_leaf=True)
+        full = optree.tree_broadcast_prefix(dims, tree, none_is_leaf=True)
     except ValueError as exc:
-        raise ValueError(
-            f"{call}: {what} must be an int, None, or a pytree prefix of the arguments ({exc})"
-        ) from None
+        raise ValueError(f"{call}: {what}={dims!r} is not a pytree prefix of the {noun} ({exc})") from None
+    leaves = optree.tree_leaves(full, none_is_leaf=True)
+    for d in leaves:
+        if d is not None and not _is_dim(d):
+            raise TypeError(f"{call}: every entry of {what} must be an int or None, got {d!r}")
+    return leaves
+
+
+def _map_inputs(flat, dims, call):
+    """Check the mapped inputs; returns (normalised dims, batch size)."""
+    size, first, out = None, None, []
+    for i, (x, d) in enumerate(zip(flat, dims)):
+        if d is None or x is None:
+            out.append(None)
+            continue
+        if not _is_array(x):
+            raise ValueError(
+                f"{call}: in_dim {d} maps input leaf {i}, a {type(x).__name__}, but only arrays can be "
+                "mapped; give it in_dim None"
+            )
+        nd = len(x.shape)
+        if not -nd <= d < nd:
+            raise ValueError(
+                f"{call}: in_dim {d} is out of range for input leaf {i} of shape {tuple(x.shape)} "
+                f"(valid: {-nd} to {nd - 1})"
+                if nd
+                else f"{call}: input leaf {i} is 0-d: it has no dim {d} to map"
+            )
+        d %= nd
+        if size is None:
+            size, first = x.shape[d], (i, tuple(x.shape), d)
+        elif x.shape[d] != size:
+            raise ValueError(
+                f"{call}: mapped dimensions have different sizes: input leaf {first[0]} (shape {first[1]}, "
+                f"dim {first[2]}) has {size}, input leaf {i} (shape {tuple(x.shape)}, dim {d}) has "
+                f"{x.shape[d]}"
+            )
+        out.append(d)
+    if size is None:
+        raise ValueError(f"{call}: no input is mapped: at least one in_dim must be an int for an array input")
+    return out, size
+
+
+def _plain(v):
+    from polyad.batching import FreshTensor
+
+    return v._value if type(v) is FreshTensor else v
+
+
+def _move_out(out, interp, size, out_dims, call):
+    """Outputs of the vmapped function with their batch dimension at ``out_dims`` (unbatched ones are
+    broadcast along a new one)."""
+    from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis
+
+    o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=True)
+    odims = _dims_leaves(out_dims, out, len(o_flat), "out_dims", call, "outputs")
+    res = []
+    for i, (o, d) in enumerate(zip(o_flat, odims)):
+        if o is None:
+            res.append(None)
+            continue
+        if not _is_array(o):
+            raise TypeError(
+                f"{call}: func must return arrays (or pytrees of them), got a {type(o).__name__} at "
+                f"output leaf {i}"
+            )
+        batched = isinstance(o, BatchedTensor) and o._interp is interp
+        if d is None:
+            if batched:
+                raise ValueError(
+                    f"{call}: output leaf {i} is batched (it depends on a mapped input) but its out_dim is "
+                    "None; give it an int out_dim"
+                )
+            res.append(_plain(o))
+            continue
+        nd = len(o.shape) + 1
+        if not -nd <= d < nd:
+            raise ValueError(f"{call}: out_dim {d} is out of range for output leaf {i} of rank {nd - 1}")
+        d %= nd
+        if batched:
+            v = o._value if o._aux == d else moveaxis(o._value, o._aux, d)
+        else:
+            shape = list(o.shape)
+            shape.insert(d, size)
+            v = broadcast_to(expand_dims(o, axis=d), tuple(shape))
+        res.append(_plain(v))
+    return optree.tree_unflatten(o_tree, res)
+
+
+def _vmap_call(func, flat, dims, tree, size, kwargs, out_dims, randomness, call):
+    with new_level(BatchInterpreter, size, randomness) as interp:
+        args = [x if d is None else BatchedTensor(x, interp, d) for x, d in zip(flat, dims)]
+        return _move_out(func(*optree.tree_unflatten(tree, args), **kwargs), interp, size, out_dims, call)
+
+
+def _join(pieces, out_dims, call, combine):
+    """Join per-chunk (or per-example) outputs leaf by leaf along their out_dims."""
+    first, o_tree = optree.tree_flatten(pieces[0], none_is_leaf=True)
+    cols = [optree.tree_leaves(p, none_is_leaf=True) for p in pieces]
+    odims = _dims_leaves(out_dims, pieces[0], len(first), "out_dims", call, "outputs")
+    res = []
+    for k, (leaf, d) in enumerate(zip(first, odims)):
+        if leaf is None or d is None:
+            res.append(leaf)
+        else:
+            res.append(combine([c[k] for c in cols], d, len(leaf.shape)))
+    return optree.tree_unflatten(o_tree, res)
+
+
+def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call):
+    """chunk_size=1: call ``func`` on each example, unbatched, and stack (Python control flow works)."""
+    from polyad import random
+    from polyad.batching import LoopLevel
+    from polyad.ops.manipulation import stack, take_index
+
+    snapshot = random._snapshot() if randomness == "same" else None
+    per = []
+    with new_level(LoopLevel, randomness):
+        for i in range(size):
+            if snapshot is not None and i:
+                random._restore(snapshot)
+            args = [x if d is None else take_index(x, i, axis=d) for x, d in zip(flat, dims)]
+            out = func(*optree.tree_unflatten(tree, args), **kwargs)
+            for j, o in enumerate(optree.tree_leaves(out, none_is_leaf=True)):
+                if o is not None and not _is_array(o):
+                    raise TypeError(
+                        f"{call}: func must return arrays (or pytrees of them), got a {type(o).__name__} at "
+                        f"output leaf {j}"
+                    )
+            per.append(out)
+    if not per:
+        raise ValueError(f"{call}: chunk_size=1 cannot infer the output of an empty batch")
+    return _join(per, out_dims, call, lambda xs, d, nd: _plain(stack(xs, axis=d % (nd + 1))))
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
-    """Vectorise ``func`` over a batch dimension of its inputs.
+    """Vectorise ``func`` over a batch dimension of its inputs (torch.func.vmap's semantics).
 
     Args:
-        func: a function of arrays written for one example.
-        in_dims: int, None, or a pytree prefix of the positional arguments giving each input's batch
-            dimension (None: not batched). Negative dims count from the end.
-        out_dims: int or a pytree prefix of the output: where each output's batch dimension goes.
-        randomness: "error", "different" or "same": how ``pa.random`` behaves inside.
-        chunk_size: process the batch in chunks of this size and concatenate (1: a plain loop).
+        func: a function of arrays written for one example; it may return a pytree of arrays.
+        in_dims: the batch dimension of the positional arguments: an int (every array argument), None
+            (unmapped), or a tuple with one entry per positional argument, each an int, None or a pytree
+            prefix of that argument. Negative dims count from the end. Keyword arguments are never mapped.
+        out_dims: where each output's batch dimension goes: an int or a pytree prefix of the output
+            (None for an output that does not depend on a mapped input).
+        randomness: how ``pa.random`` behaves inside: "error" (raise), "different" (independent draws per
+            batch element) or "same" (one draw for the whole batch). See ``polyad.random``.
+        chunk_size: run the batch in chunks of this many examples and concatenate (caps memory);
+            1 calls ``func`` once per example, unbatched, in a Python loop.
 
     Returns:
-        The batched function.
+        The batched function. Arrays created inside ``func`` (``xp.zeros``...) may be updated in place
+        with batched values (``x[0] = y``): the update is functionalised and ``x`` becomes batched.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -598,128 +742,46 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     _check_callable(func, "vmap")
     if randomness not in ("error", "different", "same"):
         raise ValueError(f"vmap(randomness={randomness!r}): must be 'error', 'different' or 'same'")
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
-        raise ValueError(f"vmap(chunk_size={chunk_size!r}): must be None or a positive int")
-    if not (in_dims is None or isinstance(in_dims, int | tuple | list | dict)):
+    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
+        raise ValueError(f"vmap(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+    if not (in_dims is None or _is_dim(in_dims) or isinstance(in_dims, tuple | list)):
         raise TypeError(
-            f"{_describe_call(func, in_dims, out_dims)}: in_dims must be an int, None or a pytree"
+            f"vmap(in_dims={in_dims!r}): in_dims must be an int, None, or a tuple with one entry per "
+            "positional argument"
         )
 
     @functools.wraps(func)
     def vmapped(*args, **kwargs):
         call = _describe_call(func, in_dims, out_dims)
         flat, tree = optree.tree_flatten(args, none_is_leaf=True)
-        dims_tree = in_dims if isinstance(in_dims, tuple) or not isinstance(in_dims, list) else tuple(in_dims)
-        if isinstance(dims_tree, tuple) and len(dims_tree) != len(args):
-            raise ValueError(
-                f"{call}: in_dims is a tuple of {len(dims_tree)} entries but the function was called "
-                f"with {len(args)} positional argument(s)"
-            )
-        dims = (
-            _broadcast_prefix(dims_tree, args, "in_dims", call)
-            if isinstance(dims_tree, tuple)
-            else [dims_tree] * len(flat)
-        )
-        if isinstance(dims_tree, tuple):
-            dims = optree.tree_leaves(dims, none_is_leaf=True)
-        size = None
-        norm_dims = []
-        for i, (x, d) in enumerate(zip(flat, dims)):
-            if d is None:
-                norm_dims.append(None)
-                continue
-            if not isinstance(d, int):
-                raise TypeError(f"{call}: in_dims entries must be int or None, got {d!r}")
-            if not _is_array(x):
-                raise TypeError(
-                    f"{call}: argument leaf {i} is a {type(x).__name__}, not an array, but in_dims maps it "
-                    f"over dim {d}; give it in_dims None"
-                )
-            nd = len(x.shape)
-            if not -nd <= d < nd:
+        if isinstance(in_dims, tuple | list):
+            if len(in_dims) != len(args):
                 raise ValueError(
-                    f"{call}: in_dim {d} is out of range for argument leaf {i} of shape {tuple(x.shape)}"
+                    f"{call}: in_dims has {len(in_dims)} entries but func was called with {len(args)} "
+                    "positional argument(s); give one in_dim per positional argument"
                 )
-            d %= nd
-            n = x.shape[d]
-            if size is None:
-                size = n
-            elif n != size:
-                raise ValueError(
-                    f"{call}: mapped dimensions have different sizes: {size} and {n} "
-                    f"(argument leaf {i}, shape {tuple(x.shape)}, dim {d})"
-                )
-            norm_dims.append(d)
-        if size is None:
-            raise ValueError(f"{call}: no argument is mapped (every in_dim is None or no array was passed)")
-        if chunk_size is not None and chunk_size < size:
-            return _chunked(func, flat, tree, norm_dims, size, kwargs, call)
-        return _vmap_once(func, flat, tree, norm_dims, size, kwargs, call)
-
-    def _vmap_once(func, flat, tree, dims, size, kwargs, call):
-        with new_level(BatchInterpreter, size, randomness) as interp:
-            batched = [x if d is None else BatchedTensor(x, interp, d) for x, d in zip(flat, dims)]
-            out = func(*optree.tree_unflatten(tree, batched), **kwargs)
-            return _move_out(out, interp, size, call)
-
-    def _move_out(out, interp, size, call):
-        from polyad.ops.creation import asarray
-        from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis
-
-        o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
-        if isinstance(out_dims, int):
-            odims = [out_dims] * len(o_flat)
+            dims = _dims_leaves(tuple(in_dims), args, len(flat), "in_dims", call, "arguments")
         else:
-            odims = optree.tree_leaves(_broadcast_prefix(out_dims, out, "out_dims", call), none_is_leaf=True)
-        res = []
-        for i, (o, d) in enumerate(zip(o_flat, odims)):
-            if not _is_array(o):
-                if isinstance(o, int | float | complex | bool):
-                    o = asarray(o)
-                else:
-                    raise TypeError(f"{call}: func must return arrays, got {type(o).__name__} at output {i}")
-            batched = isinstance(o, Tensor) and o._interp is interp
-            if d is None:
-                if batched:
-                    raise ValueError(f"{call}: output {i} is batched but its out_dim is None")
-                res.append(o)
-                continue
-            nd = len(o.shape) + 1
-            if not -nd <= d < nd:
-                raise ValueError(f"{call}: out_dim {d} is out of range for output {i} of rank {nd - 1}")
-            d %= nd
-            if batched:
-                res.append(moveaxis(o._value, o._aux, d) if o._aux != d else o._value)
-            else:
-                e = expand_dims(o, axis=d)
-                shape = list(e.shape)
-                shape[d] = size
-                res.append(broadcast_to(e, tuple(shape)))
-        return optree.tree_unflatten(o_tree, res)
-
-    def _chunked(func, flat, tree, dims, size, kwargs, call):
+            dims = [in_dims] * len(flat)
+        dims, size = _map_inputs(flat, dims, call)
+        if chunk_size == 1:
+            return _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
+        if chunk_size is None or chunk_size >= size:
+            return _vmap_call(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
+        from polyad import random
         from polyad.ops.manipulation import concat
 
+        snapshot = random._snapshot() if randomness == "same" else None
         pieces = []
         for start in range(0, size, chunk_size):
+            if snapshot is not None and start:
+                random._restore(snapshot)  # every chunk sees the same draws (torch.func does the same)
             stop = min(start + chunk_size, size)
             part = [x if d is None else _slice_along(x, d, start, stop) for x, d in zip(flat, dims)]
-            pieces.append(_vmap_once(func, part, tree, dims, stop - start, kwargs, call))
-        first_flat, o_tree = optree.tree_flatten(pieces[0], none_is_leaf=False)
-        cols = [optree.tree_leaves(p, none_is_leaf=False) for p in pieces]
-        if isinstance(out_dims, int):
-            odims = [out_dims] * len(first_flat)
-        else:
-            odims = optree.tree_leaves(
-                _broadcast_prefix(out_dims, pieces[0], "out_dims", call), none_is_leaf=True
+            pieces.append(
+                _vmap_call(func, part, dims, tree, stop - start, kwargs, out_dims, randomness, call)
             )
-        res = []
-        for k, d in enumerate(odims):
-            if d is None:
-                res.append(cols[0][k])
-            else:
-                res.append(concat([c[k] for c in cols], axis=d % (len(first_flat[k].shape))))
-        return optree.tree_unflatten(o_tree, res)
+        return _join(pieces, out_dims, call, lambda xs, d, nd: _plain(concat(xs, axis=d % nd)))
 
     return vmapped
 
@@ -731,36 +793,84 @@ def _slice_along(x, d, start, stop):
 # ------------------------------------------------------------------------------ Jacobians
 
 
-def _check_real(leaves, transform, what):
-    for x in leaves:
+def _check_real(leaves, what, kind):
+    for i, x in enumerate(leaves):
         if _is_array(x) and is_complex(x):
             raise TypeError(
-                f"{transform}: complex {what} are not supported (as in torch.func); split them into real "
-                "and imaginary parts"
+                f"{what}: {kind} leaf {i} is complex ({x.dtype}); jacrev, jacfwd and hessian support real "
+                "floating inputs and outputs only (as torch.func): split complex values into real and "
+                "imaginary parts"
             )
 
 
-def _basis(n, like):
+def _partial(func, args, kwargs, nums):
+    """``func`` as a function of the arguments at ``nums`` only (the others fixed)."""
+
+    def partial_func(*diff):
+        full = list(args)
+        for n, d in zip(nums, diff):
+            full[n] = d
+        return func(*full, **kwargs)
+
+    partial_func.__name__ = _fname(func)
+    return partial_func
+
+
+def _eye_rows(start, stop, n, like):
+    """Rows ``start:stop`` of the n x n identity, with ``like``'s dtype and device."""
+    from polyad.ops.common import _bottom
     from polyad.ops.creation import eye
 
-    base = like
-    while isinstance(base, Tensor):
-        base = base._value
-    return eye(n, dtype=like.dtype, device=base.device)
+    return eye(stop - start, n, k=start, dtype=like.dtype, device=_bottom(like).device)
+
+
+def _split_basis(rows, leaves, sizes, lead):
+    """Cut basis ``rows`` (last axis: the flattened leaves) into arrays shaped like ``leaves``."""
+    from polyad.ops.dtypes import astype
+    from polyad.ops.manipulation import reshape
+
+    parts, off = [], 0
+    for x, n in zip(leaves, sizes):
+        piece = rows if len(leaves) == 1 else rows[(slice(None),) * lead + (slice(off, off + n), ...)]
+        piece = reshape(piece, tuple(piece.shape[:lead]) + tuple(x.shape))
+        parts.append(piece if piece.dtype == x.dtype else astype(piece, x.dtype))
+        off += n
+    return parts
+
+
+def _assemble(jac_rows, o_flat, o_tree, sizes, in_tree, single):
+    """The torch.func layout from ``jac_rows`` (per input leaf k, an array (total_out, *I_k)): the output
+    pytree of (a tuple over argnums of) input pytrees of O + I blocks."""
+    from polyad.ops.manipulation import reshape
+
+    out_leaves, off = [], 0
+    for o, n in zip(o_flat, sizes):
+        blocks = []
+        for r in jac_rows:
+            block = r if len(o_flat) == 1 else r[off : off + n, ...]
+            blocks.append(reshape(block, tuple(o.shape) + tuple(r.shape[1:])))
+        per_arg = optree.tree_unflatten(in_tree, blocks)
+        out_leaves.append(per_arg[0] if single else per_arg)
+        off += n
+    return optree.tree_unflatten(o_tree, out_leaves)
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
-    """The Jacobian by reverse mode: one ``vjp``, then ``vmap(vjp_fn)`` over the output basis.
+    """The Jacobian by reverse mode: one ``vjp``, then ``vmap(vjp_fn)`` over the standard basis of the
+    outputs (torch.func.jacrev's semantics).
 
     Args:
-        func: a function of arrays returning an array or a pytree of arrays.
-        argnums: int or tuple of ints: which arguments to differentiate.
-        has_aux: ``func`` returns ``(output, aux)``.
-        chunk_size: None for one vmap over the whole basis; k for chunks of k rows; 1 for a plain loop.
+        func: a function of real floating arrays returning a real floating array or a pytree of them.
+        argnums: int or tuple of ints: the positional arguments to differentiate with respect to.
+        has_aux: ``func`` returns ``(output, aux)``; aux is returned unchanged, not differentiated.
+        chunk_size: None: one vmap over all basis rows; k: chunks of k rows (the result is preallocated
+            and filled chunk by chunk, capping peak memory); 1: a plain loop of vjp calls, no vmap.
 
     Returns:
-        A function returning the Jacobian: for output shape O and input shape I, an array of shape O + I;
-        a tuple per output leaf for tuple ``argnums``; the output's pytree structure around them.
+        A function returning the Jacobian (and aux). For an output leaf of shape O and an input of shape
+        I the block has shape O + I. With tuple ``argnums`` each output leaf holds a tuple with one entry
+        per argnum; pytree inputs give pytrees of blocks; pytree outputs give the output's structure
+        around them.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -769,96 +879,90 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                [0., 4.]])
     """
     _check_callable(func, "jacrev")
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
         raise ValueError(f"jacrev(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
+        from polyad.ops.creation import zeros
+        from polyad.ops.manipulation import concat, reshape
+
+        what = f"jacrev({_fname(func)}, argnums={argnums!r})"
         single, nums = _normalize_argnums(argnums, len(args), "jacrev")
-
-        def partial_func(*diff):
-            full = list(args)
-            for n, d in zip(nums, diff):
-                full[n] = d
-            return func(*full, **kwargs)
-
-        diff_args = tuple(args[n] for n in nums)
-        in_flat, in_tree = _flatten(diff_args)
-        _check_arrays(in_flat, f"jacrev({_fname(func)})")
-        _check_real(in_flat, "jacrev", "inputs")
-        res = vjp(partial_func, *diff_args, has_aux=has_aux)
-        out, vjp_fn = res[0], res[1]
+        diff = tuple(args[n] for n in nums)
+        in_flat, in_tree = _flatten(diff)
+        _check_real(in_flat, what, "input")
+        out, backward, aux, _ = _vjp(_partial(func, args, kwargs, nums), diff, has_aux, what, nums=nums)
         o_flat, o_tree = _flatten(out)
-        _check_real(o_flat, "jacrev", "outputs")
+        _check_real(o_flat, what, "output")
         sizes = [math.prod(o.shape) for o in o_flat]
         total = sum(sizes)
-        from polyad.ops.manipulation import reshape
 
-        def vjp_row(basis_rows):
-            # basis_rows: (total,) one row of the identity, split into the output pytree
-            cts, off = [], 0
-            for o, n in zip(o_flat, sizes):
-                cts.append(reshape(basis_rows[off : off + n], tuple(o.shape)))
-                off += n
-            return vjp_fn(optree.tree_unflatten(o_tree, cts))
+        def vjp_rows(basis):  # basis rows -> one cotangent per input leaf (rows first under vmap)
+            cts = optree.tree_unflatten(o_tree, _split_basis(basis, o_flat, sizes, 0))
+            return optree.tree_leaves(backward(cts, False))
 
         if total == 0:
-            rows = tuple(_zeros_with_rows(0, x) for x in diff_args)
-        elif chunk_size == 1:
-            basis = _basis(total, o_flat[0])
-            per_row = [vjp_row(basis[i]) for i in range(total)]
-            rows = _stack_tree(per_row)
+            rows = [zeros((0, *x.shape), dtype=x.dtype, device=_device_of(x)) for x in in_flat]
+        elif chunk_size is None or (chunk_size >= total and chunk_size > 1):
+            rows = vmap(vjp_rows)(_eye_rows(0, total, total, o_flat[0]))
         else:
-            basis = _basis(total, o_flat[0])
-            rows = vmap(vjp_row, chunk_size=chunk_size)(basis)
-        jac = _assemble(rows, o_flat, o_tree, sizes, in_tree, single, rows_first=True)
-        return (jac, res[2]) if has_aux else jac
+            # chunks of basis rows; raw results are copied into preallocated rows (peak memory: the
+            # Jacobian plus one chunk), transform tensors are concatenated at the end
+            buffers, pieces = _buffers(in_flat, total), []
+            for start in range(0, total, chunk_size):
+                stop = min(start + chunk_size, total)
+                basis = _eye_rows(start, stop, total, o_flat[0])
+                if chunk_size == 1:
+                    piece = [reshape(p, (1, *p.shape)) for p in vjp_rows(reshape(basis, (total,)))]
+                else:
+                    piece = vmap(vjp_rows)(basis)
+                if buffers is not None and any(isinstance(p, Tensor) for p in piece):
+                    pieces, buffers = [[b[:start, ...] for b in buffers]] if start else [], None
+                if buffers is None:
+                    pieces.append(piece)
+                else:
+                    for b, p in zip(buffers, piece):
+                        b[start:stop, ...] = p
+                del piece, basis
+            if buffers is not None:
+                rows = buffers
+            else:
+                rows = [concat([p[k] for p in pieces], axis=0) for k in range(len(in_flat))]
+        jac = _assemble(rows, o_flat, o_tree, sizes, in_tree, single)
+        return (jac, aux) if has_aux else jac
 
     return jac_f
 
 
-def _zeros_with_rows(n, x):
-    from polyad.ops.creation import zeros
+def _device_of(x):
+    from polyad.ops.common import _bottom
 
-    return optree.tree_map(lambda a: zeros((n, *a.shape), dtype=a.dtype), x)
-
-
-def _stack_tree(trees):
-    from polyad.ops.manipulation import stack
-
-    return optree.tree_map(lambda *xs: stack(list(xs)), *trees)
+    return _bottom(x).device
 
 
-def _assemble(rows, o_flat, o_tree, sizes, in_tree, single, rows_first):
-    """Split stacked derivatives into the torch.func layout: output pytree of (tuple of) O + I arrays.
-
-    ``rows_first``: the stacked axis indexes outputs (jacrev: rows is per-input (total_out, *I));
-    otherwise it indexes inputs (jacfwd: rows is per-output (total_in, *O)).
-    """
-    from polyad.ops.manipulation import moveaxis, reshape
-
-    # rows: tuple (one per argnum) of pytrees of arrays shaped (total_out, *in_shape)
-    per_arg = [optree.tree_leaves(r, none_is_leaf=False) for r in rows]
-    arg_trees = [optree.tree_structure(r, none_is_leaf=False) for r in rows]
-    out_leaves = []
-    off = 0
-    for o, n in zip(o_flat, sizes):
-        per = []
-        for leaves, t in zip(per_arg, arg_trees):
-            blocks = [
-                reshape(leaf[off : off + n, ...], tuple(o.shape) + tuple(leaf.shape[1:])) for leaf in leaves
-            ]
-            per.append(optree.tree_unflatten(t, blocks))
-        off += n
-        out_leaves.append(per[0] if single else tuple(per))
-    del moveaxis
-    return optree.tree_unflatten(o_tree, out_leaves)
+def _buffers(in_flat, total):
+    """Preallocated raw result rows (total, *I) per input leaf, or None when inputs are transform tensors."""
+    if any(isinstance(x, Tensor) for x in in_flat):
+        return None
+    bufs = []
+    for x in in_flat:
+        xp = dispatch.backend_of_array(x).xp
+        bufs.append(xp.empty((total, *x.shape), dtype=x.dtype, device=x.device))
+    return bufs
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """The Jacobian by forward mode: ``vmap(jvp)`` over the standard basis of the inputs.
+    """The Jacobian by forward mode: ``vmap(jvp)`` over the standard basis of the inputs
+    (torch.func.jacfwd's semantics).
 
-    Args and output layout as ``jacrev`` (shape O + I per output leaf and input).
+    Args:
+        func, argnums, has_aux: as ``jacrev``.
+        randomness: passed to the vmap over the basis ("error", "different" or "same").
+
+    Returns:
+        A function returning the Jacobian (and aux), laid out as ``jacrev``'s: shape O + I per output leaf
+        and input.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -870,48 +974,42 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
-        from polyad.ops.manipulation import moveaxis, reshape
+        from polyad.ops.manipulation import reshape
 
+        what = f"jacfwd({_fname(func)}, argnums={argnums!r})"
         single, nums = _normalize_argnums(argnums, len(args), "jacfwd")
-        diff_args = tuple(args[n] for n in nums)
-        in_flat, in_tree = _flatten(diff_args)
-        _check_arrays(in_flat, f"jacfwd({_fname(func)})")
-        _check_real(in_flat, "jacfwd", "inputs")
+        diff = tuple(args[n] for n in nums)
+        in_flat, in_tree = _flatten(diff)
+        _check_inputs(in_flat, in_tree, what, "argument", nums)
+        _check_real(in_flat, what, "input")
         sizes = [math.prod(x.shape) for x in in_flat]
         total = sum(sizes)
-
-        def partial_func(*diff):
-            full = list(args)
-            for n, d in zip(nums, diff):
-                full[n] = d
-            return func(*full, **kwargs)
+        partial_func = _partial(func, args, kwargs, nums)
 
         def push(basis_row):
-            tans, off = [], 0
-            for x, n in zip(in_flat, sizes):
-                tans.append(reshape(basis_row[off : off + n], tuple(x.shape)))
-                off += n
-            res = jvp(partial_func, diff_args, optree.tree_unflatten(in_tree, tans), has_aux=has_aux)
-            return res[1] if not has_aux else (res[1], res[0], res[2])
+            tangents = tuple(optree.tree_unflatten(in_tree, _split_basis(basis_row, in_flat, sizes, 0)))
+            res = jvp(partial_func, diff, tangents, has_aux=has_aux)
+            return (res[1], res[2]) if has_aux else res[1]
 
-        basis = _basis(total, in_flat[0])
+        if not in_flat:
+            raise ValueError(f"{what}: the differentiated arguments hold no arrays")
+        basis = _eye_rows(0, total, total, in_flat[0])
         if has_aux:
-            tangents, out, aux = vmap(push, randomness=randomness, out_dims=(0, None, None))(basis)
+            tangents, aux = vmap(push, out_dims=(-1, None), randomness=randomness)(basis)
         else:
-            tangents = vmap(push, randomness=randomness)(basis)
-            out = None
+            tangents = vmap(push, out_dims=-1, randomness=randomness)(basis)
         t_flat, t_tree = _flatten(tangents)
-        _check_real(t_flat, "jacfwd", "outputs")
+        _check_real(t_flat, what, "output")
         jac_leaves = []
-        for t in t_flat:
-            o_shape = tuple(t.shape[1:])
-            moved = moveaxis(t, 0, -1)  # (*O, total)
-            per, off = [], 0
+        for t in t_flat:  # (*O, total)
+            o_shape = tuple(t.shape[:-1])
+            blocks, off = [], 0
             for x, n in zip(in_flat, sizes):
-                per.append(reshape(moved[..., off : off + n], o_shape + tuple(x.shape)))
+                block = t if len(in_flat) == 1 else t[..., off : off + n]
+                blocks.append(reshape(block, o_shape + tuple(x.shape)))
                 off += n
-            arg_tree_parts = optree.tree_unflatten(in_tree, per)
-            jac_leaves.append(arg_tree_parts[0] if single else tuple(arg_tree_parts))
+            per_arg = optree.tree_unflatten(in_tree, blocks)
+            jac_leaves.append(per_arg[0] if single else per_arg)
         jac = optree.tree_unflatten(t_tree, jac_leaves)
         return (jac, aux) if has_aux else jac
 
@@ -919,7 +1017,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
 
 def hessian(func, argnums=0):
-    """The Hessian, ``jacfwd(jacrev(func, argnums), argnums)`` (forward over reverse).
+    """The Hessian, ``jacfwd(jacrev(func, argnums), argnums)`` (forward over reverse, as torch.func).
 
     Example:
         >>> import numpy as np, polyad as pa

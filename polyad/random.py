@@ -77,7 +77,8 @@ class Generator:
         return impl
 
     def get_state(self):
-        """A snapshot of this generator's state on every backend it has drawn on."""
+        """A snapshot of this generator's state on the default backend and every one it has drawn on."""
+        self._impl(dispatch.default_backend())
         return {name: impl.get_state() for name, impl in self._impls.items()}
 
     def set_state(self, state):
