@@ -94,6 +94,8 @@ def _kind(dtype):
         return hit[1]
     s = str(dtype)
     kind = "c" if "complex" in s else "f" if "float" in s else "b" if "bool" in s else "i"
+    if len(_KINDS) >= 64:  # array_api_strict makes a new dtype object per array: keep the cache bounded
+        _KINDS.clear()
     _KINDS[id(dtype)] = (dtype, kind)
     return kind
 
