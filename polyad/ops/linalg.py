@@ -13,11 +13,16 @@ Conventions shared by the family:
   are the backend's; derivatives are those of a function of a Hermitian matrix, so cotangents come back
   Hermitian and a non-Hermitian tangent acts through its Hermitian part.
 - Eigenvector and singular-vector derivatives are defined only for distinct eigenvalues / singular values
-  (and, for the SVD, nonzero ones). Where two coincide polyad divides by zero and the derivative comes out
-  inf or nan, as in PyTorch and JAX; eigenvalues and singular values alone (``eigvalsh``, ``svdvals``,
-  ``matrix_norm``) stay differentiable there. Complex eigenvectors and singular vectors carry an arbitrary
-  phase: polyad's derivatives take the gauge ``Im diag(V^H dV) = 0``, so only phase-invariant functions of
-  them have derivatives that match finite differences.
+  (and, for the SVD, nonzero ones): they grow like ``1 / (w_j - w_i)`` as two values approach. Where two
+  are exactly equal polyad drops the term that would rotate within their common eigenspace (its factor
+  is set to 0 instead of dividing by zero; PyTorch and JAX give inf or nan there). That is exact for
+  functions that do not depend on the basis chosen inside the eigenspace (the eigenvalues, the projector
+  onto the whole eigenspace), so ``grad`` of a function of ``eigh(x).eigenvalues`` is right at repeated
+  eigenvalues; for functions of individual vectors the derivative there is undefined and polyad's is one
+  arbitrary finite choice. A zero singular value still divides by zero (inf or nan) in the SVD's
+  vector derivatives. Complex eigenvectors and singular vectors carry an arbitrary phase: polyad's
+  derivatives take the gauge ``Im diag(V^H dV) = 0``, so only phase-invariant functions of them have
+  derivatives that match finite differences.
 """
 
 from collections import namedtuple
@@ -211,11 +216,12 @@ def _re(x):
 
 
 def _inv_gaps(w):
-    """``F[..., i, j] = 1 / (w_j - w_i)`` off the diagonal, 0 on it (inf where two values coincide)."""
+    """``F[..., i, j] = 1 / (w_j - w_i)`` off the diagonal, 0 on it and where two values are equal (the
+    within-eigenspace term is dropped: module notes)."""
     k = shape_of(w)[-1]
     eye_k = _eye(k, w)
     gaps = expand_dims(w, axis=-2) - expand_dims(w, axis=-1)
-    return (1 - eye_k) / (gaps + eye_k)
+    return _safe_div(1 - eye_k, gaps + eye_k)
 
 
 def _times_i(r, like):
@@ -801,7 +807,8 @@ _eigh.batch = leading_batch_multi(_eigh, 2)
 def eigh(x, /):
     """Eigenvalues (ascending) and eigenvectors of the Hermitian matrices in ``x``: a namedtuple
     ``(eigenvalues, eigenvectors)``. Reads the Hermitian part of ``x``. The eigenvector derivative is
-    undefined where eigenvalues repeat; polyad's is then inf or nan (module notes)."""
+    undefined where eigenvalues repeat; there polyad drops the within-eigenspace term, which keeps
+    derivatives of the eigenvalues and of whole-eigenspace projectors exact (module notes)."""
     return EighResult(*bind(_eigh, x))
 
 
@@ -915,7 +922,8 @@ def svd(x, /, *, full_matrices=True):
     """Singular value decomposition ``x = U diag(S) Vh``: a namedtuple ``(U, S, Vh)``, S descending.
 
     Derivatives: with ``full_matrices=False`` (or square matrices), for distinct nonzero singular values;
-    where they coincide or vanish the singular-vector derivatives are inf or nan (module notes). With
+    where two are equal the within-subspace term is dropped, where one vanishes the singular-vector
+    derivatives are inf or nan (module notes). With
     ``full_matrices=True`` and non-square matrices the extra singular vectors are not functions of ``x``
     and differentiating raises NotImplementedError.
     """
