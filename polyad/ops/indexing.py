@@ -3,11 +3,16 @@
 A key is split into its structure (ints, slices, None, Ellipsis, with ``ARRAY`` where an index array
 stood) and the index arrays, which travel positionally so that transforms see them (a batched index
 array under vmap is an ordinary batched argument).
+
+NumPy's rules decide the output layout: integer arrays and ints (when an array is present) are advanced
+indices; their broadcast shape goes where the first of them stood if they are adjacent in the key (None
+breaks adjacency), else first. ``_analyse`` computes that layout once for shapes, batching and updates.
 """
 
 from polyad.core import Tensor, bind
 from polyad.ops.common import (
     ShapeDtype,
+    _kind,
     define,
     move_to_front,
     ndim_of,
@@ -30,13 +35,17 @@ def split_key(key):
         key = (key,)
     structure, arrays = [], []
     for k in key:
+        if isinstance(k, bool):
+            raise IndexError("polyad does not support Python bools as indices; use a boolean array")
         if isinstance(k, int | slice | type(None) | type(Ellipsis)):
             structure.append(k)
-        elif isinstance(k, bool):
-            structure.append(k)
         else:
+            if isinstance(k, list | tuple):
+                raise IndexError("index with an array, not a Python list (polyad keeps keys explicit)")
             structure.append(ARRAY)
             arrays.append(k)
+    if structure.count(Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
     return tuple(structure), tuple(arrays)
 
 
@@ -49,6 +58,86 @@ def _has_arrays(structure):
     return any(k is ARRAY for k in structure)
 
 
+def _is_bool(a):
+    return hasattr(a, "dtype") and _kind(a.dtype) == "b"
+
+
+def _expand(shape, key, arrays):
+    """``key`` with its Ellipsis (or the implicit trailing one) replaced by full slices."""
+    it = iter(arrays)
+    consumed = 0
+    for k in key:
+        if k is ARRAY:
+            a = next(it)
+            consumed += ndim_of(a) if _is_bool(a) else 1
+        elif k is not None and k is not Ellipsis:
+            consumed += 1
+    if consumed > len(shape):
+        raise IndexError(f"too many indices: {consumed} for an array of dimension {len(shape)}")
+    fill = (slice(None),) * (len(shape) - consumed)
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        return key[:i] + fill + key[i + 1 :]
+    return key + fill
+
+
+def _broadcast_dims(shapes):
+    """Broadcast shape of index arrays; None marks a length known only from data (a boolean mask)."""
+    n = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-n, 0):
+        sizes = [s[i] for s in shapes if len(s) >= -i]
+        known = {d for d in sizes if d is not None and d != 1}
+        if len(known) > 1:
+            raise IndexError(f"shape mismatch: index arrays of shapes {shapes} cannot be broadcast together")
+        out.append(known.pop() if known else None if None in sizes else 1)
+    return tuple(out)
+
+
+def _analyse(shape, key, arrays):
+    """Layout of ``x[key]`` for ``x`` of ``shape``: ``(out_shape, p, bshape, rest)``.
+
+    ``rest`` are the output dimensions of slices and None in order, ``bshape`` the broadcast shape of the
+    advanced indices (ints and arrays; a boolean mask gives one dimension of unknown length), placed at
+    ``rest[p]`` (``p`` is 0 where the advanced indices are not adjacent).
+    """
+    key = _expand(shape, key, arrays)
+    it = iter(arrays)
+    rest, adv_pos, adv_shapes, first, dim = [], [], [], None, 0
+    for pos, k in enumerate(key):
+        if k is None:
+            rest.append(1)
+        elif isinstance(k, slice):
+            rest.append(len(range(*k.indices(shape[dim]))))
+            dim += 1
+        else:
+            if k is ARRAY:
+                a = next(it)
+                if _is_bool(a):
+                    adv_shapes.append((None,))
+                    dim += ndim_of(a)
+                else:
+                    adv_shapes.append(shape_of(a))
+                    dim += 1
+            else:  # an int: a 0-d advanced index
+                if not -shape[dim] <= k < shape[dim]:
+                    raise IndexError(f"index {k} is out of bounds for axis {dim} with size {shape[dim]}")
+                adv_shapes.append(())
+                dim += 1
+            adv_pos.append(pos)
+            if first is None:
+                first = len(rest)
+    bshape = _broadcast_dims(adv_shapes)
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))) if adv_pos else True
+    p = (first or 0) if adjacent else 0
+    return tuple(rest[:p]) + bshape + tuple(rest[p:]), p, bshape, tuple(rest)
+
+
+def indexed_shape(shape, key, arrays):
+    """The shape of ``x[key]`` (NumPy's rules); a dimension selected by a boolean mask is None."""
+    return _analyse(tuple(shape), key, arrays)[0]
+
+
 # ------------------------------------------------------------------------------ getitem
 
 
@@ -57,41 +146,7 @@ def _getitem_kernel(xp, x, *arrays, key):
 
 
 def _getitem_abstract(xp, x, *arrays, key):
-    return ShapeDtype(indexed_shape(x.shape, key, [a.shape for a in arrays]), x.dtype, x.device)
-
-
-def indexed_shape(shape, key, array_shapes):
-    """The shape of ``x[key]`` (NumPy's rules; integer index arrays only, booleans are data-dependent)."""
-    from polyad.ops.elementwise import _broadcast
-
-    n_consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - n_consumed) + key[i + 1 :]
-    else:
-        key = key + (slice(None),) * (len(shape) - n_consumed)
-    out, adv_pos, dim = [], [], 0
-    shapes = iter(array_shapes)
-    for k in key:
-        if k is None:
-            out.append(1)
-        elif isinstance(k, slice):
-            out.append(len(range(*k.indices(shape[dim]))))
-            dim += 1
-        elif k is ARRAY:
-            adv_pos.append(len(out))
-            out.append(next(shapes))
-            dim += 1
-        else:  # an int
-            dim += 1
-    if not adv_pos:
-        return tuple(out)
-    b = _broadcast(*[out[i] for i in adv_pos])
-    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
-    rest = [d for i, d in enumerate(out) if i not in adv_pos]
-    if adjacent:
-        return tuple(rest[: adv_pos[0]]) + b + tuple(rest[adv_pos[0] :])
-    return b + tuple(rest)
+    return ShapeDtype(indexed_shape(x.shape, key, arrays), x.dtype, x.device)
 
 
 def _getitem_vjp(g, y, x, *arrays, key):
@@ -100,20 +155,104 @@ def _getitem_vjp(g, y, x, *arrays, key):
     z = zeros_like(x, dtype=g.dtype)
     if _has_arrays(key):
         return (index_add(z, g, *arrays, key=key),) + (None,) * len(arrays)
+    if None in key:
+        g, key = _without_new_axes(g, shape_of(x), key)
     return (bind(_index_update, z, g, key=key),)
 
 
-def _basic_batch_key(key):
-    return (slice(None),) + key
+def _without_new_axes(g, shape, key):
+    """A basic key's new axes (None) removed, with the matching size-1 axes of ``g`` (assignment through
+    a key with None is outside the standard)."""
+    from polyad.ops.manipulation import reshape
+
+    key = _expand(shape, key, ())
+    out_dims, keep = 0, []
+    for k in key:
+        if k is None:
+            out_dims += 1
+        elif isinstance(k, slice):
+            keep.append(out_dims)
+            out_dims += 1
+    gs = shape_of(g)
+    return reshape(g, tuple(gs[i] for i in keep)), tuple(k for k in key if k is not None)
+
+
+def _front_key(key):
+    """A basic key for an array with a new leading (batch) axis."""
+    return (slice(None),) + key + ((Ellipsis,) if Ellipsis not in key else ())
+
+
+def _batch_size(dims, values):
+    return next(shape_of(v)[d] for v, d in zip(values, dims) if d is not None)
+
+
+def _advanced_batch(size, x_batched, key, arrays, adims, logical_shape):
+    """Key and index arrays for the batched ``x`` (batch axis first, when ``x_batched``): each batched index
+    array gets its batch axis first and padded to the advanced rank; a batched ``x`` is indexed by an
+    arange over the batch in front. Returns ``(key, arrays, layout)`` where layout is ``_analyse``'s."""
+    from polyad.ops.creation import arange
+    from polyad.ops.manipulation import _device, reshape
+
+    layout = _analyse(logical_shape, key, _logical(arrays, adims))
+    nb = len(layout[2])
+    new = []
+    for a, d in zip(arrays, adims):
+        if d is not None:
+            a = move_to_front(a, d)
+            s = shape_of(a)
+            a = reshape(a, (s[0],) + (1,) * (nb - len(s) + 1) + s[1:])
+        new.append(a)
+    if x_batched:
+        lead = reshape(arange(size, device=_device(arrays[0])), (size,) + (1,) * nb)
+        return (ARRAY,) + key, (lead, *new), layout
+    return key, tuple(new), layout
+
+
+def _logical(arrays, dims):
+    """Index arrays as seen by one example: batched ones as abstract values without the batch axis."""
+    return [
+        a if d is None else ShapeDtype(_drop(shape_of(a), d), a.dtype, None) for a, d in zip(arrays, dims)
+    ]
+
+
+def _block_perm(p, nb, nrest):
+    """Permutation taking (batch, advanced block, rest) to (batch, rest[:p], advanced block, rest[p:])."""
+    return (0, *range(1 + nb, 1 + nb + p), *range(1, 1 + nb), *range(1 + nb + p, 1 + nb + nrest))
 
 
 def _getitem_batch(dims, x, *arrays, key):
-    if all(d is None for d in dims[1:]) and not _has_arrays(key):
-        x = move_to_front(x, dims[0])
-        return bind(_getitem, x, key=_basic_batch_key(key)), 0
-    from polyad.batching import loop_fallback
+    from polyad.ops.manipulation import moveaxis, permute_dims
 
-    return loop_fallback(_getitem, dims, (x, *arrays), {"key": key})
+    xd, adims = dims[0], dims[1:]
+    if not arrays:
+        return bind(_getitem, move_to_front(x, xd), key=_front_key(key)), 0
+    any_bool = any(_is_bool(a) for a in arrays)
+    if any_bool:
+        if any(d is not None for d in adims):
+            from polyad.batching import loop_fallback
+
+            # a batched boolean mask selects a data-dependent number of elements per example
+            return loop_fallback(_getitem, dims, (x, *arrays), {"key": key})
+        # the batch axis last, past every indexed axis: the key stays as it is (a lone mask stays lone)
+        x = moveaxis(x, xd, -1)
+        k = key if Ellipsis not in key else _expand(shape_of(x)[:-1], key, arrays)
+        out = bind(_getitem, x, *arrays, key=k)
+        return out, ndim_of(out) - 1
+    logical = shape_of(x) if xd is None else _drop(shape_of(x), xd)
+    if xd is not None:
+        x = move_to_front(x, xd)
+    size = _batch_size(dims, (x, *arrays)) if xd is None else shape_of(x)[0]
+    k, new, (_, p, bshape, rest) = _advanced_batch(size, xd is not None, key, arrays, adims, logical)
+    out = bind(_getitem, x, *new, key=k)
+    if xd is None:
+        return out, p
+    if p:
+        out = permute_dims(out, _block_perm(p, len(bshape), len(rest)))
+    return out, 0
+
+
+def _drop(s, d):
+    return s[:d] + s[d + 1 :]
 
 
 _getitem = define(
@@ -137,8 +276,29 @@ def getitem(x, key):
 
 def _update_kernel(xp, x, v, *arrays, key):
     out = xp.asarray(x, copy=True)
-    out[join_key(key, arrays)] = v
+    k = join_key(key, arrays)
+    try:
+        out[k] = v
+    except IndexError:
+        if not any(not _is_bool(a) for a in arrays):
+            raise
+        return _update_by_scatter(xp, x, v, k)  # libraries without integer-array assignment
     return out
+
+
+def _update_by_scatter(xp, x, v, k):
+    """``x`` with ``x[k] = v`` written as scatter-adds of flat positions (a repeated position gets the sum
+    of its writes; the standard leaves repeated writes unspecified)."""
+    flat = xp.reshape(xp.arange(x.size, device=x.device), x.shape)[k]
+    vals = xp.asarray(v, dtype=x.dtype, device=x.device)
+    shape = xp.broadcast_shapes(flat.shape, vals.shape)
+    flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
+    vals = xp.reshape(xp.broadcast_to(vals, shape), (-1,))
+    n = x.size
+    hit = xp.scatter_add(xp.zeros((n,), dtype=x.dtype, device=x.device), flat, xp.ones_like(vals), 0)
+    added = xp.scatter_add(xp.zeros((n,), dtype=x.dtype, device=x.device), flat, vals, 0)
+    out = xp.where(hit > 0, added, xp.reshape(x, (-1,)))
+    return xp.reshape(out, x.shape)
 
 
 def _update_vjp(g, y, x, v, *arrays, key):
@@ -156,26 +316,50 @@ def _update_jvp(ts, y, x, v, *arrays, key):
     return bind(_index_update, tx, 0.0 if tv is None else tv, *arrays, key=key)
 
 
-def _update_batch(dims, x, v, *arrays, key):
-    if all(d is None for d in dims[2:]) and not _has_arrays(key):
-        from polyad.ops.manipulation import _batch_all_front, reshape
+def _write_batch(op):
+    """Batching rule of a write at ``key`` (``index_update``, ``index_add``): the output is batched whenever
+    anything is, so ``x`` gets a batch axis first; the written value is laid out like ``x[batched key]``."""
 
-        xd, vd = dims[0], dims[1]
-        if xd is None:
-            (x,) = _batch_all_front((None, vd), (x, v))[:1]
-        else:
-            x = move_to_front(x, xd)
-        if vd is not None:
-            v = move_to_front(v, vd)
-            region = ndim_of(bind(_getitem, x, key=_basic_batch_key(key))) - 1
-            r = ndim_of(v) - 1
-            if r < region:
-                s = shape_of(v)
-                v = reshape(v, (s[0],) + (1,) * (region - r) + s[1:])
-        return bind(_index_update, x, v, key=_basic_batch_key(key)), 0
-    from polyad.batching import loop_fallback
+    def rule(dims, x, v, *arrays, key):
+        from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis, permute_dims, reshape
 
-    return loop_fallback(_index_update, dims, (x, v, *arrays), {"key": key})
+        xd, vd, adims = dims[0], dims[1], dims[2:]
+        size = _batch_size(dims, (x, v, *arrays))
+        logical = shape_of(x) if xd is None else _drop(shape_of(x), xd)
+        x = broadcast_to(expand_dims(x, axis=0), (size, *logical)) if xd is None else move_to_front(x, xd)
+        region = _analyse(logical, key, _logical(arrays, adims))
+        r = len(region[0])
+        if hasattr(v, "shape"):
+            # v as (batch or 1, *region-rank logical shape): explicit, so no broadcasting can misplace it
+            v = move_to_front(v, vd) if vd is not None else expand_dims(v, axis=0)
+            s = shape_of(v)
+            v = reshape(v, (s[0],) + (1,) * (r - len(s) + 1) + s[1:])
+        if not arrays:
+            return bind(op, x, v, key=_front_key(key)), 0
+        if any(_is_bool(a) for a in arrays):
+            if any(d is not None for d in adims):
+                from polyad.batching import loop_fallback
+
+                return loop_fallback(op, dims, (x, v, *arrays), {"key": key})
+            x = moveaxis(x, 0, -1)
+            if hasattr(v, "shape"):
+                v = moveaxis(v, 0, -1)
+            k = key if Ellipsis not in key else _expand(logical, key, arrays)
+            out = bind(op, x, v, *arrays, key=k)
+            return out, ndim_of(out) - 1
+        k, new, (_, p, bshape, rest) = _advanced_batch(size, True, key, arrays, adims, logical)
+        if p and hasattr(v, "shape"):
+            v = permute_dims(v, _inverse_perm(_block_perm(p, len(bshape), len(rest))))
+        return bind(op, x, v, *new, key=k), 0
+
+    return rule
+
+
+def _inverse_perm(perm):
+    inv = [0] * len(perm)
+    for i, q in enumerate(perm):
+        inv[q] = i
+    return tuple(inv)
 
 
 _index_update = define(
@@ -184,8 +368,8 @@ _index_update = define(
     abstract_eval=lambda xp, x, v, *arrays, key: ShapeDtype(x.shape, x.dtype, x.device),
     vjp=_update_vjp,
     jvp=_update_jvp,
-    batch=_update_batch,
 )
+_index_update.batch = _write_batch(_index_update)
 
 
 def index_update(x, key, value):
@@ -214,6 +398,7 @@ _index_add = define(
     ),
     linear=(0, 1),
 )
+_index_add.batch = _write_batch(_index_add)
 
 
 def index_add(x, v, *arrays, key):
