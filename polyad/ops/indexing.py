@@ -291,7 +291,9 @@ def _update_by_scatter(xp, x, v, k):
     of its writes; the standard leaves repeated writes unspecified)."""
     flat = xp.reshape(xp.arange(x.size, device=x.device), x.shape)[k]
     vals = xp.asarray(v, dtype=x.dtype, device=x.device)
-    shape = xp.broadcast_shapes(flat.shape, vals.shape)
+    from polyad.ops.elementwise import _broadcast
+
+    shape = _broadcast(tuple(flat.shape), tuple(vals.shape))
     flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
     vals = xp.reshape(xp.broadcast_to(vals, shape), (-1,))
     n = x.size
