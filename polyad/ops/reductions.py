@@ -495,21 +495,22 @@ _cumulative_prod = define(
 _cumulative_prod.batch = cumulative_batch(_cumulative_prod)
 
 
-def _check_scan_input(x, name):
+def _check_scan_input(x, axis, name):
     if ndim_of(x) == 0:
         raise ValueError(f"{name} needs an array of at least one dimension, got a 0-d array")
+    _scan_axis(axis, ndim_of(x))  # raises for a missing or out-of-bounds axis
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Cumulative sum of ``x`` along ``axis`` (optional for 1-d ``x``); ``include_initial`` prepends 0."""
-    _check_scan_input(x, "cumulative_sum")
+    _check_scan_input(x, axis, "cumulative_sum")
     return bind(_cumulative_sum, x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Cumulative product of ``x`` along ``axis`` (optional for 1-d ``x``); ``include_initial`` prepends 1.
     Its derivatives are exact where ``x`` has zeros."""
-    _check_scan_input(x, "cumulative_prod")
+    _check_scan_input(x, axis, "cumulative_prod")
     return bind(_cumulative_prod, x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
