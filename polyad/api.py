@@ -121,9 +121,12 @@ def _add(a, b):
 
 
 def _leaf_name(tree, i, root, nums=None):
-    """A readable name for leaf ``i`` of ``tree`` ("primals[0]['w']", "argument 1[0]"), for error
-    messages only (computing paths is not free). ``nums`` maps the first path index to an argnum."""
-    path = optree.tree_paths(tree, none_is_leaf=False)[i]
+    """A readable name for leaf ``i`` of ``tree`` (a pytree or its PyTreeSpec): "primals[0]['w']",
+    "argument 1[0]". For error messages only. ``nums`` maps the first path index to an argnum."""
+    if isinstance(tree, optree.PyTreeSpec):
+        path = tree.paths()[i]
+    else:
+        path = optree.tree_paths(tree, none_is_leaf=False)[i]
     if nums is not None:
         root, path = f"argument {nums[path[0]]}", path[1:]
     return root + "".join(f"[{k!r}]" for k in path)
