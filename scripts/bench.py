@@ -1,0 +1,550 @@
+"""polyad against the libraries users would pick instead: one process, one table of medians.
+
+    python scripts/bench.py [--quick] [--workload W3] [--out bench-results]
+
+Workloads W1-W7 (see BENCHMARKS.md) run for polyad, for each peer that imports (torch eager autograd,
+torch.func, JAX eager and jit with x64, HIPS autograd) and for a hand-written NumPy reference. Float64
+throughout; each system warms up, then the median of repeated runs is reported, and every system's
+result is checked against the reference so the comparison is of the same computation. Results go to
+stdout (a table with ratios to polyad and to the reference), to bench-results/results.json and to a PNG
+bar chart bench-results/bench.png (if matplotlib imports).
+"""
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import polyad as pa
+from polyad import xp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ------------------------------------------------------------------------------ peers
+
+
+def _peers():
+    peers = {}
+    try:
+        import torch
+
+        torch.set_default_dtype(torch.float64)
+        peers["torch"] = torch
+    except Exception:  # not installed: the row is left out
+        pass
+    try:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        peers["jax"] = jax
+    except Exception:
+        pass
+    try:
+        import autograd
+        import autograd.numpy as anp
+
+        peers["autograd"] = (autograd, anp)
+    except Exception:
+        pass
+    return peers
+
+
+# ------------------------------------------------------------------------------ timing
+
+
+def measure(fn, quick, min_time=0.05):
+    """Median seconds per call: warm up, then time batches of calls long enough to trust."""
+    fn()
+    fn()
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-7)
+    number = max(1, int(min_time / once))
+    repeats = 3 if quick else 7
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - start) / number)
+    return statistics.median(times)
+
+
+def check(name, got, expected, rtol=1e-7, atol=1e-9):
+    got = np.asarray(got)
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=rtol, atol=atol):
+        err = np.max(np.abs(got - expected)) if got.shape == expected.shape else f"shape {got.shape}"
+        raise AssertionError(f"{name}: result differs from the reference (max error {err})")
+
+
+class Table:
+    def __init__(self):
+        self.rows = []  # (workload, system, seconds, note)
+
+    def add(self, workload, system, seconds, note=""):
+        self.rows.append({"workload": workload, "system": system, "seconds": seconds, "note": note})
+        print(f"  {system:34s} {_fmt(seconds):>12s} {note}", flush=True)
+
+
+def _fmt(s):
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+# ------------------------------------------------------------------------------ W1 per-op overhead
+
+
+def chain(m, v, n_ops=200):
+    """n_ops elementwise steps cycling sin, scale, shift, exp(-|v|), then a sum (m: the namespace)."""
+    for i in range(n_ops):
+        k = i % 4
+        if k == 0:
+            v = m.sin(v)
+        elif k == 1:
+            v = v * 1.01
+        elif k == 2:
+            v = v + 0.1
+        else:
+            v = m.exp(-m.abs(v))
+    return m.sum(v)
+
+
+W1_PRIMITIVES = 50 * 6 + 1  # per 4 steps: sin, mul, add, abs, negative, exp; then sum
+
+
+def chain_grad_numpy(x, n_ops=200):
+    """The same gradient by hand: forward storing what the backward needs, then the chain rule."""
+    tape = []
+    v = x
+    for i in range(n_ops):
+        k = i % 4
+        if k == 0:
+            tape.append(np.cos(v))
+            v = np.sin(v)
+        elif k == 1:
+            v = v * 1.01
+        elif k == 2:
+            v = v + 0.1
+        else:
+            e = np.exp(-np.abs(v))
+            tape.append(-np.sign(v) * e)
+            v = e
+    g = np.ones_like(v)
+    for i in reversed(range(n_ops)):
+        k = i % 4
+        if k == 1:
+            g = g * 1.01
+        elif k != 2:
+            g = g * tape.pop()
+    return g
+
+
+def w1(table, peers, quick):
+    x = np.linspace(0.1, 0.9, 8)
+    ref = chain_grad_numpy(x)
+    t = measure(lambda: chain_grad_numpy(x), quick)
+    table.add("W1", "numpy (hand-written gradient)", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+    g = pa.grad(lambda v: chain(xp, v))
+    check("polyad", g(x), ref)
+    t = measure(lambda: g(x), quick)
+    table.add("W1", "polyad grad", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+    if "torch" in peers:
+        torch = peers["torch"]
+        xt = torch.from_numpy(x)
+
+        def eager():
+            v = xt.clone().requires_grad_(True)
+            chain(torch, v).backward()
+            return v.grad
+
+        check("torch eager", eager().numpy(), ref)
+        t = measure(eager, quick)
+        table.add("W1", "torch eager autograd", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+        fg = torch.func.grad(lambda v: chain(torch, v))
+        check("torch.func", fg(xt).numpy(), ref)
+        t = measure(lambda: fg(xt), quick)
+        table.add("W1", "torch.func.grad", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+        xj = jnp.asarray(x)
+        jg = jax.grad(lambda v: chain(jnp, v))
+        check("jax eager", jg(xj), ref)
+        t = measure(lambda: jg(xj).block_until_ready(), quick, min_time=0.2)
+        table.add("W1", "jax.grad (eager)", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+        jj = jax.jit(jg)
+        check("jax jit", jj(xj), ref)
+        t = measure(lambda: jj(xj).block_until_ready(), quick)
+        table.add("W1", "jax.jit(jax.grad)", t, "compiled")
+    if "autograd" in peers:
+        autograd, anp = peers["autograd"]
+        ag = autograd.grad(lambda v: chain(anp, v))
+        check("autograd", ag(x), ref)
+        t = measure(lambda: ag(x), quick)
+        table.add("W1", "HIPS autograd", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+
+
+# ------------------------------------------------------------------------------ W2 large arrays
+
+
+def w2_loss(m, v):
+    return m.sum(m.sin(v) * m.exp(-(v**2)) + m.tanh(v))
+
+
+def w2(table, peers, quick):
+    n = 400_000 if quick else 4_000_000
+    x = np.linspace(-3, 3, n)
+
+    def forward():
+        return np.sum(np.sin(x) * np.exp(-(x**2)) + np.tanh(x))
+
+    def by_hand():
+        s, e, t = np.sin(x), np.exp(-(x**2)), np.tanh(x)
+        return np.cos(x) * e - 2 * x * s * e + (1 - t * t)
+
+    ref = by_hand()
+    tf = measure(forward, quick)
+    table.add("W2", "numpy forward only", tf, "(the unit of the ratios below)")
+    th = measure(by_hand, quick)
+    table.add("W2", "numpy (hand-written gradient)", th, f"{th / tf:.2f}x forward")
+    g = pa.grad(lambda v: w2_loss(xp, v))
+    check("polyad", g(x), ref)
+    t = measure(lambda: g(x), quick)
+    table.add("W2", "polyad grad", t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written")
+    if "torch" in peers:
+        torch = peers["torch"]
+        xt = torch.from_numpy(x)
+
+        def eager():
+            v = xt.clone().requires_grad_(True)
+            w2_loss(torch, v).backward()
+            return v.grad
+
+        check("torch", eager().numpy(), ref)
+        t = measure(eager, quick)
+        table.add("W2", "torch eager autograd", t, f"{t / tf:.2f}x forward")
+    if "jax" in peers:
+        jax = peers["jax"]
+        xj = jax.numpy.asarray(x)
+        jg = jax.grad(lambda v: w2_loss(jax.numpy, v))
+        check("jax", jg(xj), ref)
+        t = measure(lambda: jg(xj).block_until_ready(), quick)
+        table.add("W2", "jax.grad (eager)", t, f"{t / tf:.2f}x forward")
+    if "autograd" in peers:
+        autograd, anp = peers["autograd"]
+        ag = autograd.grad(lambda v: w2_loss(anp, v))
+        check("autograd", ag(x), ref)
+        t = measure(lambda: ag(x), quick)
+        table.add("W2", "HIPS autograd", t, f"{t / tf:.2f}x forward")
+
+
+# ------------------------------------------------------------------------------ W3 Jacobian
+
+
+def w3(table, peers, quick, n=512):
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((n, n)) / np.sqrt(n)
+    b = rng.standard_normal(n)
+    x = rng.standard_normal(n)
+
+    def analytic():
+        t = np.tanh(W @ x + b)
+        return (1 - t * t)[:, None] * W
+
+    ref = analytic()
+    t = measure(analytic, quick)
+    table.add("W3", "numpy analytic diag(1-tanh^2) W", t)
+    t = measure(lambda: W @ W, quick)
+    table.add("W3", "numpy one 512^3 matmul (scale)", t)
+    f = lambda v: xp.tanh(W @ v + b)  # noqa: E731
+    for name, jac in (("polyad jacrev", pa.jacrev(f)), ("polyad jacfwd", pa.jacfwd(f))):
+        check(name, jac(x), ref)
+        table.add("W3", name, measure(lambda jac=jac: jac(x), quick))
+    if "torch" in peers:
+        torch = peers["torch"]
+        Wt, bt, xt = map(torch.from_numpy, (W, b, x))
+        ft = lambda v: torch.tanh(Wt @ v + bt)  # noqa: E731
+        for name, jac in (
+            ("torch.func.jacrev", torch.func.jacrev(ft)),
+            ("torch.func.jacfwd", torch.func.jacfwd(ft)),
+        ):
+            check(name, jac(xt).numpy(), ref)
+            table.add("W3", name, measure(lambda jac=jac: jac(xt), quick))
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+        Wj, bj, xj = map(jnp.asarray, (W, b, x))
+        fj = lambda v: jnp.tanh(Wj @ v + bj)  # noqa: E731
+        for name, jac in (("jax.jacrev (eager)", jax.jacrev(fj)), ("jax.jacfwd (eager)", jax.jacfwd(fj))):
+            check(name, jac(xj), ref)
+            table.add("W3", name, measure(lambda jac=jac: jac(xj).block_until_ready(), quick))
+    if "autograd" in peers:
+        autograd, anp = peers["autograd"]
+        aj = autograd.jacobian(lambda v: anp.tanh(anp.dot(W, v) + b))
+        check("autograd", aj(x), ref)
+        table.add("W3", "HIPS autograd jacobian", measure(lambda: aj(x), quick, min_time=0.01))
+
+
+# ------------------------------------------------------------------------------ W4 per-example gradients
+
+
+def _mlp_params(rng):
+    return (
+        rng.standard_normal((784, 128)) / 28.0,
+        np.zeros(128),
+        rng.standard_normal((128, 10)) / np.sqrt(128),
+        np.zeros(10),
+    )
+
+
+def mlp_loss(m, params, x, y):
+    """Softmax cross-entropy of a 784-128-10 tanh MLP on one example (y one-hot)."""
+    w1_, b1, w2_, b2 = params
+    h = m.tanh(x @ w1_ + b1)
+    z = h @ w2_ + b2
+    zmax = m.max(z)
+    logz = m.log(m.sum(m.exp(z - zmax))) + zmax
+    return logz - m.sum(z * y)
+
+
+def per_example_grads_numpy(params, X, Y):
+    """The batched backward written by hand: per-example gradients of every parameter."""
+    w1_, b1, w2_, b2 = params
+    h = np.tanh(X @ w1_ + b1)
+    z = h @ w2_ + b2
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    dz = p - Y
+    dw2 = h[:, :, None] * dz[:, None, :]
+    dh = dz @ w2_.T
+    da = dh * (1 - h * h)
+    dw1 = X[:, :, None] * da[:, None, :]
+    return dw1, da, dw2, dz
+
+
+def w4(table, peers, quick):
+    rng = np.random.default_rng(1)
+    params = _mlp_params(rng)
+    batch = 64 if quick else 256
+    X = rng.standard_normal((batch, 784))
+    Y = np.eye(10)[rng.integers(0, 10, batch)]
+    ref = per_example_grads_numpy(params, X, Y)
+    t_ref = measure(lambda: per_example_grads_numpy(params, X, Y), quick)
+    table.add("W4", "numpy (hand-written batched backward)", t_ref)
+    f = pa.vmap(pa.grad(lambda p, x, y: mlp_loss(xp, p, x, y)), in_dims=(None, 0, 0))
+    for got, want in zip(f(params, X, Y), ref):
+        check("polyad", got, want)
+    table.add("W4", "polyad vmap(grad)", measure(lambda: f(params, X, Y), quick))
+    if "torch" in peers:
+        torch = peers["torch"]
+        pt = tuple(torch.from_numpy(p) for p in params)
+        Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
+        ft = torch.func.vmap(torch.func.grad(lambda p, x, y: mlp_loss(torch, p, x, y)), in_dims=(None, 0, 0))
+        for got, want in zip(ft(pt, Xt, Yt), ref):
+            check("torch.func", got.numpy(), want)
+        table.add("W4", "torch.func vmap(grad)", measure(lambda: ft(pt, Xt, Yt), quick))
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+        pj = tuple(jnp.asarray(p) for p in params)
+        Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
+        fj = jax.vmap(jax.grad(lambda p, x, y: mlp_loss(jnp, p, x, y)), in_axes=(None, 0, 0))
+        for got, want in zip(fj(pj, Xj, Yj), ref):
+            check("jax", got, want)
+        table.add(
+            "W4", "jax vmap(grad) (eager)", measure(lambda: jax.block_until_ready(fj(pj, Xj, Yj)), quick)
+        )
+    if "autograd" in peers:
+        autograd, anp = peers["autograd"]
+        ag = autograd.grad(lambda p, x, y: mlp_loss(anp, p, x, y))
+
+        def loop():
+            return [ag(params, X[i], Y[i]) for i in range(batch)]
+
+        got = loop()
+        check("autograd", np.stack([g[0] for g in got]), ref[0])
+        table.add("W4", "HIPS autograd (loop)", measure(loop, quick, min_time=0.01))
+
+
+# ------------------------------------------------------------------------------ W5 Hessian
+
+
+def w5(table, peers, quick):
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((256, 256)) / 16.0
+    x = rng.standard_normal(256)
+
+    def analytic():
+        s = 1 / (1 + np.exp(-(A @ x)))
+        return A.T @ ((s * (1 - s))[:, None] * A)
+
+    ref = analytic()
+    table.add("W5", "numpy analytic A^T diag(s(1-s)) A", measure(analytic, quick))
+    f = lambda v: xp.sum(xp.log(1 + xp.exp(A @ v)))  # noqa: E731
+    h = pa.hessian(f)
+    check("polyad", h(x), ref)
+    table.add("W5", "polyad hessian", measure(lambda: h(x), quick))
+    if "torch" in peers:
+        torch = peers["torch"]
+        At, xt = torch.from_numpy(A), torch.from_numpy(x)
+        ht = torch.func.hessian(lambda v: torch.sum(torch.log(1 + torch.exp(At @ v))))
+        check("torch", ht(xt).numpy(), ref)
+        table.add("W5", "torch.func.hessian", measure(lambda: ht(xt), quick))
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+        Aj, xj = jnp.asarray(A), jnp.asarray(x)
+        hj = jax.hessian(lambda v: jnp.sum(jnp.log(1 + jnp.exp(Aj @ v))))
+        check("jax", hj(xj), ref)
+        table.add("W5", "jax.hessian (eager)", measure(lambda: hj(xj).block_until_ready(), quick))
+        hjj = jax.jit(hj)
+        table.add("W5", "jax.jit(jax.hessian)", measure(lambda: hjj(xj).block_until_ready(), quick))
+    if "autograd" in peers:
+        autograd, anp = peers["autograd"]
+        ha = autograd.hessian(lambda v: anp.sum(anp.log(1 + anp.exp(anp.dot(A, v)))))
+        check("autograd", ha(x), ref)
+        table.add("W5", "HIPS autograd hessian", measure(lambda: ha(x), quick, min_time=0.01))
+
+
+# ------------------------------------------------------------------------------ W6 memory
+
+
+_W6_CHILD = """
+import sys, tracemalloc, numpy as np, polyad as pa
+from polyad import xp
+n, chunk = int(sys.argv[1]), sys.argv[2]
+rng = np.random.default_rng(0)
+W = rng.standard_normal((n, n)) / np.sqrt(n); b = rng.standard_normal(n); x = rng.standard_normal(n)
+f = lambda v: xp.tanh(W @ v + b)
+jac = pa.jacrev(f, chunk_size=None if chunk == "None" else int(chunk))
+tracemalloc.start()
+base = tracemalloc.get_traced_memory()[0]
+J = jac(x)
+peak = tracemalloc.get_traced_memory()[1] - base
+t = np.tanh(W @ x + b)
+assert np.allclose(J, (1 - t * t)[:, None] * W)
+print(peak, J.nbytes)
+"""
+
+
+def w6(table, peers, quick):
+    n = 512 if quick else 2048
+    for chunk in ("None", "64"):
+        r = subprocess.run([sys.executable, "-c", _W6_CHILD, str(n), chunk], capture_output=True, text=True)
+        if r.returncode != 0:
+            table.add("W6", f"polyad jacrev chunk_size={chunk}", None, "FAILED: " + r.stderr.strip()[-200:])
+            continue
+        peak, size = map(int, r.stdout.split())
+        note = f"extra peak {peak / 2**20:.1f} MiB = {peak / size:.2f}x the Jacobian ({size / 2**20:.1f} MiB)"
+        table.add("W6", f"polyad jacrev chunk_size={chunk}", None, note)
+
+
+# ------------------------------------------------------------------------------ W7 Newton
+
+
+def w7(table, peers, quick):
+    r = subprocess.run(
+        [sys.executable, os.path.join(HERE, "demo.py"), "--n", "8" if quick else "16"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if r.returncode != 0:
+        table.add("W7", "polyad Newton (demo)", None, "FAILED: " + r.stderr.strip()[-200:])
+        return
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("Newton converged"))
+    ms = float(line.split(",")[1].split("ms")[0])
+    table.add("W7", "polyad Newton (demo, end to end)", ms / 1e3, line.split(";")[0])
+
+
+WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W7": w7}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats (< 1 minute)")
+    parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="run only these")
+    parser.add_argument("--out", default="bench-results", help="directory for results.json and bench.png")
+    args = parser.parse_args()
+    peers = _peers()
+    versions = {"polyad": pa.__version__, "numpy": np.__version__}
+    for name, mod in peers.items():
+        mod = mod[0] if isinstance(mod, tuple) else mod
+        versions[name] = getattr(mod, "__version__", "?")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print(f"backend: {pa.get_backend()}; peers importable: {', '.join(peers) or 'none'}")
+    table = Table()
+    for name in args.workload or sorted(WORKLOADS):
+        print(f"\n{name}", flush=True)
+        WORKLOADS[name](table, peers, args.quick)
+    summary = _summary(table)
+    print("\n" + summary)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump({"versions": versions, "quick": args.quick, "rows": table.rows}, fh, indent=1)
+    with open(os.path.join(args.out, "table.md"), "w") as fh:
+        fh.write(summary + "\n")
+    _chart(table, os.path.join(args.out, "bench.png"))
+
+
+def _summary(table):
+    """A markdown table: each system's median and its ratio to polyad and to the NumPy reference."""
+    lines = ["| workload | system | median | vs polyad | vs numpy | note |", "|---|---|---|---|---|---|"]
+    by_w = {}
+    for r in table.rows:
+        by_w.setdefault(r["workload"], []).append(r)
+    for w, rows in by_w.items():
+        ref = next((r["seconds"] for r in rows if r["system"].startswith("numpy") and r["seconds"]), None)
+        ours = [r["seconds"] for r in rows if r["system"].startswith("polyad") and r["seconds"]]
+        base = ours[0] if ours else None
+        for r in rows:
+            s = r["seconds"]
+            vs_p = f"{s / base:.2f}x" if s and base else ""
+            vs_n = f"{s / ref:.2f}x" if s and ref else ""
+            lines.append(f"| {w} | {r['system']} | {_fmt(s)} | {vs_p} | {vs_n} | {r['note']} |")
+    return "\n".join(lines)
+
+
+def _chart(table, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        print("(matplotlib not importable: no chart)")
+        return
+    rows = [r for r in table.rows if r["seconds"]]
+    workloads = sorted({r["workload"] for r in rows})
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 5))
+    axes = np.atleast_1d(axes)
+    for ax, w in zip(axes, workloads):
+        rs = [r for r in rows if r["workload"] == w]
+        colors = ["tab:red" if r["system"].startswith("polyad") else "tab:gray" for r in rs]
+        ax.barh([r["system"] for r in rs], [r["seconds"] * 1e3 for r in rs], color=colors)
+        ax.set_xscale("log")
+        ax.set_title(w)
+        ax.set_xlabel("ms (log)")
+        ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"chart: {path}")
+
+
+if __name__ == "__main__":
+    main()
