@@ -107,7 +107,14 @@ def check_vjp(f, args, *, eps=1e-6, atol=1e-6, rtol=1e-5, rng=None, against_jvp=
     out, vjp_fn = pa.vjp(f, *args)
     u = optree.tree_map(lambda o: random_like(o, rng), out)
     v = optree.tree_map(lambda x: random_like(x, rng), tuple(args))
-    lhs = inner(vjp_fn(u), v)
+    grads = vjp_fn(u)
+    for i, (gr, x) in enumerate(zip(_leaves(grads), _leaves(tuple(args)))):
+        if tuple(gr.shape) != tuple(x.shape) or gr.dtype != x.dtype:
+            raise AssertionError(
+                f"vjp: cotangent {i} has shape {tuple(gr.shape)} and dtype {gr.dtype}; its primal has "
+                f"shape {tuple(x.shape)} and dtype {x.dtype}"
+            )
+    lhs = inner(grads, v)
     fd = inner(u, numerical_jvp(f, args, v, eps))
     scale = max(1.0, abs(fd))
     _scalar_close(lhs, fd, atol * scale, rtol, "vjp vs finite differences (<J^T u, v> vs <u, J v>)")
