@@ -203,22 +203,14 @@ def _dev(x):
     return getattr(_bottom(x), "device", None)
 
 
-def _real_dtype_of(x):
-    return real(x).dtype if is_complex(x) else x.dtype
-
-
 def _eye(k, like, dtype=None):
     return eye(k, dtype=dtype if dtype is not None else like.dtype, device=_dev(like))
 
 
-def _diag_sq(d, like=None):
+def _diag_sq(d):
     """The square matrices with ``d`` (..., k) on their diagonals."""
     k = shape_of(d)[-1]
     return expand_dims(d, axis=-1) * _eye(k, d)
-
-
-def _diag_of(x):
-    return diagonal(x)
 
 
 def _re(x):
