@@ -113,11 +113,12 @@ class CustomOp:
             raise TypeError(f"{self.name}.register_autograd: setup_context must be callable or None")
         name = self.name
         keyword = self._keyword
+        defaults = {k: self._signature.parameters[k].default for k in keyword}
 
         def vjp(g, out, *primals, **params):
             ctx = _Context()
             if setup_context is not None:
-                inputs = tuple(primals) + tuple(params.get(k) for k in keyword if k in params)
+                inputs = tuple(primals) + tuple(params.get(k, defaults[k]) for k in keyword)
                 setup_context(ctx, inputs, out)
             grads = backward(ctx, *g) if self.op.multiple_results else backward(ctx, g)
             if not isinstance(grads, tuple):
