@@ -323,12 +323,20 @@ remainder = binary(
 
 floor_divide = binary("floor_divide", nondiff=True)
 nextafter = binary("nextafter", nondiff=True)
-for _name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
-    globals()[_name] = binary(_name, nondiff=True, abstract_eval=_BOOL)
-for _name in ("logical_and", "logical_or", "logical_xor"):
-    globals()[_name] = binary(_name, nondiff=True, abstract_eval=_BOOL)
-for _name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"):
-    globals()[_name] = binary(_name, nondiff=True)
+equal = binary("equal", nondiff=True, abstract_eval=_BOOL)
+not_equal = binary("not_equal", nondiff=True, abstract_eval=_BOOL)
+less = binary("less", nondiff=True, abstract_eval=_BOOL)
+less_equal = binary("less_equal", nondiff=True, abstract_eval=_BOOL)
+greater = binary("greater", nondiff=True, abstract_eval=_BOOL)
+greater_equal = binary("greater_equal", nondiff=True, abstract_eval=_BOOL)
+logical_and = binary("logical_and", nondiff=True, abstract_eval=_BOOL)
+logical_or = binary("logical_or", nondiff=True, abstract_eval=_BOOL)
+logical_xor = binary("logical_xor", nondiff=True, abstract_eval=_BOOL)
+bitwise_and = binary("bitwise_and", nondiff=True)
+bitwise_or = binary("bitwise_or", nondiff=True)
+bitwise_xor = binary("bitwise_xor", nondiff=True)
+bitwise_left_shift = binary("bitwise_left_shift", nondiff=True)
+bitwise_right_shift = binary("bitwise_right_shift", nondiff=True)
 
 # ------------------------------------------------------------------------------ ternary
 
