@@ -11,6 +11,10 @@ def to_numpy(x):
         return tuple(to_numpy(v) for v in x)
     if isinstance(x, pa.Tensor):
         x = x.concrete()
+    if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
+        return np.zeros((), dtype=x)  # a dtype (result_type): a 0-d zero of it, so dtypes get compared
+    if type(x).__name__ == "DType":  # array_api_strict's dtype objects
+        return np.zeros((), dtype=np.dtype(str(x).rsplit(".", 1)[-1]))
     if isinstance(x, int | float | complex | bool | np.generic):
         return np.asarray(x)
     if hasattr(x, "get"):  # cupy

@@ -6,6 +6,7 @@ Functions without an array argument create on the backend that owns ``device`` (
 """
 
 from polyad import dispatch
+from polyad.batching import fresh
 from polyad.core import Tensor, bind
 from polyad.ops.common import ShapeDtype, define, move_to_front
 
@@ -17,6 +18,8 @@ def _creator(name, shape_rule):
         return getattr(xp, name)(*args, **params)
 
     def abstract(xp, *args, dtype=None, device=None, **params):
+        if dtype is None:
+            dtype = _default_dtype(name, args, device)
         return ShapeDtype(shape_rule(*args, **params), dtype, device)
 
     op = define(name, kernel, abstract_eval=abstract, nondiff=True)
@@ -25,7 +28,29 @@ def _creator(name, shape_rule):
 
 
 def _on_device(op, *args, **params):
-    return bind(op, *args, **params)
+    # inside vmap a new array is a FreshTensor, so that ``x[i] = batched`` can functionalise (batching.py)
+    return fresh(bind(op, *args, **params))
+
+
+def _default_dtype(name, args, device):
+    """The dtype a creation function gives when ``dtype`` is None (for its abstract evaluation)."""
+    backend = dispatch.backend_of_device(device)
+    defaults = backend.compat.__array_namespace_info__().default_dtypes(device=device)
+    if name == "full":
+        values = [args[1]]
+    elif name == "arange":
+        values = [v for v in args if v is not None]
+    elif name == "linspace":
+        values = [0.0, *args[:2]]
+    else:  # zeros, ones, empty, eye
+        values = [0.0]
+    if any(isinstance(v, complex) for v in values):
+        return defaults["complex floating"]
+    if any(isinstance(v, float) for v in values):
+        return defaults["real floating"]
+    if all(isinstance(v, bool) for v in values):
+        return backend.xp.bool
+    return defaults["integral"]
 
 
 def _shape_tuple(shape):
@@ -54,12 +79,18 @@ def empty(shape, *, dtype=None, device=None):
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
-    """An array of ``shape`` filled with ``fill_value``."""
-    if isinstance(fill_value, Tensor):
+    """An array of ``shape`` filled with ``fill_value``. A 0-d array or tensor ``fill_value`` is broadcast
+    (on its own library), so the result is differentiable in it."""
+    if _is_array(fill_value):
         from polyad.ops.manipulation import broadcast_to
 
-        return broadcast_to(astype_like(fill_value, dtype), _shape_tuple(shape))
+        out = broadcast_to(astype_like(fill_value, dtype), _shape_tuple(shape))
+        return out if device is None else to_device(out, device)
     return _on_device(_full, shape, fill_value, dtype=dtype, device=device)
+
+
+def _is_array(x):
+    return isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None
 
 
 def astype_like(x, dtype):
@@ -103,7 +134,9 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 def _like(name):
     def abstract(xp, x, *args, dtype=None, device=None, **params):
-        return ShapeDtype(x.shape, dtype if dtype is not None else x.dtype, x.device)
+        return ShapeDtype(
+            x.shape, dtype if dtype is not None else x.dtype, x.device if device is None else device
+        )
 
     op = define(name, abstract_eval=abstract, nondiff=True)
     op.batch = lambda dims, x, *args, **params: (bind(op, x, *args, **params), dims[0])
@@ -116,27 +149,60 @@ _empty_like = _like("empty_like")
 _full_like = _like("full_like")
 
 
+def _other_library(x, device):
+    """The backend owning ``device`` when it is not ``x``'s library (a ``*_like`` then creates there)."""
+    if device is None:
+        return None
+    own = dispatch.backend_of_array(_bottom(x))
+    if own is None or _owns_device(own, device):
+        return None
+    return _owner_of_device(device)
+
+
+def _like_elsewhere(backend, x, dtype, device, fill=None):
+    dtype = dtype if dtype is not None else getattr(backend.xp, _dtype_name(x.dtype))
+    if fill is None:
+        return _on_device(_zeros, tuple(x.shape), dtype=dtype, device=device)
+    return _on_device(_full, tuple(x.shape), fill, dtype=dtype, device=device)
+
+
 def zeros_like(x, /, *, dtype=None, device=None):
-    """Zeros with the shape of ``x`` (and its dtype and device unless given)."""
+    """Zeros with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
+    other = _other_library(x, device)
+    if other is not None:
+        return _like_elsewhere(other, x, dtype, device)
     return bind(_zeros_like, x, dtype=dtype, device=device)
 
 
 def ones_like(x, /, *, dtype=None, device=None):
-    """Ones with the shape of ``x``."""
+    """Ones with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
+    other = _other_library(x, device)
+    if other is not None:
+        return _like_elsewhere(other, x, dtype, device, fill=1)
     return bind(_ones_like, x, dtype=dtype, device=device)
 
 
 def empty_like(x, /, *, dtype=None, device=None):
-    """An uninitialised array with the shape of ``x``."""
+    """An uninitialised array with the shape of ``x``, on ``x``'s library and device and with its dtype
+    unless given."""
+    other = _other_library(x, device)
+    if other is not None:
+        return _like_elsewhere(other, x, dtype, device)
     return bind(_empty_like, x, dtype=dtype, device=device)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
-    """``fill_value`` with the shape of ``x``."""
-    if isinstance(fill_value, Tensor):
+    """``fill_value`` with the shape of ``x``, on ``x``'s library and device and with its dtype unless
+    given. A 0-d array or tensor ``fill_value`` is broadcast, so the result is differentiable in it."""
+    if _is_array(fill_value):
         from polyad.ops.manipulation import broadcast_to
 
-        return broadcast_to(astype_like(fill_value, dtype or x.dtype), tuple(x.shape))
+        fill = astype_like(fill_value, dtype if dtype is not None else x.dtype)
+        out = broadcast_to(fill, tuple(x.shape))
+        return out if device is None else to_device(out, device)
+    other = _other_library(x, device)
+    if other is not None:
+        return _like_elsewhere(other, x, dtype, device, fill=fill_value)
     return bind(_full_like, x, fill_value=fill_value, dtype=dtype, device=device)
 
 
@@ -144,21 +210,47 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
-    """Convert ``obj`` to an array. A tensor stays a tensor (cast if ``dtype`` differs); a list of tensors
-    is stacked, so ``asarray([x0, x1])`` of traced scalars is differentiable."""
+    """Convert ``obj`` to an array.
+
+    A tensor stays a tensor: moved to ``device``, cast to ``dtype`` and copied (``copy=True``) by
+    differentiable ops. A (nested) list holding tensors is stacked, so ``asarray([x0, x1])`` of traced
+    scalars is differentiable. Anything else is converted by the library of ``obj`` when it is an array,
+    else by the backend owning ``device`` (the default backend when None).
+    """
     if isinstance(obj, Tensor):
-        return astype_like(obj, dtype) if dtype is not None and dtype != obj.dtype else obj
+        x = obj
+        if device is not None and not _same_device(x.device, device):
+            if copy is False:
+                raise ValueError("asarray(copy=False) of a tensor on another device needs a copy")
+            x = to_device(x, device)
+        if dtype is not None and dtype != x.dtype:
+            if copy is False:
+                raise ValueError(f"asarray(copy=False) cannot cast {x.dtype} to {dtype} without a copy")
+            return astype_like(x, dtype)
+        if copy and x is obj:
+            return bind(_copy, x)
+        return x
     if isinstance(obj, list | tuple) and _contains_tensor(obj):
         from polyad.ops.manipulation import stack
 
-        return astype_like(stack([asarray(o) for o in obj]), dtype)
-    backend = dispatch.backend_of_array(obj) if device is None else None
+        return astype_like(stack([asarray(o, device=device) for o in obj]), dtype)
+    backend = dispatch.backend_of_array(obj) if device is None else _owner_of_device(device)
     if backend is None:
         backend = dispatch.backend_of_device(device)
     kwargs = {"dtype": dtype, "copy": copy}
     if device is not None:
         kwargs["device"] = device
-    return backend.xp.asarray(obj, **kwargs)
+    return fresh(backend.xp.asarray(obj, **kwargs))
+
+
+_copy = define(
+    "asarray_copy",
+    lambda xp, x: xp.asarray(x, copy=True),
+    abstract_eval=lambda xp, x: ShapeDtype(x.shape, x.dtype, x.device),
+    vjp=lambda g, y, x: (g,),
+    linear=True,
+    batch=lambda dims, x: (bind(_copy, x), dims[0]),
+)
 
 
 def _contains_tensor(obj):
@@ -197,3 +289,111 @@ def tril(x, /, *, k=0):
 def triu(x, /, *, k=0):
     """The upper triangle of ``x`` (last two axes) on and above diagonal ``k``."""
     return bind(_triu, x, k=k)
+
+
+# ------------------------------------------------------------------------------ to_device, from_dlpack
+
+
+def _owns_device(backend, device):
+    try:
+        return any(device == d for d in backend.devices())
+    except Exception:  # a device object of another library may refuse comparison
+        return False
+
+
+def _owner_of_device(device):
+    """The loaded backend that has ``device`` (default backend first), or None."""
+    default = dispatch.default_backend()
+    for attempt in range(2):
+        for b in [default, *(b for b in list(dispatch._LOADED.values()) if b is not default)]:
+            if _owns_device(b, device):
+                return b
+        if attempt == 0:
+            dispatch.usable_backends()  # the device may belong to a library not loaded yet
+    return None
+
+
+def _same_device(a, b):
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _dtype_name(dtype):
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def _bottom(x):
+    while isinstance(x, Tensor):
+        x = x._value
+    return x
+
+
+def _to_device_kernel(xp, x, *, device, stream=None):
+    source = dispatch.backend_of_array(x)
+    if source is None or _owns_device(source, device):
+        import array_api_compat
+
+        if stream is None:
+            return array_api_compat.to_device(x, device)
+        return array_api_compat.to_device(x, device, stream=stream)
+    target = _owner_of_device(device) or dispatch.backend_of_device(device)
+    try:
+        return target.xp.from_dlpack(x, device=device, copy=True)
+    except Exception:  # a library without DLPack import across devices: convert
+        return target.xp.asarray(x, device=device)
+
+
+def _to_device_abstract(xp, x, *, device, stream=None):
+    dtype = x.dtype
+    target = _owner_of_device(device)
+    if target is not None and not _owns_dtype(target, dtype):
+        dtype = getattr(target.xp, _dtype_name(dtype))
+    return ShapeDtype(x.shape, dtype, device)
+
+
+def _owns_dtype(backend, dtype):
+    from polyad.ops.dtypes import _owns_dtype as owns
+
+    return owns(backend, dtype)
+
+
+_to_device = define(
+    "to_device",
+    _to_device_kernel,
+    abstract_eval=_to_device_abstract,
+    # the cotangent goes back to where the input lives
+    vjp=lambda g, y, x, *, device, stream=None: (to_device(g, x.device),),
+    linear=True,
+    batch=lambda dims, x, **params: (bind(_to_device, x, **params), dims[0]),
+)
+
+
+def to_device(x, device, /, *, stream=None):
+    """``x`` on ``device`` (of its own library, or of another backend's: then converted through DLPack);
+    differentiable, the cotangent moves back. ``Tensor.to_device`` calls this."""
+    if device is None or _same_device(getattr(x, "device", None), device):
+        return x
+    return bind(_to_device, x, device=device, stream=stream)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """An array of this library from an object with ``__dlpack__``. A tensor stays a tensor (moved or
+    copied by differentiable ops, as ``asarray``); a raw array is imported by its own library, or by
+    the backend owning ``device`` when given."""
+    if isinstance(x, Tensor):
+        return asarray(x, device=device, copy=copy)
+    if not hasattr(x, "__dlpack__") and dispatch.backend_of_array(x) is not None:
+        return asarray(x, device=device, copy=copy)  # a NumPy scalar (np.float64) has no __dlpack__
+    backend = None
+    if device is not None:
+        backend = _owner_of_device(device)
+    if backend is None:
+        backend = dispatch.backend_of_array(x) or dispatch.backend_of_device(device)
+    kwargs = {}
+    if device is not None:
+        kwargs["device"] = device
+    if copy is not None:
+        kwargs["copy"] = copy
+    return fresh(backend.xp.from_dlpack(x, **kwargs))
