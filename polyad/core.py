@@ -168,6 +168,17 @@ class Tensor:
     def _scalar(self, what):
         return self.concrete()
 
+    def __array__(self, dtype=None, copy=None):
+        # np.asarray(tensor): a plain tensor hands over its array; a transform's tensor refuses, since a
+        # NumPy copy would silently drop its derivative or batch (use polyad.xp functions instead)
+        if self._interp is not None:
+            raise TypeError(
+                f"cannot convert a {type(self).__name__} (a value inside a polyad transform) to a NumPy "
+                "array: the derivative or batch it carries would be lost; use polyad.xp functions on it"
+            )
+        v = self.concrete()
+        return v.__array__() if dtype is None else v.__array__(dtype)
+
     def __dlpack__(self, **kwargs):
         return self.concrete().__dlpack__(**kwargs)
 
