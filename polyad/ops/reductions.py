@@ -172,7 +172,7 @@ def linear_scan(a, b, axis, reverse=False):
 
 
 def _move_axes_last(x, axes):
-    """``x`` with ``axes`` moved to the end and flattened into one; also the permutation and shapes used."""
+    """``x`` with ``axes`` moved to the end and flattened into one, and the permutation that did it."""
     from polyad.ops.manipulation import permute_dims, reshape
 
     shape = shape_of(x)
@@ -184,12 +184,15 @@ def _move_axes_last(x, axes):
 
 
 def _restore_axes(v, x_shape, perm):
-    from polyad.ops.manipulation import _inverse, permute_dims, reshape
+    from polyad.ops.manipulation import permute_dims, reshape
 
     v = reshape(v, tuple(x_shape[i] for i in perm))
     if perm == tuple(range(len(x_shape))):
         return v
-    return permute_dims(v, _inverse(perm))
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return permute_dims(v, tuple(inverse))
 
 
 # ------------------------------------------------------------------------------ sum
