@@ -243,3 +243,21 @@ def test_escaped_inner_tracer_is_an_error_at_the_outer_level():
     with pytest.raises(RuntimeError, match="escaped"):
         pa.grad(outer)(arr(1.0))
     assert core.current_level() == 0
+
+
+def test_linearize_jvp_fn_under_vmap_and_grad():
+    # vmap of jvp_fn over the basis is the Jacobian; grad of <w, jvp_fn(t)> in t is J^T w
+    x = arr([0.4, -0.3, 1.2])
+    _, jvp_fn = pa.linearize(pa.grad(_f), x)
+    jac = pa.vmap(jvp_fn)(BX.eye(3, dtype=BX.float64))
+    h = _hessian(to_numpy(x))
+    assert_close(jac, h.T, rtol=1e-11, atol=1e-12)
+    w = arr([1.0, -2.0, 0.5])
+    gt = pa.grad(lambda t: xp.sum(jvp_fn(t) * w))(arr([0.0, 0.0, 0.0]))
+    assert_close(gt, h.T @ to_numpy(w), rtol=1e-11, atol=1e-12)
+    # linearize inside vmap: one linearization per example
+    xs = arr([[0.1, 0.2, 0.3], [1.0, -1.0, 0.5]])
+    v = arr([1.0, 0.0, 2.0])
+    hvs = pa.vmap(lambda x: pa.linearize(pa.grad(_f), x)[1](v))(xs)
+    for i in range(2):
+        assert_close(hvs[i, ...], _hessian(to_numpy(xs)[i]) @ to_numpy(v), rtol=1e-11, atol=1e-12)
