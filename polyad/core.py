@@ -7,6 +7,7 @@ the result. When no tensor of any transform is among the arguments the call reac
 picks a kernel (``dispatch.choose_kernel``) and runs it on raw backend arrays.
 """
 
+import functools
 import threading
 from contextlib import contextmanager
 
@@ -261,10 +262,16 @@ def install_operators(namespace):
     _xp = namespace
 
     def forward(fn):
-        return lambda self, other: fn(self, other)
+        op = getattr(fn, "op", None)
+        if op is None:
+            return lambda self, other: fn(self, other)
+        return lambda self, other: bind(op, self, other)
 
     def reflected(fn):
-        return lambda self, other: fn(other, self)
+        op = getattr(fn, "op", None)
+        if op is None:
+            return lambda self, other: fn(other, self)
+        return lambda self, other: bind(op, other, self)
 
     def inplace(fn):
         def op(self, other):
@@ -282,7 +289,12 @@ def install_operators(namespace):
         setattr(Tensor, dunder, forward(getattr(namespace, fname)))
     for dunder, fname in _UNARY_OPERATORS.items():
         fn = getattr(namespace, fname)
-        setattr(Tensor, dunder, lambda self, _fn=fn: _fn(self))
+        op = getattr(fn, "op", None)
+        setattr(
+            Tensor,
+            dunder,
+            (lambda self, _fn=fn: _fn(self)) if op is None else (lambda self, _op=op: bind(_op, self)),
+        )
 
 
 # --------------------------------------------------------------------------------------------- ops
@@ -311,7 +323,8 @@ class Op:
 
     __slots__ = (
         "name",
-        "generic",
+        "_generic",
+        "impls",
         "kernels",
         "abstract_eval",
         "vjp",
@@ -342,7 +355,8 @@ class Op:
         if register and name in OPS:
             raise ValueError(f"an op named {name!r} is already registered")
         self.name = name
-        self.generic = generic
+        self._generic = generic
+        self.impls = {}  # backend -> the generic kernel bound to its namespace (the eager fast path)
         self.kernels = {}
         self.abstract_eval = abstract_eval
         self.vjp = vjp
@@ -361,6 +375,31 @@ class Op:
     def bind(self, *args, **params):
         return bind(self, *args, **params)
 
+    @property
+    def generic(self):
+        return self._generic
+
+    @generic.setter
+    def generic(self, kernel):
+        self._generic = kernel
+        self.impls.clear()
+
+    def resolve(self, backend):
+        """The generic kernel bound to ``backend``'s namespace, cached: a kernel that only calls the
+        backend function of the same name resolves to that function itself."""
+        kernel = self._generic
+        if kernel is None:
+            return None
+        path = getattr(kernel, "backend_path", None)
+        if path is not None:
+            impl = backend.xp
+            for part in path:
+                impl = getattr(impl, part)
+        else:
+            impl = functools.partial(kernel, backend.xp)
+        self.impls[backend] = impl
+        return impl
+
     def __repr__(self):
         return f"Op({self.name!r})"
 
@@ -368,10 +407,13 @@ class Op:
 def bind(op, *args, **params):
     """Apply ``op`` to positional arrays ``args`` with keyword metadata ``params``, through every level."""
     top = None
+    plain = False
     for a in args:
         if isinstance(a, Tensor):
             i = a._interp
-            if i is not None and (top is None or i.level > top.level):
+            if i is None:
+                plain = True
+            elif top is None or i.level > top.level:
                 top = i
     if top is not None:
         if not top.active:
@@ -384,7 +426,14 @@ def bind(op, *args, **params):
             if impl is not None:
                 return impl(top, *args, **params)
         return top.process(op, args, params)
-    return eval_op(op, args, params)
+    if plain or op.kernels or op.from_device:
+        return eval_op(op, args, params)
+    # the eager fast path: raw arrays, generic kernel already bound to the backend's namespace
+    backend = dispatch.backend_of(args)
+    impl = op.impls.get(backend)
+    if impl is None:
+        impl = op.resolve(backend)
+    return impl(*args, **params)
 
 
 def eval_op(op, args, params):

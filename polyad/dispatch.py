@@ -173,8 +173,11 @@ def backend_of(args):
     found = None
     first = None
     for a in args:
-        b = _BY_TYPE.get(type(a))
+        t = type(a)
+        b = _BY_TYPE.get(t)
         if b is None:
+            if t in _NOT_ARRAY:
+                continue
             b = backend_of_array(a)
             if b is None:
                 continue

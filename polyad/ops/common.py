@@ -41,13 +41,20 @@ class ShapeDtype:
 
 
 def backend_kernel(path):
-    """The generic kernel that calls the backend namespace function at ``path`` ("sin", "linalg.inv")."""
-    parts = path.split(".")
-    if len(parts) == 1:
-        name = parts[0]
-        return lambda xp, *args, **params: getattr(xp, name)(*args, **params)
-    sub, name = parts
-    return lambda xp, *args, **params: getattr(getattr(xp, sub), name)(*args, **params)
+    """The generic kernel that calls the backend namespace function at ``path`` ("sin", "linalg.inv").
+
+    It carries ``backend_path`` so ``Op.resolve`` can bind the backend function itself, with no wrapper.
+    """
+    parts = tuple(path.split("."))
+
+    def kernel(xp, *args, **params):
+        f = xp
+        for part in parts:
+            f = getattr(f, part)
+        return f(*args, **params)
+
+    kernel.backend_path = parts
+    return kernel
 
 
 def define(name, generic=None, **rules):
