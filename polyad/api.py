@@ -550,12 +550,13 @@ def linearize(func, *primals):
             )
     values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
+    out_ids = frozenset(k for k in ids if k is not None)  # the sweep frees every other tangent after use
     del leaves, out, out_flat
 
     def jvp_fn(*tangents):
         t_flat, t_tree = _flatten(tangents)
         _check_tangents(flat, tree, t_flat, t_tree, f"{what}'s jvp_fn", "primals")
-        tans = interp.forward_sweep(dict(zip(leaf_ids, t_flat)))
+        tans = interp.forward_sweep(dict(zip(leaf_ids, t_flat)), keep=out_ids)
         outs = []
         for k, v in zip(ids, values):
             t = None if k is None else tans.get(k)

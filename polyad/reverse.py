@@ -31,6 +31,7 @@ class ReverseInterpreter(Interpreter):
         self.tape = []  # (op, params, parent ids, primals, out, out ids)
         self.next_id = 0
         self.respect_no_grad = respect_no_grad
+        self._dead_cache = None  # forward_sweep's last-use table
 
     def new_leaf(self, value):
         """Wrap ``value`` as an input to differentiate; returns the tracer."""
@@ -102,14 +103,22 @@ class ReverseInterpreter(Interpreter):
                 ct[pid] = gi if prev is None else add(prev, gi)
         return ct
 
-    def forward_sweep(self, seeds):
+    def forward_sweep(self, seeds, keep=None):
         """Tangents of the tape's ids given input tangents ``seeds`` ({id: tangent}): the JVP replayed on
-        the recorded primals (``linearize``), without running any primal op again."""
+        the recorded primals (``linearize``), without running any primal op again.
+
+        With ``keep`` (a set of ids), a tangent is dropped after its last use unless its id is in ``keep``,
+        so the sweep holds only live tangents (less memory, and the allocator reuses their buffers).
+        """
         from polyad.forward import jvp_rule
 
         tan = dict(seeds)
-        for op, params, parents, primals, out, ids in self.tape:
+        dead = None if keep is None else self._dead_after(keep)
+        for k, (op, params, parents, primals, out, ids) in enumerate(self.tape):
             ts = tuple(None if p is None else tan.get(p) for p in parents)
+            if dead is not None and k in dead:
+                for p in dead[k]:
+                    tan.pop(p, None)
             if all(t is None for t in ts):
                 continue
             t = jvp_rule(op)(ts, out, *primals, **params)
@@ -120,6 +129,24 @@ class ReverseInterpreter(Interpreter):
             elif t is not None:
                 tan[ids] = t
         return tan
+
+    def _dead_after(self, keep):
+        """{entry index: ids whose last use is that entry}, ids in ``keep`` left out (cached per tape)."""
+        key = (len(self.tape), frozenset(keep))
+        cached = self._dead_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        last = {}
+        for k, entry in enumerate(self.tape):
+            for p in entry[2]:
+                if p is not None:
+                    last[p] = k
+        dead = {}
+        for p, k in last.items():
+            if p not in keep:
+                dead.setdefault(k, []).append(p)
+        self._dead_cache = (key, dead)
+        return dead
 
 
 def _drain(tape):

@@ -310,3 +310,21 @@ def test_error_linearize():
     with _raises(TypeError, "jvp_fn", "float32"):
         jvp_fn(x, BX.asarray([1.0, 1.0], dtype=BX.float32))
     assert_close(jvp_fn(x, x), 2 * to_numpy(x) ** 2)  # still usable
+
+
+def test_linearize_output_that_is_also_an_intermediate():
+    # y's tangent is used by a later op and is an output: the sweep must keep it
+    def f(x):
+        y = xp.sin(x)
+        z = xp.exp(y) * y
+        return y, z, x
+
+    x, t = arr([0.3, -0.8]), arr([1.0, 2.0])
+    _, jvp_fn = pa.linearize(f, x)
+    ty, tz, tx = jvp_fn(t)
+    _, (ey, ez, ex) = pa.jvp(f, (x,), (t,))
+    assert_close(ty, to_numpy(ey), rtol=1e-12)
+    assert_close(tz, to_numpy(ez), rtol=1e-12)
+    assert_close(tx, to_numpy(t))
+    xn, tn = to_numpy(x), to_numpy(t)
+    assert_close(ty, np.cos(xn) * tn, rtol=1e-12)
