@@ -16,6 +16,7 @@ from polyad.batching import BatchedTensor, BatchInterpreter
 from polyad.core import Tensor, _tls, bind, current_level, new_level
 from polyad.forward import DualTensor, ForwardInterpreter
 from polyad.ops.common import define, is_complex, is_floating
+from polyad.predispatch import not_recorded, recorded, recorded_call
 from polyad.reverse import ReverseInterpreter
 
 # ------------------------------------------------------------------------------ helpers
@@ -1031,3 +1032,17 @@ def hessian(func, argnums=0):
     """
     _check_callable(func, "hessian")
     return jacfwd(jacrev(func, argnums), argnums)
+
+
+# ------------------------------------------------------------------------------ pre-dispatch capture
+# make_graph(pre_dispatch=True) records applications of these transforms as transform nodes.
+grad = recorded("grad")(grad)
+grad_and_value = recorded("grad_and_value")(grad_and_value)
+value_and_grad = recorded("value_and_grad")(value_and_grad)
+vmap = recorded("vmap")(vmap)
+jacrev = recorded("jacrev")(jacrev)
+jacfwd = recorded("jacfwd")(jacfwd)
+hessian = recorded("hessian")(hessian)
+jvp = recorded_call("jvp")(jvp)
+vjp = not_recorded("vjp")(vjp)
+linearize = not_recorded("linearize")(linearize)

@@ -404,8 +404,22 @@ class Op:
         return f"Op({self.name!r})"
 
 
+_pre_dispatch = None  # set while make_graph(pre_dispatch=True) captures: sees every call first
+PASS = object()  # what the pre-dispatch hook returns for a call it does not record
+
+
+def set_pre_dispatch_hook(hook):
+    """Install ``hook(op, args, params) -> result | PASS`` at the top of the dispatcher (None removes it)."""
+    global _pre_dispatch
+    _pre_dispatch = hook
+
+
 def bind(op, *args, **params):
     """Apply ``op`` to positional arrays ``args`` with keyword metadata ``params``, through every level."""
+    if _pre_dispatch is not None:
+        out = _pre_dispatch(op, args, params)
+        if out is not PASS:
+            return out
     top = None
     plain = False
     for a in args:

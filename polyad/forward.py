@@ -44,13 +44,16 @@ def jvp_rule(op):
     if rule is None:
         if not op.linear:
             raise NotImplementedError(
-                f"forward mode (jvp) is not implemented for op {op.name!r}: it has no JVP rule"
+                f"forward mode (jvp) is not implemented for op {op.name!r}: it has no JVP rule "
+                "(for a custom op, register one with op.register_jvp)"
             )
         rule = op.jvp = linear_jvp(op)
     return rule
 
 
 class ForwardInterpreter(Interpreter):
+    kind = "forward"
+
     def process(self, op, args, params):
         primals = []
         tangents = []

@@ -89,7 +89,8 @@ class ReverseInterpreter(Interpreter):
                     continue
             if op.vjp is None:  # an op without a rule is fine until a gradient must flow through it
                 raise NotImplementedError(
-                    f"reverse mode (grad/vjp) is not implemented for op {op.name!r}: it has no VJP rule"
+                    f"reverse mode (grad/vjp) is not implemented for op {op.name!r}: it has no VJP rule "
+                    "(for a custom op, register one with op.register_autograd)"
                 )
             grads = op.vjp(g, out, *primals, **params)
             for pid, gi in zip(parents, grads):

@@ -316,3 +316,62 @@ def test_call_delegate_eager_traced_shapes_and_transforms():
 def test_call_delegate_rejects_non_graphs():
     with pytest.raises(TypeError, match="must be a Graph"):
         pa.call_delegate(lambda v: v, _arr([1.0]))
+
+
+# ------------------------------------------------------------------------------ pre-dispatch graphs
+
+
+def _pre_dispatch_example(x):
+    y = xp.sin(x)
+    g = pa.grad(lambda v: xp.sum(v * y * v))(x)  # y is a free variable of the grad body
+    per_row = pa.vmap(lambda r: xp.sum(r * x))(xp.stack([x, 2 * x, 3 * x]))
+    t = pa.jvp(lambda v: xp.exp(v), (x,), (y,))[1]
+    return g + t + per_row[1] * x
+
+
+def test_pre_dispatch_graph_records_transforms_and_replays():
+    from polyad.predispatch import TransformNode
+
+    x = _arr([0.3, -0.2])
+    graph = pa.make_graph(_pre_dispatch_example, x, pre_dispatch=True)
+    kinds = [n.kind for n in graph.nodes if isinstance(n, TransformNode)]
+    assert kinds == ["grad", "vmap", "jvp"]
+    text = str(graph)
+    assert "grad(" in text and "vmap(" in text and "free:" in text
+    for values in ([0.5, 1.5], [-1.0, 0.25]):
+        y = _arr(values)
+        assert_close(graph(y), _pre_dispatch_example(y))
+
+
+def test_pre_dispatch_graph_replays_across_backends_and_nests():
+    import array_api_strict
+
+    def f(batch):
+        return pa.vmap(pa.grad(lambda r: xp.sum(xp.tanh(r) ** 2)))(batch)
+
+    graph = pa.make_graph(f, np.ones((3, 2)), pre_dispatch=True)
+    (node,) = graph.nodes
+    assert node.kind == "vmap"
+    assert [n.kind for n in node.body.nodes] == ["grad"]
+    b = np.linspace(-1, 1, 6).reshape(3, 2)
+    out = graph(array_api_strict.asarray(b))
+    assert isinstance(out, array_api_strict._array_object.Array)
+    assert_close(out, f(b))
+    # and the replayed graph is itself transformable
+    assert_close(pa.grad(lambda v: xp.sum(graph(v)))(b), pa.grad(lambda v: xp.sum(f(v)))(b))
+
+
+def test_pre_dispatch_refuses_vjp_and_restores_state():
+    from polyad import core, predispatch
+
+    def f(x):
+        out, fn = pa.vjp(xp.sin, x)
+        return fn(out)[0]
+
+    with pytest.raises(NotImplementedError, match="returns a function"):
+        pa.make_graph(f, _arr([1.0]), pre_dispatch=True)
+    assert core._pre_dispatch is None and not predispatch._state.frames
+    assert core.current_level() == 0
+    # a pre_dispatch=False capture of the same function works
+    g = pa.make_graph(f, _arr([1.0]))
+    assert_close(g(_arr([0.5])), _xp().cos(_arr([0.5])) * _xp().sin(_arr([0.5])))
