@@ -12,6 +12,7 @@ import threading
 from contextlib import contextmanager
 
 from polyad import dispatch
+from polyad.dispatch import _BY_TYPE
 
 # --------------------------------------------------------------------------------------------- levels
 
@@ -440,10 +441,19 @@ def bind(op, *args, **params):
             if impl is not None:
                 return impl(top, *args, **params)
         return top.process(op, args, params)
-    if plain or op.kernels or op.from_device:
+    if plain:
         return eval_op(op, args, params)
-    # the eager fast path: raw arrays, generic kernel already bound to the backend's namespace
-    backend = dispatch.backend_of(args)
+    return eval_raw(op, args, params)
+
+
+def eval_raw(op, args, params):
+    """Level 0 on raw backend arrays: the eager fast path (the generic kernel already bound to the
+    backend's namespace). Interpreters call it directly when no argument is a tensor."""
+    if op.kernels or op.from_device:
+        return eval_op(op, args, params)
+    backend = _BY_TYPE.get(type(args[0])) if len(args) == 1 and args else None
+    if backend is None:
+        backend = dispatch.backend_of(args)
     impl = op.impls.get(backend)
     if impl is None:
         impl = op.resolve(backend)

@@ -5,7 +5,7 @@ primal output through the levels below, then the op's ``jvp`` rule, which runs t
 enclosing levels differentiate or batch the tangent computation too. A tangent of None is a symbolic zero.
 """
 
-from polyad.core import Interpreter, Tensor, bind
+from polyad.core import Interpreter, Tensor, bind, eval_raw
 
 
 class DualTensor(Tensor):
@@ -57,14 +57,18 @@ class ForwardInterpreter(Interpreter):
     def process(self, op, args, params):
         primals = []
         tangents = []
+        lower = False  # does a tensor of a lower level remain among the primals?
         for a in args:
             if isinstance(a, Tensor) and a._interp is self:
-                primals.append(a._value)
+                v = a._value
                 tangents.append(a._aux)
             else:
-                primals.append(a)
+                v = a
                 tangents.append(None)
-        out = bind(op, *primals, **params)
+            primals.append(v)
+            if not lower and isinstance(v, Tensor):
+                lower = True
+        out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
         if op.nondiff or all(t is None for t in tangents):
             return out
         t = jvp_rule(op)(tuple(tangents), out, *primals, **params)

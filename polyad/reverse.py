@@ -8,7 +8,7 @@ backward pass itself, and that is how higher derivatives work. The tape lives as
 ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
-from polyad.core import Interpreter, Tensor, _tls, bind
+from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw
 
 
 class ReverseTensor(Tensor):
@@ -18,13 +18,13 @@ class ReverseTensor(Tensor):
 
 
 class ReverseInterpreter(Interpreter):
-    kind = "reverse"
-
     """A grad level: records every op applied to its tensors on ``tape``.
 
     ``respect_no_grad``: whether ``pa.no_grad`` stops recording (False for ``linearize``, which is forward
     mode in torch.func's semantics, where ``no_grad`` does not apply).
     """
+
+    kind = "reverse"
 
     def __init__(self, level, respect_no_grad=True):
         super().__init__(level)
@@ -42,14 +42,18 @@ class ReverseInterpreter(Interpreter):
     def process(self, op, args, params):
         primals = []
         parents = []
+        lower = False  # does a tensor of a lower level remain among the primals?
         for a in args:
             if isinstance(a, Tensor) and a._interp is self:
-                primals.append(a._value)
+                v = a._value
                 parents.append(a._aux)
             else:
-                primals.append(a)
+                v = a
                 parents.append(None)
-        out = bind(op, *primals, **params)
+            primals.append(v)
+            if not lower and isinstance(v, Tensor):
+                lower = True
+        out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
         if op.nondiff or (self.level <= _tls.no_grad_level and self.respect_no_grad):
             return out
         if op.multiple_results:

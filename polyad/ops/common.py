@@ -62,11 +62,21 @@ def define(name, generic=None, **rules):
     return Op(name, generic if generic is not None else backend_kernel(name), **rules)
 
 
-def namespace_function(op, doc=None, name=None):
+def namespace_function(op, doc=None, name=None, arity=None):
     """A public function with positional arrays that binds ``op`` (carries the standard's name)."""
 
     def f(*args, **params):
         return bind(op, *args, **params)
+
+    if arity == 1:  # the common shapes skip a level of argument packing
+
+        def f(x, /):
+            return bind(op, x)
+
+    elif arity == 2:
+
+        def f(x1, x2, /):
+            return bind(op, x1, x2)
 
     f.__name__ = f.__qualname__ = name or op.name.split(".")[-1]
     f.__doc__ = doc
@@ -140,7 +150,8 @@ def unbroadcast(g, x):
     from polyad.ops.reductions import sum as _sum
 
     xs = shape_of(x)
-    if hasattr(x, "dtype") and _kind(g.dtype) == "c" and _kind(x.dtype) != "c":
+    xd = getattr(x, "dtype", None)
+    if xd is not None and xd is not g.dtype and _kind(g.dtype) == "c" and _kind(xd) != "c":
         from polyad.ops.elementwise import real
 
         g = real(g)  # a real input's cotangent is the real part (complex convention of elementwise.py)

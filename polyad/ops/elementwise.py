@@ -81,7 +81,7 @@ def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
         rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
     op = define(name, abstract_eval=abstract_eval, **rules)
     op.batch = unary_batch(op)
-    return namespace_function(op)
+    return namespace_function(op, arity=1)
 
 
 def nondiff_unary(name, abstract_eval=_SAME):
@@ -170,7 +170,7 @@ def binary(name, *, abstract_eval=_SAME, **rules):
     """A two-array broadcasting element-wise op (Python scalars allowed on either side)."""
     op = define(name, abstract_eval=abstract_eval, **rules)
     op.batch = broadcast_batch(op)
-    return namespace_function(op)
+    return namespace_function(op, arity=2)
 
 
 def _add_jvp(ts, y, a, b):
