@@ -102,18 +102,20 @@ def _bottom(x):
     return x
 
 
-_KINDS = {}  # id(dtype) -> (dtype, kind): dtypes of different libraries must never be compared
+_NUMPY_KINDS = {"c": "c", "f": "f", "b": "b"}  # NumPy-style dtype.kind letters; others are integers
+_KINDS = {}  # (type(dtype), dtype) -> kind, for dtypes without .kind; the type keeps libraries apart
 
 
 def _kind(dtype):
-    hit = _KINDS.get(id(dtype))
-    if hit is not None and hit[0] is dtype:
-        return hit[1]
-    s = str(dtype)
-    kind = "c" if "complex" in s else "f" if "float" in s else "b" if "bool" in s else "i"
-    if len(_KINDS) >= 64:  # array_api_strict makes a new dtype object per array: keep the cache bounded
-        _KINDS.clear()
-    _KINDS[id(dtype)] = (dtype, kind)
+    """"c", "f", "b" or "i" for a dtype of any backend."""
+    k = getattr(dtype, "kind", None)  # NumPy and CuPy dtypes
+    if k is not None:
+        return _NUMPY_KINDS.get(k, "i")
+    key = (type(dtype), dtype)
+    kind = _KINDS.get(key)
+    if kind is None:
+        s = str(dtype)
+        kind = _KINDS[key] = "c" if "complex" in s else "f" if "float" in s else "b" if "bool" in s else "i"
     return kind
 
 

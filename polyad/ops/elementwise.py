@@ -221,9 +221,21 @@ def _cj(x):
     return conj(x) if hasattr(x, "dtype") and is_complex(x) else x
 
 
+def _pow_da(a, b):
+    """d(a**b)/da = b * a**(b-1); for the common Python exponents without a second power."""
+    if isinstance(b, int | float) and not isinstance(b, bool):
+        if b == 2:
+            return a * 2.0
+        if b == 1:
+            return 1.0 + 0.0 * a
+        if b == 0.5:
+            return 0.5 / sqrt(a)
+    return b * pow(a, b - 1)
+
+
 def _pow_vjp(g, y, a, b):
     return (
-        lambda: unbroadcast(g * _cj(b * pow(a, b - 1)), a),
+        lambda: unbroadcast(g * _cj(_pow_da(a, b)), a),
         lambda: unbroadcast(g * _cj(_log_base(a) * y), b),
     )
 
@@ -235,7 +247,7 @@ def _log_base(a):
 
 def _pow_jvp(ts, y, a, b):
     ta, tb = ts
-    out = None if ta is None else ta * (b * pow(a, b - 1))
+    out = None if ta is None else ta * _pow_da(a, b)
     if tb is not None:
         d = tb * (_log_base(a) * y)
         out = d if out is None else out + d
