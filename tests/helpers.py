@@ -6,7 +6,9 @@ import polyad as pa
 
 
 def to_numpy(x):
-    """A NumPy copy of a backend array, polyad tensor, scalar or (named)tuple of them."""
+    """A NumPy copy of a backend array, polyad tensor, scalar or (named)tuple or list of them."""
+    if isinstance(x, list):
+        return [to_numpy(v) for v in x]
     if isinstance(x, tuple):
         return tuple(to_numpy(v) for v in x)
     if isinstance(x, pa.Tensor):
@@ -24,8 +26,8 @@ def to_numpy(x):
 
 def assert_close(got, expected, rtol=1e-7, atol=1e-10):
     got, expected = to_numpy(got), to_numpy(expected)
-    if isinstance(expected, tuple):
-        assert isinstance(got, tuple) and len(got) == len(expected)
+    if isinstance(expected, tuple | list):
+        assert type(got) is type(expected) and len(got) == len(expected)
         for g, e in zip(got, expected):
             assert_close(g, e, rtol, atol)
         return

@@ -107,7 +107,7 @@ _KINDS = {}  # (type(dtype), dtype) -> kind, for dtypes without .kind; the type 
 
 
 def _kind(dtype):
-    """"c", "f", "b" or "i" for a dtype of any backend."""
+    """ "c", "f", "b" or "i" for a dtype of any backend."""
     k = getattr(dtype, "kind", None)  # NumPy and CuPy dtypes
     if k is not None:
         return _NUMPY_KINDS.get(k, "i")

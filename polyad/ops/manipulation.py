@@ -432,15 +432,16 @@ unstack.op = _unstack
 
 
 def broadcast_arrays(*arrays):
-    """The arrays broadcast against each other, as a tuple (each one a ``broadcast_to``)."""
+    """The arrays broadcast against each other, as a list as the 2024.12 standard says (each one a
+    ``broadcast_to``)."""
     from polyad.ops.elementwise import _broadcast
 
     shape = _broadcast(*[shape_of(a) for a in arrays])
-    return tuple(a if shape_of(a) == shape else broadcast_to(a, shape) for a in arrays)
+    return [a if shape_of(a) == shape else broadcast_to(a, shape) for a in arrays]
 
 
 def meshgrid(*arrays, indexing="xy"):
-    """Coordinate grids from 1-D arrays: ``indexing="xy"`` (Cartesian) or ``"ij"`` (matrix)."""
+    """Coordinate grids from 1-D arrays, as a list: ``indexing="xy"`` (Cartesian) or ``"ij"`` (matrix)."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     for a in arrays:
@@ -456,7 +457,7 @@ def meshgrid(*arrays, indexing="xy"):
     for i, a in enumerate(arrays):
         pos = order.index(i)
         out.append(broadcast_to(reshape(a, (1,) * pos + (sizes[i],) + (1,) * (n - pos - 1)), shape))
-    return tuple(out)
+    return out
 
 
 # ------------------------------------------------------------------------------ flip / roll

@@ -168,8 +168,8 @@ ROWS = [
     OpInfo("squeeze", squeeze_samples),
     OpInfo("broadcast_to", broadcast_to_samples),
     # polyad returns tuples (as NumPy and the 2025.12 revision do); 2024.12 references return lists
-    OpInfo("broadcast_arrays", broadcast_arrays_samples, ref=lambda xp, *a: tuple(xp.broadcast_arrays(*a))),
-    OpInfo("meshgrid", meshgrid_samples, ref=lambda xp, *a, **k: tuple(xp.meshgrid(*a, **k))),
+    OpInfo("broadcast_arrays", broadcast_arrays_samples, ref=lambda xp, *a: list(xp.broadcast_arrays(*a))),
+    OpInfo("meshgrid", meshgrid_samples, ref=lambda xp, *a, **k: list(xp.meshgrid(*a, **k))),
     OpInfo("stack", stack_samples, sequence_arg=True),
     OpInfo("concat", concat_samples, sequence_arg=True),
     OpInfo("unstack", unstack_samples),
