@@ -163,6 +163,14 @@ def w1(table, peers, quick):
     check("polyad", g(x), ref)
     t = measure(lambda: g(x), quick)
     table.add("W1", "polyad grad", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+    graph = pa.make_graph(g, x)  # trace once, replay
+    check("polyad graph replay", graph(x), ref)
+    t = measure(lambda: graph(x), quick)
+    table.add("W1", "polyad make_graph(grad) replay", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+    compiled = graph.compile()  # trace once, replay as straight-line backend calls
+    check("polyad compiled graph", compiled(x), ref)
+    t = measure(lambda: compiled(x), quick)
+    table.add("W1", "polyad make_graph(grad).compile()", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
     if "torch" in peers:
         torch = peers["torch"]
         xt = torch.from_numpy(x)

@@ -176,8 +176,21 @@ def _matmul_abstract(xp, a, b):
     return ShapeDtype(_matmul_shape(a.shape, b.shape), xp.result_type(a.dtype, b.dtype), a.device)
 
 
+def _matmul_kernel(xp, a, b):
+    # a contraction of length 1 is an outer product: broadcasting beats a batched GEMM per example
+    # (per-example weight gradients in vmap(grad) are exactly this, (B, m, 1) @ (B, 1, n))
+    if len(a.shape) >= 2 and len(b.shape) >= 2 and a.shape[-1] == 1 and len(a.shape) + len(b.shape) > 4:
+        return a * b
+    return xp.matmul(a, b)
+
+
 _matmul = define(
-    "matmul", abstract_eval=_matmul_abstract, vjp=_matmul_vjp, jvp=_matmul_jvp, batch=_matmul_batch
+    "matmul",
+    _matmul_kernel,
+    abstract_eval=_matmul_abstract,
+    vjp=_matmul_vjp,
+    jvp=_matmul_jvp,
+    batch=_matmul_batch,
 )
 
 
