@@ -4,7 +4,7 @@ import array_api_strict as xp
 
 
 def scatter_add(target, indices, values, axis):
-    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis``; duplicates accumulate."""
+    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis`` (repeats add up)."""
     n = target.shape[axis]
     onehot = xp.astype(indices[:, None] == xp.arange(n, device=target.device)[None, :], values.dtype)
     moved = xp.moveaxis(values, axis, -1)

@@ -5,7 +5,7 @@ import cupyx
 
 
 def scatter_add(target, indices, values, axis):
-    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis``; duplicates accumulate."""
+    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis`` (repeats add up)."""
     out = target.copy()
     moved = cupy.moveaxis(out, axis, 0)
     cupyx.scatter_add(moved, indices, cupy.moveaxis(values, axis, 0))

@@ -4,7 +4,7 @@ import numpy as np
 
 
 def scatter_add(target, indices, values, axis):
-    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis``; duplicates accumulate."""
+    """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis`` (repeats add up)."""
     out = np.array(target, copy=True)
     moved = np.moveaxis(out, axis, 0)
     np.add.at(moved, indices, np.moveaxis(values, axis, 0))
