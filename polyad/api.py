@@ -101,7 +101,7 @@ def _lower_tree(tree, interp):
 
                 return moveaxis(x._value, x._aux, 0)
             return x._value
-        return x
+        return _plain(x)
 
     return optree.tree_map(low, tree)
 
@@ -181,7 +181,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
             f"{what}: func must return a floating output to differentiate, got dtype {got}; integer and "
             "boolean outputs carry no derivative (next to floating outputs they are allowed and get none)"
         )
-    values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
+    values = [o._value if isinstance(o, Tensor) and o._interp is interp else _plain(o) for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
     del leaves, out, out_flat  # the tape and the ids are all backward needs
 
@@ -505,8 +505,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                 f"{what} with strict=True: {_leaf_name(out, i, 'output')} does not depend on the inputs "
                 "(its tangent is identically zero); pass strict=False to get zeros"
             )
-        outs.append(o)
-        tans.append(_zeros_like(o))
+        outs.append(_plain(o))
+        tans.append(_plain(_zeros_like(o)))
     result = (optree.tree_unflatten(o_tree, outs), optree.tree_unflatten(o_tree, tans))
     if has_aux:
         return result + (aux,)
@@ -549,7 +549,7 @@ def linearize(func, *primals):
             raise TypeError(
                 f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
             )
-    values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in out_flat]
+    values = [o._value if isinstance(o, Tensor) and o._interp is interp else _plain(o) for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
     out_ids = frozenset(k for k in ids if k is not None)  # the sweep frees every other tangent after use
     del leaves, out, out_flat

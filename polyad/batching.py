@@ -39,7 +39,8 @@ class BatchedTensor(Tensor):
 
 
 class FreshTensor(Tensor):
-    """A plain level-0 tensor for an array created inside vmap, so ``x[key] = batched`` can rebind ``x``.
+    """A plain level-0 tensor for an array created inside a transform, so ``x[key] = traced`` can rebind
+    ``x`` (to a batched or differentiated tensor).
 
     Unlike a plain ``Tensor`` it does not spread: ops on it return raw backend arrays (``_sticky``).
     """
@@ -49,6 +50,11 @@ class FreshTensor(Tensor):
 
     def _become(self, other):
         return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array
+        inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
 
 
 def in_vmap():
@@ -62,8 +68,9 @@ def in_vmap():
 
 
 def fresh(array):
-    """``array`` as a ``FreshTensor`` inside vmap (creation functions call this), else unchanged."""
-    return FreshTensor(array) if in_vmap() else array
+    """``array`` as a ``FreshTensor`` while any transform is active (creation functions call this), so that
+    ``x[key] = traced`` can rebind ``x``; unchanged outside transforms."""
+    return FreshTensor(array) if len(_tls.stack) > 1 else array
 
 
 def batch_levels():

@@ -16,6 +16,7 @@ from helpers import assert_close, to_numpy
 import polyad as pa
 from polyad import core, dispatch
 from polyad.reverse import ReverseInterpreter
+from polyad.testing import check_grads
 
 xp = pa.xp
 BX = dispatch.default_backend().xp  # the backend's own namespace: makes the inputs
@@ -609,3 +610,24 @@ def test_escaped_tracer_is_a_clear_error():
     pa.grad(f)(arr([1.0]))
     with _raises(RuntimeError, "escaped", "ReverseInterpreter"):
         xp.sin(leaked[0])
+
+
+def test_writing_traced_values_into_arrays_created_inside():
+    """x = xp.zeros(n); x[i] = traced: the created array becomes a tensor of the transform, as in torch."""
+
+    def f(v):
+        buf = xp.zeros(3, dtype=v.dtype)
+        buf[0] = v[1] * 2.0
+        buf[1:] = xp.sin(v[:2])
+        weights = np.exp(np.asarray([0.0, 0.5, 1.0])) if pa.get_backend() == "numpy" else 1.0
+        return xp.sum(buf * weights)
+
+    x = arr([0.1, 0.2, 0.3])
+    check_grads(f, (x,), order=2)
+    w = np.exp([0.0, 0.5, 1.0]) if pa.get_backend() == "numpy" else np.ones(3)
+    xn = np.asarray([0.1, 0.2, 0.3])
+    expected = [np.cos(xn[0]) * w[1], 2 * w[0] + np.cos(xn[1]) * w[2], 0.0]
+    np.testing.assert_allclose(np.asarray(pa.grad(f)(x)), expected, rtol=1e-12)
+    # what a transform returns is a plain backend array even when it was created inside
+    out, _ = pa.jvp(lambda v: xp.zeros(2), (x,), (x,))
+    assert dispatch.backend_of_array(out) is not None and not isinstance(out, pa.Tensor)
