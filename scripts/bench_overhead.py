@@ -83,6 +83,56 @@ def main():
     g_t = statistics.median(_times(lambda: pa.grad(loss)(big), reps))
     print(f"   forward {f_t * 1e3:8.1f} ms   grad {g_t * 1e3:8.1f} ms   grad/forward = {g_t / f_t:.2f}")
 
+    calls = 1000 if args.quick else 10_000
+    print(f"\n4. Memory over {calls:,} calls of pa.grad(f)(x) (tapes must be freed)")
+    grown, nbytes = memory_over_grad_calls(bx, calls)
+    print(f"   live objects grown: {grown}   traced bytes grown: {nbytes}")
+
+    print("\n5. linearize: jvp_fn replays tangent rules only; pa.jvp runs the primal again")
+    for n in (4, 100_000):
+        t_f, t_jvp, t_lin = linearize_vs_jvp(bx, n, args.quick)
+        print(f"   n = {n:>7,}: primal {t_f * 1e3:7.3f} ms   pa.jvp {t_jvp * 1e3:7.3f} ms   "
+              f"jvp_fn {t_lin * 1e3:7.3f} ms   ({t_jvp / t_lin:.2f}x faster)")  # fmt: skip
+
+
+def memory_over_grad_calls(bx, calls):
+    """Live objects and traced bytes before and after ``calls`` grad calls: flat means tapes are freed."""
+    import gc
+    import tracemalloc
+
+    x = bx.asarray([0.1, 0.2, 0.3], dtype=bx.float64)
+    g = pa.grad(lambda v: xp.sum(xp.sin(v) * v))
+    for _ in range(200):
+        g(x)
+    gc.collect()
+    objects = len(gc.get_objects())
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(calls):
+        g(x)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return len(gc.get_objects()) - objects, after - before
+
+
+def linearize_vs_jvp(bx, n, quick):
+    """jvp_fn of linearize (replays the tangent rules only) against pa.jvp (runs the primal again)."""
+    x = bx.linspace(-1.0, 1.0, n, dtype=bx.float64)
+    t = bx.ones(n, dtype=bx.float64)
+
+    def f(v):
+        for _ in range(10):
+            v = xp.tanh(v * v) + xp.exp(xp.sin(v))
+        return v
+
+    _, jvp_fn = pa.linearize(f, x)
+    reps = 3 if quick else 7
+    t_lin = statistics.median(_times(lambda: jvp_fn(t), reps))
+    t_jvp = statistics.median(_times(lambda: pa.jvp(f, (x,), (t,)), reps))
+    t_f = statistics.median(_times(lambda: f(x), reps))
+    return t_f, t_jvp, t_lin
+
 
 def _times(fn, reps):
     fn()
