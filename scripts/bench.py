@@ -539,8 +539,12 @@ def _chart(table, path):
         return
     rows = [r for r in table.rows if r["seconds"]]
     workloads = sorted({r["workload"] for r in rows})
-    fig, axes = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 5))
-    axes = np.atleast_1d(axes)
+    ncols = min(3, len(workloads))
+    nrows = -(-len(workloads) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6 * ncols, 3.6 * nrows), squeeze=False)
+    axes = axes.ravel()
+    for ax in axes[len(workloads) :]:
+        ax.axis("off")
     for ax, w in zip(axes, workloads):
         rs = [r for r in rows if r["workload"] == w]
         colors = ["tab:red" if r["system"].startswith("polyad") else "tab:gray" for r in rs]
@@ -548,9 +552,10 @@ def _chart(table, path):
         ax.set_xscale("log")
         ax.set_title(w)
         ax.set_xlabel("ms (log)")
-        ax.tick_params(axis="y", labelsize=7)
+        ax.tick_params(axis="y", labelsize=8)
+    fig.suptitle("polyad (red) and peers: median time per call, float64, log scale")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     print(f"chart: {path}")
 
 
