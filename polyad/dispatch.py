@@ -256,16 +256,33 @@ def _initial_default():
 _GLOBAL_DEFAULT = [_initial_default()]
 
 
+def find_backend(owns):
+    """The backend for which ``owns(backend)`` is true, the default backend first, loading the others if
+    none of the loaded ones does; None if no backend owns it. (Used for devices and dtypes.)"""
+    default = default_backend()
+    for attempt in range(2):
+        for b in [default, *(b for b in list(_LOADED.values()) if b is not default)]:
+            if owns(b):
+                return b
+        if attempt == 0:
+            usable_backends()  # it may belong to a library not loaded yet
+    return None
+
+
+def owns_device(backend, device):
+    try:
+        return any(device == d for d in backend.devices())
+    except Exception:  # a device object of another library may refuse comparison
+        return False
+
+
+def owner_of_device(device):
+    """The backend that has ``device``, or None."""
+    return find_backend(lambda b: owns_device(b, device))
+
+
 def backend_of_device(device):
     """The Backend that owns ``device`` (the default backend when ``device`` is None or unknown)."""
-    b = default_backend()
     if device is None:
-        return b
-    candidates = [b] + [x for x in _LOADED.values() if x is not b]
-    for c in candidates:
-        try:
-            if device in c.devices():
-                return c
-        except Exception:  # a device object of another library may refuse comparison
-            continue
-    return b
+        return default_backend()
+    return owner_of_device(device) or default_backend()

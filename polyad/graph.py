@@ -108,9 +108,16 @@ class Graph:
         for v, x in zip(self.inputs, flat):
             if tuple(x.shape) != v.shape:
                 raise ValueError(f"graph input {v!r}: expected shape {v.shape}, got {tuple(x.shape)}")
+        return self._run(flat, {})
+
+    def _run(self, flat, env):
+        """Replay the nodes on ``flat`` inputs; ``env`` may hold values of free variables already. A node
+        with a ``run`` method (a transform node of a pre-dispatch graph) runs itself."""
         target = dispatch.backend_of([_bottom(x) for x in flat])
-        env = {v.id: x for v, x in zip(self.inputs, flat)}
-        consts = [_to_backend(c, target) for c in self.consts]
+        env.update({v.id: x for v, x in zip(self.inputs, flat)})
+        consts = [
+            _to_backend(c, target) if dispatch.backend_of_array(c) is not None else c for c in self.consts
+        ]
 
         def read(ref):
             if isinstance(ref, Var):
@@ -120,13 +127,15 @@ class Graph:
             return ref
 
         for node in self.nodes:
-            params = {k: _param_to_backend(v, target) for k, v in node.params.items()}
-            out = bind(node.op, *[read(r) for r in node.inputs], **params)
-            if node.op.multiple_results:
-                for var, o in zip(node.outputs, out):
-                    env[var.id] = o
+            run = getattr(node, "run", None)
+            if run is not None:
+                outs = run(read)
             else:
-                env[node.outputs[0].id] = out
+                params = {k: _param_to_backend(v, target) for k, v in node.params.items()}
+                out = bind(node.op, *[read(r) for r in node.inputs], **params)
+                outs = out if node.op.multiple_results else (out,)
+            for var, o in zip(node.outputs, outs):
+                env[var.id] = o
         return optree.tree_unflatten(self.out_tree, [read(r) for r in self.outputs])
 
     def lower(self, backend=None):

@@ -164,33 +164,6 @@ class PreDispatchGraph(Graph):
             )
         return self._run(flat, {})
 
-    def _run(self, flat, extra):
-        from polyad.graph import _bottom, _param_to_backend, _to_backend
-
-        target = dispatch.backend_of([_bottom(x) for x in flat])
-        env = dict(extra)
-        env.update({v.id: x for v, x in zip(self.inputs, flat)})
-        consts = [_to_backend(c, target) if dispatch.backend_of_array(c) else c for c in self.consts]
-
-        def read(ref):
-            if isinstance(ref, Var):
-                return env[ref.id]
-            if isinstance(ref, Const):
-                return consts[ref.index]
-            return ref
-
-        for node in self.nodes:
-            if isinstance(node, TransformNode):
-                outs = node.run(read)
-                for var, o in zip(node.outputs, outs):
-                    env[var.id] = o
-                continue
-            params = {k: _param_to_backend(v, target) for k, v in node.params.items()}
-            out = core.bind(node.op, *[read(r) for r in node.inputs], **params)
-            for var, o in zip(node.outputs, out if node.op.multiple_results else (out,)):
-                env[var.id] = o
-        return optree.tree_unflatten(self.out_tree, [read(r) for r in self.outputs])
-
 
 def _capture(func, args, kwargs, parent):
     """Run ``func`` with recording on, in a new frame; returns (graph, flat outputs, output)."""

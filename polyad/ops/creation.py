@@ -154,9 +154,9 @@ def _other_library(x, device):
     if device is None:
         return None
     own = dispatch.backend_of_array(_bottom(x))
-    if own is None or _owns_device(own, device):
+    if own is None or dispatch.owns_device(own, device):
         return None
-    return _owner_of_device(device)
+    return dispatch.owner_of_device(device)
 
 
 def _like_elsewhere(backend, x, dtype, device, fill=None):
@@ -234,7 +234,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         from polyad.ops.manipulation import stack
 
         return astype_like(stack([asarray(o, device=device) for o in obj]), dtype)
-    backend = dispatch.backend_of_array(obj) if device is None else _owner_of_device(device)
+    backend = dispatch.backend_of_array(obj) if device is None else dispatch.owner_of_device(device)
     if backend is None:
         backend = dispatch.backend_of_device(device)
     kwargs = {"dtype": dtype, "copy": copy}
@@ -294,25 +294,6 @@ def triu(x, /, *, k=0):
 # ------------------------------------------------------------------------------ to_device, from_dlpack
 
 
-def _owns_device(backend, device):
-    try:
-        return any(device == d for d in backend.devices())
-    except Exception:  # a device object of another library may refuse comparison
-        return False
-
-
-def _owner_of_device(device):
-    """The loaded backend that has ``device`` (default backend first), or None."""
-    default = dispatch.default_backend()
-    for attempt in range(2):
-        for b in [default, *(b for b in list(dispatch._LOADED.values()) if b is not default)]:
-            if _owns_device(b, device):
-                return b
-        if attempt == 0:
-            dispatch.usable_backends()  # the device may belong to a library not loaded yet
-    return None
-
-
 def _same_device(a, b):
     try:
         return bool(a == b)
@@ -332,13 +313,13 @@ def _bottom(x):
 
 def _to_device_kernel(xp, x, *, device, stream=None):
     source = dispatch.backend_of_array(x)
-    if source is None or _owns_device(source, device):
+    if source is None or dispatch.owns_device(source, device):
         import array_api_compat
 
         if stream is None:
             return array_api_compat.to_device(x, device)
         return array_api_compat.to_device(x, device, stream=stream)
-    target = _owner_of_device(device) or dispatch.backend_of_device(device)
+    target = dispatch.owner_of_device(device) or dispatch.backend_of_device(device)
     try:
         return target.xp.from_dlpack(x, device=device, copy=True)
     except Exception:  # a library without DLPack import across devices: convert
@@ -347,7 +328,7 @@ def _to_device_kernel(xp, x, *, device, stream=None):
 
 def _to_device_abstract(xp, x, *, device, stream=None):
     dtype = x.dtype
-    target = _owner_of_device(device)
+    target = dispatch.owner_of_device(device)
     if target is not None and not _owns_dtype(target, dtype):
         dtype = getattr(target.xp, _dtype_name(dtype))
     return ShapeDtype(x.shape, dtype, device)
@@ -388,7 +369,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
         return asarray(x, device=device, copy=copy)  # a NumPy scalar (np.float64) has no __dlpack__
     backend = None
     if device is not None:
-        backend = _owner_of_device(device)
+        backend = dispatch.owner_of_device(device)
     if backend is None:
         backend = dispatch.backend_of_array(x) or dispatch.backend_of_device(device)
     kwargs = {}

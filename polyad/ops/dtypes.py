@@ -75,14 +75,7 @@ def _owns_dtype(backend, dtype):
 
 def _backend_of_dtype(dtype):
     """The loaded backend whose dtype ``dtype`` is (the default backend first), or None."""
-    default = dispatch.default_backend()
-    for attempt in range(2):
-        for b in [default, *(b for b in list(dispatch._LOADED.values()) if b is not default)]:
-            if _owns_dtype(b, dtype):
-                return b
-        if attempt == 0:
-            dispatch.usable_backends()  # the dtype may belong to a library not loaded yet
-    return None
+    return dispatch.find_backend(lambda b: _owns_dtype(b, dtype))
 
 
 def _backend_for(*xs):
