@@ -317,7 +317,8 @@ class Op:
       argument, None where it is not batched.
 
     Markers replace rules that would be repeated: ``linear`` (the JVP is the op applied to the tangents),
-    ``nondiff`` (the output carries no derivative: comparisons, integer results, rounding).
+    ``bilinear`` (linear in each of two arrays: the JVP is ``op(t1, x2) + op(x1, t2)``), ``nondiff`` (the
+    output carries no derivative: comparisons, integer results, rounding).
     Kernels: ``generic(xp, *args, **params)`` written against the Array API namespace ``xp``, and
     ``kernels[device_type]`` with the same signature, chosen by ``dispatch.choose_kernel``.
     """
@@ -332,6 +333,7 @@ class Op:
         "jvp",
         "batch",
         "linear",
+        "bilinear",
         "nondiff",
         "multiple_results",
         "from_device",
@@ -349,6 +351,7 @@ class Op:
         jvp=None,
         batch=None,
         linear=False,
+        bilinear=False,
         nondiff=False,
         multiple_results=False,
         register=True,
@@ -364,6 +367,7 @@ class Op:
         self.jvp = jvp
         self.batch = batch
         self.linear = linear
+        self.bilinear = bilinear
         self.nondiff = nondiff
         self.multiple_results = multiple_results
         self.from_device = False  # creation ops: the backend comes from the ``device`` parameter

@@ -38,9 +38,25 @@ def linear_jvp(op):
     return jvp
 
 
+def bilinear_jvp(op):
+    """The JVP of an op linear in each of its two array arguments: ``op(t1, x2) + op(x1, t2)``."""
+
+    def jvp(tangents, out, x1, x2, **params):
+        t1, t2 = tangents
+        a = None if t1 is None else bind(op, t1, x2, **params)
+        if t2 is None:
+            return a
+        b = bind(op, x1, t2, **params)
+        return b if a is None else a + b
+
+    return jvp
+
+
 def jvp_rule(op):
     """The op's JVP rule; for an op marked ``linear`` without one, the op itself applied to tangents."""
     rule = op.jvp
+    if rule is None and op.bilinear:
+        rule = op.jvp = bilinear_jvp(op)
     if rule is None:
         if not op.linear:
             raise NotImplementedError(

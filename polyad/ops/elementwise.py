@@ -197,15 +197,6 @@ def _broadcast_to_out(t, y):
     return t if tuple(t.shape) == tuple(y.shape) else broadcast_to(t, tuple(y.shape))
 
 
-def _mul_jvp(ts, y, a, b):
-    ta, tb = ts
-    if tb is None:
-        return _broadcast_to_out(ta * b, y)
-    if ta is None:
-        return _broadcast_to_out(a * tb, y)
-    return ta * b + a * tb
-
-
 def _div_jvp(ts, y, a, b):
     ta, tb = ts
     out = None if ta is None else ta / b
@@ -302,7 +293,7 @@ subtract = binary(
 multiply = binary(
     "multiply",
     vjp=lambda g, y, a, b: (lambda: unbroadcast(g * _cj(b), a), lambda: unbroadcast(_cj(a) * g, b)),
-    jvp=_mul_jvp,
+    bilinear=True,
 )
 divide = binary(
     "divide",

@@ -122,15 +122,6 @@ def _matmul_vjp(g, y, a, b):
     )
 
 
-def _matmul_jvp(ts, y, a, b):
-    ta, tb = ts
-    out = None if ta is None else matmul(ta, b)
-    if tb is not None:
-        d = matmul(a, tb)
-        out = d if out is None else out + d
-    return out
-
-
 def _matmul_batch(dims, a, b):
     da, db = dims
     a_nd = ndim_of(a) - (da is not None)
@@ -189,7 +180,7 @@ _matmul = define(
     _matmul_kernel,
     abstract_eval=_matmul_abstract,
     vjp=_matmul_vjp,
-    jvp=_matmul_jvp,
+    bilinear=True,
     batch=_matmul_batch,
 )
 
@@ -332,14 +323,6 @@ def _tensordot_vjp(g, y, x1, x2, *, axes):
     return g1, g2
 
 
-def _tensordot_jvp(ts, y, x1, x2, *, axes):
-    t1, t2 = ts
-    return _add(
-        None if t1 is None else tensordot(t1, x2, axes=axes),
-        None if t2 is None else tensordot(x1, t2, axes=axes),
-    )
-
-
 def _tensordot_batch(dims, x1, x2, *, axes):
     d1, d2 = dims
     a1, a2 = axes
@@ -375,7 +358,7 @@ _tensordot = define(
     lambda xp, x1, x2, *, axes: xp.tensordot(x1, x2, axes=axes),
     abstract_eval=_tensordot_abstract,
     vjp=_tensordot_vjp,
-    jvp=_tensordot_jvp,
+    bilinear=True,
     batch=_tensordot_batch,
 )
 
@@ -408,14 +391,6 @@ def _vecdot_vjp(g, y, x1, x2, *, axis):
     return (lambda: unbroadcast(_cj(ge) * x2, x1), lambda: unbroadcast(ge * x1, x2))
 
 
-def _vecdot_jvp(ts, y, x1, x2, *, axis):
-    t1, t2 = ts
-    return _add(
-        None if t1 is None else vecdot(t1, x2, axis=axis),
-        None if t2 is None else vecdot(x1, t2, axis=axis),
-    )
-
-
 def _vecdot_batch(dims, x1, x2, *, axis):
     return vecdot(*broadcast_batch_args(dims, (x1, x2)), axis=axis), 0
 
@@ -425,7 +400,7 @@ _vecdot = define(
     lambda xp, x1, x2, *, axis: xp.vecdot(x1, x2, axis=axis),
     abstract_eval=_vecdot_abstract,
     vjp=_vecdot_vjp,
-    jvp=_vecdot_jvp,
+    bilinear=True,
     batch=_vecdot_batch,
 )
 
@@ -445,14 +420,6 @@ def _cross_vjp(g, y, x1, x2, *, axis):
     )
 
 
-def _cross_jvp(ts, y, x1, x2, *, axis):
-    t1, t2 = ts
-    return _add(
-        None if t1 is None else _bcast(cross(t1, x2, axis=axis), y),
-        None if t2 is None else _bcast(cross(x1, t2, axis=axis), y),
-    )
-
-
 def _bcast(t, y):
     return t if shape_of(t) == shape_of(y) else broadcast_to(t, shape_of(y))
 
@@ -463,7 +430,7 @@ _cross = define(
         _broadcast(x1.shape, x2.shape), xp.result_type(x1.dtype, x2.dtype), x1.device
     ),
     vjp=_cross_vjp,
-    jvp=_cross_jvp,
+    bilinear=True,
     batch=lambda dims, x1, x2, *, axis: (cross(*broadcast_batch_args(dims, (x1, x2)), axis=axis), 0),
 )
 
