@@ -201,7 +201,7 @@ def _div_jvp(ts, y, a, b):
     ta, tb = ts
     out = None if ta is None else ta / b
     if tb is not None:
-        d = -(tb * y) / b
+        d = tb * -(y / b)  # the primal factor first: tangents may be a whole batch of them
         out = d if out is None else out + d
     return _broadcast_to_out(out, y)
 
@@ -299,7 +299,7 @@ divide = binary(
     "divide",
     vjp=lambda g, y, a, b: (
         lambda: unbroadcast(g / _cj(b), a),
-        lambda: unbroadcast(-g * _cj(y / b), b),
+        lambda: unbroadcast(g * _cj(-(y / b)), b),
     ),
     jvp=_div_jvp,
 )
