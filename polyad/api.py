@@ -214,6 +214,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
             if k is not None:
                 prev = seeds.get(k)
                 seeds[k] = c if prev is None else _add(prev, c)
+        cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
         cts = interp.backward(seeds, consume=consume) if seeds else {}
         grads = [cts.get(k) for k in leaf_ids]
         grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, flat)]
@@ -829,6 +830,22 @@ def _eye_rows(start, stop, n, like):
     return eye(stop - start, n, k=start, dtype=like.dtype, device=_bottom(like).device)
 
 
+def _one_hot(i, n, like):
+    """Row ``i`` of the n x n identity (under vmap: a batch of rows), with ``like``'s dtype and device."""
+    from polyad.ops.common import _bottom
+    from polyad.ops.creation import arange
+    from polyad.ops.dtypes import astype
+
+    return astype(arange(n, device=_bottom(like).device) == i, like.dtype)
+
+
+def _arange_like(n, like):
+    from polyad.ops.common import _bottom
+    from polyad.ops.creation import arange
+
+    return arange(n, device=_bottom(like).device)
+
+
 def _split_basis(rows, leaves, sizes, lead):
     """Cut basis ``rows`` (last axis: the flattened leaves) into arrays shaped like ``leaves``."""
     from polyad.ops.dtypes import astype
@@ -907,10 +924,20 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             cts = optree.tree_unflatten(o_tree, _split_basis(basis, o_flat, sizes, 0))
             return optree.tree_leaves(backward(cts, False))
 
+        def vjp_row_of(i):  # the basis row made inside and handed over: nothing keeps the whole basis
+            return optree.tree_leaves(
+                backward(
+                    optree.tree_unflatten(
+                        o_tree, _split_basis(_one_hot(i, total, o_flat[0]), o_flat, sizes, 0)
+                    ),
+                    False,
+                )
+            )
+
         if total == 0:
             rows = [zeros((0, *x.shape), dtype=x.dtype, device=_device_of(x)) for x in in_flat]
         elif chunk_size is None or (chunk_size >= total and chunk_size > 1):
-            rows = vmap(vjp_rows)(_eye_rows(0, total, total, o_flat[0]))
+            rows = vmap(vjp_row_of)(_arange_like(total, o_flat[0]))
         else:
             # chunks of basis rows; raw results are copied into preallocated rows (peak memory: the
             # Jacobian plus one chunk), transform tensors are concatenated at the end

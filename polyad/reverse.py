@@ -67,7 +67,8 @@ class ReverseInterpreter(Interpreter):
         return ReverseTensor(out, self, i)
 
     def backward(self, seeds, consume=False):
-        """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}).
+        """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}; the dict is used up, so that each
+        cotangent is freed as soon as its rule has run: jacrev's basis need not outlive its first step).
 
         With ``consume`` the tape is emptied as it is walked, so each entry's saved values are freed as
         soon as its rule has run (``grad``); without, it stays for another call (``vjp_fn``).
@@ -75,7 +76,7 @@ class ReverseInterpreter(Interpreter):
         from polyad.ops.creation import zeros_like
         from polyad.ops.elementwise import add
 
-        ct = dict(seeds)
+        ct = seeds
         if consume:
             tape, self.tape = self.tape, []
             entries = _drain(tape)
@@ -106,6 +107,7 @@ class ReverseInterpreter(Interpreter):
                         continue
                 prev = ct.get(pid)
                 ct[pid] = gi if prev is None else add(prev, gi)
+            g = grads = gi = prev = None  # hold no cotangent past its entry (peak memory of jacrev)
         return ct
 
     def forward_sweep(self, seeds, keep=None):
