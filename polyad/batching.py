@@ -15,7 +15,7 @@ batched. Ops on a fresh tensor return raw arrays again, so nothing else changes.
 import threading
 import warnings
 
-from polyad.core import ConcretizationError, Interpreter, Tensor, _tls, bind
+from polyad.core import ConcretizationError, Interpreter, Tensor, _tls, bind, split_args
 
 
 class BatchedTensor(Tensor):
@@ -99,15 +99,7 @@ class BatchInterpreter(Interpreter):
         self.randomness = randomness
 
     def process(self, op, args, params):
-        values = []
-        dims = []
-        for a in args:
-            if isinstance(a, Tensor) and a._interp is self:
-                values.append(a._value)
-                dims.append(a._aux)
-            else:
-                values.append(a)
-                dims.append(None)
+        values, dims, _ = split_args(self, args)
         rule = op.batch
         if rule is not None:
             out, out_dim = rule(tuple(dims), *values, **params)

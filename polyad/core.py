@@ -488,6 +488,30 @@ def eval_op(op, args, params):
     return out
 
 
+def split_args(interp, args):
+    """Unwrap ``interp``'s tensors among an op's arguments: ``(values, auxes, lower)``, where ``auxes`` has
+    each tensor's ``_aux`` (None for constants) and ``lower`` says whether a tensor of a lower level remains
+    among the values (else the interpreter may call ``eval_raw`` directly). A one-argument op reaches an
+    interpreter only through that interpreter's own tensor: no loop for it (the per-op path is hot)."""
+    if len(args) == 1:
+        v = args[0]._value
+        return (v,), (args[0]._aux,), isinstance(v, Tensor)
+    values = []
+    auxes = []
+    lower = False
+    for a in args:
+        if isinstance(a, Tensor) and a._interp is interp:
+            v = a._value
+            auxes.append(a._aux)
+        else:
+            v = a
+            auxes.append(None)
+        values.append(v)
+        if not lower and isinstance(v, Tensor):
+            lower = True
+    return values, auxes, lower
+
+
 def lower(x, interp):
     """The value underneath ``x`` if it belongs to ``interp``'s level, else ``x`` itself (a constant)."""
     if isinstance(x, Tensor) and x._interp is interp:

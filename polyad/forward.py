@@ -5,7 +5,7 @@ primal output through the levels below, then the op's ``jvp`` rule, which runs t
 enclosing levels differentiate or batch the tangent computation too. A tangent of None is a symbolic zero.
 """
 
-from polyad.core import Interpreter, Tensor, bind, eval_raw
+from polyad.core import Interpreter, Tensor, bind, eval_raw, split_args
 
 
 class DualTensor(Tensor):
@@ -71,19 +71,7 @@ class ForwardInterpreter(Interpreter):
     kind = "forward"
 
     def process(self, op, args, params):
-        primals = []
-        tangents = []
-        lower = False  # does a tensor of a lower level remain among the primals?
-        for a in args:
-            if isinstance(a, Tensor) and a._interp is self:
-                v = a._value
-                tangents.append(a._aux)
-            else:
-                v = a
-                tangents.append(None)
-            primals.append(v)
-            if not lower and isinstance(v, Tensor):
-                lower = True
+        primals, tangents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
         if op.nondiff or all(t is None for t in tangents):
             return out

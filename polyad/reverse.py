@@ -8,7 +8,7 @@ backward pass itself, and that is how higher derivatives work. The tape lives as
 ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
-from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw
+from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw, split_args
 
 
 class ReverseTensor(Tensor):
@@ -40,14 +40,7 @@ class ReverseInterpreter(Interpreter):
         return t
 
     def process(self, op, args, params):
-        if len(args) == 1:  # the common case, without loops or lists (the per-op path is hot)
-            a = args[0]  # this level's tensor: a one-argument op reaches process only through it
-            v = a._value
-            primals = (v,)
-            parents = (a._aux,)
-            lower = isinstance(v, Tensor)
-        else:
-            primals, parents, lower = self._split(args)
+        primals, parents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
         if op.nondiff or (self.level <= _tls.no_grad_level and self.respect_no_grad):
             return out
@@ -60,23 +53,6 @@ class ReverseInterpreter(Interpreter):
         self.next_id += 1
         self.tape.append((op, params, parents, primals, out, i))
         return ReverseTensor(out, self, i)
-
-    def _split(self, args):
-        """(primals, parent ids, whether a lower-level tensor remains) of an op's arguments."""
-        primals = []
-        parents = []
-        lower = False
-        for a in args:
-            if isinstance(a, Tensor) and a._interp is self:
-                v = a._value
-                parents.append(a._aux)
-            else:
-                v = a
-                parents.append(None)
-            primals.append(v)
-            if not lower and isinstance(v, Tensor):
-                lower = True
-        return primals, parents, lower
 
     def backward(self, seeds, consume=False):
         """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}; the dict is used up, so that each
