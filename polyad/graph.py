@@ -149,9 +149,11 @@ class Graph:
         """This graph as one straight-line Python function of backend arrays: trace once, replay fast.
 
         Each node becomes one call of its kernel, already resolved for ``backend`` (a name; default: the
-        default backend), with no dispatch, no level search and no interpretation per call. The result
-        runs on raw arrays of that backend only, outside transforms (for transforms, call the graph
-        itself). Printing the compiled function's ``source`` shows the generated code.
+        default backend), with no dispatch, no level search and no interpretation per call. Nodes whose
+        results nothing uses are left out (ops are pure), and ``*_like`` creations, which need only their
+        input's shape, no longer keep that input alive: the graph of ``grad(f)`` then skips the last steps
+        of ``f`` that only computed its value. The result runs on raw arrays of that backend only, outside
+        transforms (for transforms, call the graph itself). ``source`` shows the generated code.
 
         Example:
             >>> import numpy as np, polyad as pa
@@ -179,15 +181,21 @@ class Graph:
             names[v.id] = f"v{v.id}"
             args.append(names[v.id])
         lines = [f"def replay({', '.join(args)}):"]
-        for i, node in enumerate(self.nodes):
+        for i, node in _live_nodes(self.nodes, self.outputs):
             op = node.op
+            params = {k: _param_to_backend(v, b) for k, v in node.params.items()}
+            if op.name in _SHAPE_ONLY and isinstance(node.inputs[0], Var):
+                like = node.inputs[0]
+                env[f"k{i}"] = _shape_only_kernel(op.name, like, params, b)
+                lines.append(f"    v{node.outputs[0].id} = k{i}()")
+                names[node.outputs[0].id] = f"v{node.outputs[0].id}"
+                continue
             if op.kernels or op.from_device or op.higher_order is not None:
                 kernel = functools.partial(core.bind, op)  # device choice or a graph inside: dispatch it
             else:
                 kernel = op.impls.get(b) or op.resolve(b)
             env[f"k{i}"] = kernel
             call = ", ".join(name_of(r) for r in node.inputs)
-            params = {k: _param_to_backend(v, b) for k, v in node.params.items()}
             if params:
                 env[f"p{i}"] = params
                 call = f"{call}, **p{i}" if call else f"**p{i}"
@@ -201,6 +209,37 @@ class Graph:
         source = "\n".join(lines)
         exec(compile(source, f"<polyad graph of {len(self.nodes)} nodes>", "exec"), env)
         return CompiledGraph(env["replay"], source, self.in_tree, self.out_tree, len(self.inputs))
+
+
+_SHAPE_ONLY = ("zeros_like", "ones_like", "empty_like", "full_like")
+
+
+def _shape_only_kernel(name, like, params, backend):
+    """A ``*_like`` node as a creation from the recorded shape and dtype: its input is not needed."""
+    xp = backend.xp
+    dtype = params.get("dtype") or _param_to_backend(like.dtype, backend)
+    shape = like.shape
+    if name == "full_like":
+        fill = params["fill_value"]
+        return lambda: xp.full(shape, fill, dtype=dtype)
+    make = {"zeros_like": xp.zeros, "ones_like": xp.ones, "empty_like": xp.empty}[name]
+    return lambda: make(shape, dtype=dtype)
+
+
+def _live_nodes(nodes, outputs):
+    """``(index, node)`` of the nodes whose results reach an output, in order (ops have no side effects).
+    A shape-only ``*_like`` node does not keep its input alive."""
+    needed = {r.id for r in outputs if isinstance(r, Var)}
+    live = []
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
+        if not any(o.id in needed for o in node.outputs):
+            continue
+        live.append((i, node))
+        if node.op.name in _SHAPE_ONLY and node.inputs and isinstance(node.inputs[0], Var):
+            continue
+        needed.update(r.id for r in node.inputs if isinstance(r, Var))
+    return live[::-1]
 
 
 class CompiledGraph:

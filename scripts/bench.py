@@ -234,6 +234,12 @@ def w2(table, peers, quick):
     check("polyad", g(x), ref)
     t = measure(lambda: g(x), quick)
     table.add("W2", "polyad grad", t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written")
+    compiled = pa.make_graph(g, x).compile()
+    check("polyad compiled", compiled(x), ref)
+    t = measure(lambda: compiled(x), quick)
+    table.add(
+        "W2", "polyad make_graph(grad).compile()", t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written"
+    )
     if "torch" in peers:
         torch = peers["torch"]
         xt = torch.from_numpy(x)
