@@ -936,6 +936,10 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
         if total == 0:
             rows = [zeros((0, *x.shape), dtype=x.dtype, device=_device_of(x)) for x in in_flat]
+        elif total == 1:  # one output element (a scalar loss): one vjp, no batch level to vmap
+            from polyad.ops.manipulation import expand_dims
+
+            rows = [expand_dims(r, axis=0) for r in vjp_rows(_eye_rows(0, 1, 1, o_flat[0]))]
         elif chunk_size is None or (chunk_size >= total and chunk_size > 1):
             rows = vmap(vjp_row_of)(_arange_like(total, o_flat[0]))
         else:
