@@ -48,14 +48,6 @@ def _check_arrays(leaves, what):
             )
 
 
-def _check_floating(leaves, what):
-    for i, x in enumerate(leaves):
-        if not is_floating(x):
-            raise TypeError(
-                f"{what}: differentiated inputs must have a floating dtype, got {x.dtype} at leaf {i}"
-            )
-
-
 def _normalize_argnums(argnums, nargs, transform):
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, tuple | list) else None

@@ -510,10 +510,3 @@ def split_args(interp, args):
         if not lower and isinstance(v, Tensor):
             lower = True
     return values, auxes, lower
-
-
-def lower(x, interp):
-    """The value underneath ``x`` if it belongs to ``interp``'s level, else ``x`` itself (a constant)."""
-    if isinstance(x, Tensor) and x._interp is interp:
-        return x._value
-    return x

@@ -87,10 +87,6 @@ def namespace_function(op, doc=None, name=None, arity=None):
 # --------------------------------------------------------------------------------------------- dtypes
 
 
-def is_tensor_or_array(x):
-    return isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None
-
-
 def xp_of(*xs):
     """The backend Array API namespace of the arrays underneath ``xs`` (for dtype questions only)."""
     return dispatch.backend_of([_bottom(x) for x in xs]).xp
@@ -137,14 +133,6 @@ def ndim_of(x):
 
 def shape_of(x):
     return tuple(x.shape) if hasattr(x, "shape") else ()
-
-
-def normalize_axis(axis, ndim):
-    if axis is None:
-        return None
-    if isinstance(axis, tuple | list):
-        return tuple(a % ndim if ndim else a for a in axis)
-    return axis % ndim if ndim else axis
 
 
 def unbroadcast(g, x):
@@ -209,10 +197,3 @@ def broadcast_batch(op):
         return bind(op, *broadcast_batch_args(dims, values), **params), 0
 
     return rule
-
-
-def loop_batch(op):
-    """Batching by the per-example loop (the batching interpreter's fallback), as an explicit rule."""
-    from polyad.batching import loop_fallback
-
-    return lambda dims, *values, **params: loop_fallback(op, dims, values, params)
