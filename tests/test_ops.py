@@ -3,6 +3,7 @@ abstract evaluation against real shapes, VJP and JVP against finite differences 
 forward against reverse mode, and vmap against a loop."""
 
 import random
+import warnings
 
 import optree
 import pytest
@@ -128,6 +129,15 @@ def _is_array(a):
 
 @pytest.mark.parametrize("row,i", _cases())
 def test_vmap(row, i):
+    """vmap equals a loop; a row not listed as using the loop fallback must not use it."""
+    from polyad.batching import LoopFallbackWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if row.batch_fallback else "error", LoopFallbackWarning)
+        _check_vmap_row(row, i)
+
+
+def _check_vmap_row(row, i):
     _skip_known(row, "vmap")
     sample = _sample(row, i)
     f = row.function()
