@@ -12,6 +12,7 @@ bar chart bench-results/bench.png (if matplotlib imports).
 
 import argparse
 import gc
+import importlib.metadata
 import json
 import os
 import platform
@@ -498,7 +499,10 @@ def main():
     versions = {"polyad": pa.__version__, "numpy": np.__version__}
     for name, mod in peers.items():
         mod = mod[0] if isinstance(mod, tuple) else mod
-        versions[name] = getattr(mod, "__version__", "?")
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = getattr(mod, "__version__", "?")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     print(f"backend: {pa.get_backend()}; peers importable: {', '.join(peers) or 'none'}")
