@@ -493,9 +493,21 @@ def split_args(interp, args):
     each tensor's ``_aux`` (None for constants) and ``lower`` says whether a tensor of a lower level remains
     among the values (else the interpreter may call ``eval_raw`` directly). A one-argument op reaches an
     interpreter only through that interpreter's own tensor: no loop for it (the per-op path is hot)."""
-    if len(args) == 1:
+    n = len(args)
+    if n == 1:
         v = args[0]._value
         return (v,), (args[0]._aux,), isinstance(v, Tensor)
+    if n == 2:
+        a, b = args
+        if isinstance(a, Tensor) and a._interp is interp:
+            va, ia = a._value, a._aux
+        else:
+            va, ia = a, None
+        if isinstance(b, Tensor) and b._interp is interp:
+            vb, ib = b._value, b._aux
+        else:
+            vb, ib = b, None
+        return (va, vb), (ia, ib), isinstance(va, Tensor) or isinstance(vb, Tensor)
     values = []
     auxes = []
     lower = False

@@ -137,10 +137,12 @@ def shape_of(x):
 
 def unbroadcast(g, x):
     """Sum cotangent ``g`` down to the shape of ``x`` (which was broadcast against other inputs)."""
+    xd = getattr(x, "dtype", None)
+    if xd is g.dtype and g.shape == x.shape:  # nothing to do: the common case, kept cheap
+        return g
     from polyad.ops.reductions import sum as _sum
 
     xs = shape_of(x)
-    xd = getattr(x, "dtype", None)
     if xd is not None and xd is not g.dtype and _kind(g.dtype) == "c" and _kind(xd) != "c":
         from polyad.ops.elementwise import real
 
