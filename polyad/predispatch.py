@@ -248,14 +248,23 @@ def _wrap(x):
     return core.Tensor(x) if dispatch.backend_of_array(x) is not None else x
 
 
+_captures = [0]  # pre-dispatch captures running in any thread: the hook stays while one does
+_captures_lock = threading.Lock()
+
+
 def make_pre_dispatch_graph(func, *args):
     if _state.frames:
         raise RuntimeError("make_graph(pre_dispatch=True) cannot be nested in another pre-dispatch capture")
-    core.set_pre_dispatch_hook(record_op)
+    with _captures_lock:
+        _captures[0] += 1
+        core.set_pre_dispatch_hook(record_op)
     try:
         graph, _ = _capture(func, args, {}, None)
     finally:
-        core.set_pre_dispatch_hook(None)
+        with _captures_lock:
+            _captures[0] -= 1
+            if not _captures[0]:
+                core.set_pre_dispatch_hook(None)
     return graph
 
 
