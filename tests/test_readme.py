@@ -1,0 +1,37 @@
+"""The README's examples run (on NumPy; the CUDA kernel of the custom-op example needs a GPU, so that
+example runs with its CuPy parts taken out and the NumPy kernel in their place)."""
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import polyad as pa
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+pytestmark = pytest.mark.skipif(pa.get_backend() != "numpy", reason="the README's examples use NumPy arrays")
+
+
+def test_first_examples_run():
+    scope = {}
+    exec(BLOCKS[0], scope)
+    x, w = scope["x"], scope["w"]
+    assert scope["g"].shape == w.shape and scope["per_example"].shape == x.shape
+    assert scope["J"].shape == (x.shape[0], w.shape[0]) and scope["H"].shape == (3, 3)
+    np.testing.assert_allclose(scope["tangent"], np.cos(w))
+
+
+def test_custom_op_example_runs_on_the_cpu():
+    code = BLOCKS[1].replace("import cupy, numpy as np", "import numpy as np")
+    code = re.sub(r"_softclip_cuda = cupy\.ElementwiseKernel\(.*?\)\n", "", code, flags=re.S)
+    code = re.sub(r'@softclip\.register_kernel\("cuda"\).*?\n\n', "", code, flags=re.S)
+    code = code.replace("cupy.linspace(", "np.linspace(").replace("mylib::softclip", "readme::softclip")
+    assert "cupy." not in code  # every CUDA-only line is gone
+    scope = {}
+    exec(code, scope)
+    x = scope["x"]
+    np.testing.assert_allclose(scope["g"], 1 - np.tanh(x / 2.0) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(scope["H"], np.diag(-2 * np.tanh(x) * (1 - np.tanh(x) ** 2)), atol=1e-12)
