@@ -1,8 +1,12 @@
 """Shared test helpers."""
 
+import contextlib
+
 import numpy as np
+import pytest
 
 import polyad as pa
+from polyad import core
 
 
 def to_numpy(x):
@@ -34,3 +38,14 @@ def assert_close(got, expected, rtol=1e-7, atol=1e-10):
     assert got.shape == expected.shape, (got.shape, expected.shape)
     assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@contextlib.contextmanager
+def raises_cleanly(exc, *fragments):
+    """pytest.raises that also checks the message names each fragment and the level stack is empty."""
+    with pytest.raises(exc) as info:
+        yield info
+    msg = str(info.value)
+    for frag in fragments:
+        assert frag in msg, f"{frag!r} not in {msg!r}"
+    assert core.current_level() == 0

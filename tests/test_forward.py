@@ -4,11 +4,11 @@ complex tangents, gradient modes, linearize's replay without primal recomputatio
 References are analytic derivatives and central finite differences computed on plain arrays."""
 
 import collections
-import contextlib
 
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
+from helpers import raises_cleanly as _raises
 
 import polyad as pa
 from polyad import core, dispatch
@@ -34,16 +34,6 @@ def _levels_intact():
     yield
     assert core.current_level() == 0
     assert core._tls.no_grad_level == 0
-
-
-@contextlib.contextmanager
-def _raises(exc, *fragments):
-    with pytest.raises(exc) as info:
-        yield info
-    msg = str(info.value)
-    for frag in fragments:
-        assert frag in msg, f"{frag!r} not in {msg!r}"
-    assert core.current_level() == 0
 
 
 def _is_plain(x):

@@ -4,7 +4,6 @@ stop_gradient; pytrees, argnums, has_aux, concrete tracers, complex inputs, memo
 References are analytic derivatives and central finite differences computed on plain arrays."""
 
 import collections
-import contextlib
 import gc
 import tracemalloc
 import weakref
@@ -12,6 +11,7 @@ import weakref
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
+from helpers import raises_cleanly as _raises
 
 import polyad as pa
 from polyad import core, dispatch
@@ -491,17 +491,6 @@ def test_grad_memory_flat_over_10000_calls():
 
 
 # ------------------------------------------------------------------------------ errors
-
-
-@contextlib.contextmanager
-def _raises(exc, *fragments):
-    """pytest.raises that also checks the message names each fragment and the level stack is empty."""
-    with pytest.raises(exc) as info:
-        yield info
-    msg = str(info.value)
-    for frag in fragments:
-        assert frag in msg, f"{frag!r} not in {msg!r}"
-    assert core.current_level() == 0
 
 
 def _sq(x):
