@@ -13,9 +13,10 @@ import optree
 
 from polyad import dispatch
 from polyad.batching import BatchedTensor, BatchInterpreter
-from polyad.core import Tensor, _tls, bind, current_level, new_level
+from polyad.core import Tensor, _tls, current_level, new_level
+from polyad.core import plain as _plain
 from polyad.forward import DualTensor, ForwardInterpreter
-from polyad.ops.common import define, is_complex, is_floating
+from polyad.ops.common import is_complex, is_floating
 from polyad.predispatch import not_recorded, recorded, recorded_call
 from polyad.reverse import ReverseInterpreter
 
@@ -400,21 +401,6 @@ def enable_grad():
         _tls.no_grad_level = previous
 
 
-_stop_gradient = define("stop_gradient", lambda xp, x: x, abstract_eval=lambda xp, x: x, nondiff=True)
-_stop_gradient.batch = lambda dims, x: (bind(_stop_gradient, x), dims[0])
-
-
-def stop_gradient(x):
-    """``x`` as a constant to every grad and jvp level (its derivative is zero).
-
-    Example:
-        >>> import numpy as np, polyad as pa
-        >>> pa.grad(lambda x: pa.xp.sum(x * pa.stop_gradient(x)))(np.array([3.0]))
-        array([3.])
-    """
-    return bind(_stop_gradient, x)
-
-
 # ------------------------------------------------------------------------------ forward mode
 
 
@@ -621,12 +607,6 @@ def _map_inputs(flat, dims, call):
     return out, size
 
 
-def _plain(v):
-    from polyad.batching import FreshTensor
-
-    return v._value if type(v) is FreshTensor else v
-
-
 def _move_out(out, interp, size, out_dims, call):
     """Outputs of the vmapped function with their batch dimension at ``out_dims`` (unbatched ones are
     broadcast along a new one)."""
@@ -695,7 +675,7 @@ def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
 
     snapshot = random._snapshot() if randomness == "same" else None
     per = []
-    with new_level(LoopLevel, randomness):
+    with new_level(LoopLevel, size, randomness):
         for i in range(size):
             if snapshot is not None and i:
                 random._restore(snapshot)

@@ -1,21 +1,31 @@
-"""vmap: the batching level's tracer (``BatchedTensor``), its interpreter, and the loop fallback.
+"""vmap: the batching level's tracer (``BatchedTensor``), its interpreter, its rule kind, and the loop
+fallback.
 
 A ``BatchedTensor`` holds a value with one extra dimension, the batch dimension ``_aux``; unbatched
-values are never wrapped (their batch dimension is "None"). Each op's ``batch`` rule receives the
-values and their batch dimensions and returns the output and its batch dimension. Ops without a rule
-use, in order, a registered decomposition into ops that have rules (``polyad.ops.decompositions``,
-loaded on first need), then a per-example loop that stacks the results and warns once per op.
+values are never wrapped (their batch dimension is "None"). Each op's ``batch`` rule receives the vmap
+level (``info``: ``batch_size``, ``randomness``), the values and their batch dimensions, and returns the
+output and its batch dimension. An op without a rule is computed by its ``decomposition`` (other ops,
+each batched by its rule) where it has one, else by a per-example loop that stacks the results and warns
+once per op; a rule that returns ``NotImplemented`` for the case at hand (a data-dependent shape) gets
+the loop too.
 
 In-place updates: arrays made by creation functions inside vmap (``xp.zeros(3)``, ``xp.asarray([...])``)
-come back as ``FreshTensor``s, plain level-0 tensors, so that ``x[0] = batched_value`` reaches polyad's
-functionalised ``__setitem__`` (a raw NumPy array would refuse the batched value) and ``x`` becomes
-batched. Ops on a fresh tensor return raw arrays again, so nothing else changes.
+come back as ``core.FreshTensor``s, plain level-0 tensors, so that ``x[0] = batched_value`` reaches
+polyad's functionalised ``__setitem__`` (a raw NumPy array would refuse the batched value) and ``x``
+becomes batched.
 """
 
 import threading
 import warnings
 
-from polyad.core import ConcretizationError, Interpreter, Tensor, _tls, bind, split_args
+from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, split_args
+from polyad.ops.manipulation import stack, take_index
+
+BATCH = rule_kind(
+    "batch",
+    "batch(info, dims, *values, **params) -> (out, out_dim): info is the vmap level (batch_size, "
+    "randomness); dims[i] is the batch dimension of values[i] (None: unbatched); NotImplemented: loop",
+)
 
 
 class BatchedTensor(Tensor):
@@ -38,110 +48,61 @@ class BatchedTensor(Tensor):
         self._scalar("a concrete value")
 
 
-class FreshTensor(Tensor):
-    """A plain level-0 tensor for an array created inside a transform, so ``x[key] = traced`` can rebind
-    ``x`` (to a batched or differentiated tensor).
-
-    Unlike a plain ``Tensor`` it does not spread: ops on it return raw backend arrays (``_sticky``).
-    """
-
-    __slots__ = ()
-    _sticky = False
-
-    def _become(self, other):
-        return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array
-        inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
-        return getattr(ufunc, method)(*inputs, **kwargs)
+class _BatchState(threading.local):
+    def __init__(self):
+        self.levels = []  # the active vmap levels of this thread, outermost first
 
 
-def in_vmap():
-    """True while a vmap level is active in this thread."""
-    stack = _tls.stack
-    if len(stack) > 1:
-        for interp in stack[1:]:
-            if isinstance(interp, BatchInterpreter):
-                return True
-    return False
-
-
-def fresh(array):
-    """``array`` as a ``FreshTensor`` while any transform is active (creation functions call this), so that
-    ``x[key] = traced`` can rebind ``x``; unchanged outside transforms."""
-    return FreshTensor(array) if len(_tls.stack) > 1 else array
+_state = _BatchState()
 
 
 def batch_levels():
-    """The active vmap levels (``BatchInterpreter`` and ``LoopLevel``), outermost first."""
-    return [i for i in _tls.stack[1:] if isinstance(i, BatchInterpreter | LoopLevel)]
+    """The active vmap levels (``BatchInterpreter`` and ``LoopLevel``) of this thread, outermost first."""
+    return list(_state.levels)
 
 
-class LoopLevel(Interpreter):
+class _VmapLevel(Interpreter):
+    """What every vmap level has: ``batch_size``, ``randomness``, and a place among ``batch_levels()``."""
+
+    def __init__(self, level, batch_size, randomness="error"):
+        super().__init__(level)
+        self.batch_size = batch_size
+        self.randomness = randomness
+        _state.levels.append(self)
+
+    def close(self):
+        if _state.levels and _state.levels[-1] is self:
+            _state.levels.pop()
+        elif self in _state.levels:
+            _state.levels.remove(self)
+
+
+class LoopLevel(_VmapLevel):
     """Marks ``vmap(..., chunk_size=1)``, which calls the function per example: no tensor belongs to it;
     it only carries ``randomness`` for ``pa.random``."""
-
-    def __init__(self, level, randomness):
-        super().__init__(level)
-        self.randomness = randomness
 
     def process(self, op, args, params):  # pragma: no cover  (no tensor has this level)
         raise AssertionError("no tensor belongs to a LoopLevel")
 
 
-class BatchInterpreter(Interpreter):
-    kind = "batch"
-
-    def __init__(self, level, axis_size, randomness="error"):
-        super().__init__(level)
-        self.axis_size = axis_size
-        self.randomness = randomness
+class BatchInterpreter(_VmapLevel):
+    """A vmap level: ``info`` of every batch rule it runs."""
 
     def process(self, op, args, params):
         values, dims, _ = split_args(self, args)
-        rule = op.batch
+        rule = op.rules.get("batch")
         if rule is not None:
-            out, out_dim = rule(tuple(dims), *values, **params)
+            result = rule(self, tuple(dims), *values, **params)
+            if result is NotImplemented:  # a case the rule cannot batch (data-dependent shapes)
+                result = loop_fallback(op, dims, values, params)
+        elif op.decomposition is not None:
+            return op.decomposition(*args, **params)  # runs on our tensors: each op batched by its rule
         else:
-            fn = decomposition(op)
-            if fn is not None:
-                return fn(*args, **params)  # runs on our tensors: each of its ops is batched by rule
-            out, out_dim = loop_fallback(op, dims, values, params)
+            result = loop_fallback(op, dims, values, params)
+        out, out_dim = result
         if op.multiple_results:
             return type(out)(o if d is None else BatchedTensor(o, self, d) for o, d in zip(out, out_dim))
         return out if out_dim is None else BatchedTensor(out, self, out_dim)
-
-
-# ------------------------------------------------------------------------------ decompositions
-
-# op name -> function(*args, **params) written in ops that have batching rules. Filled lazily:
-# ``polyad.ops.decompositions`` registers its functions on first use, under a lock, so import stays cheap.
-_DECOMPOSITIONS = {}
-_DECOMPOSITIONS_LOADED = False
-_LOCK = threading.Lock()
-
-
-def register_decomposition(name):
-    """Decorator: batch op ``name`` (when it has no batching rule) by running ``fn(*args, **params)``."""
-
-    def deco(fn):
-        _DECOMPOSITIONS[name] = fn
-        return fn
-
-    return deco
-
-
-def decomposition(op):
-    """The registered decomposition of ``op`` (None if it has none); loads the table on first call."""
-    global _DECOMPOSITIONS_LOADED
-    if not _DECOMPOSITIONS_LOADED:
-        with _LOCK:
-            if not _DECOMPOSITIONS_LOADED:
-                import polyad.ops.decompositions  # noqa: F401  (registers its functions)
-
-                _DECOMPOSITIONS_LOADED = True
-    return _DECOMPOSITIONS.get(op.name)
 
 
 # ------------------------------------------------------------------------------ loop fallback
@@ -159,8 +120,6 @@ def loop_fallback(op, dims, values, params):
 
     Warns once per op (per process), naming it.
     """
-    from polyad.ops.manipulation import stack, take_index
-
     if op.name not in _WARNED:
         with _WARN_LOCK:
             first = op.name not in _WARNED
@@ -169,7 +128,7 @@ def loop_fallback(op, dims, values, params):
             warnings.warn(
                 f"vmap: op {op.name!r} has no batching rule; running it in a per-example loop (slow)",
                 LoopFallbackWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
     size = next(v.shape[d] for v, d in zip(values, dims) if d is not None)
     results = []

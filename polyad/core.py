@@ -33,7 +33,9 @@ class Interpreter:
     argument level is its own; arguments of lower levels are constants to it.
     """
 
-    kind = None  # "reverse", "forward", "batch", "abstract", "graph": what a higher-order op looks up
+    # a transform runs a higher-order op's body on its own tensors; a capture (graph, eval_shape) sees
+    # the op as one
+    transforms_bodies = True
 
     def __init__(self, level):
         self.level = level
@@ -41,6 +43,9 @@ class Interpreter:
 
     def process(self, op, args, params):
         raise NotImplementedError
+
+    def close(self):
+        """Called once when the level is popped (after ``active`` turns False)."""
 
 
 @contextmanager
@@ -53,6 +58,7 @@ def new_level(cls, *args):
         yield interp
     finally:
         interp.active = False
+        interp.close()
         # restore exactly: anything pushed above us by a failing inner transform goes too
         del stack[interp.level :]
 
@@ -90,7 +96,7 @@ class Tensor:
     """
 
     __slots__ = ("_value", "_interp", "_aux")
-    # Results of level-0 ops on a plain tensor stay tensors; batching.FreshTensor (False) does not spread.
+    # Results of level-0 ops on a plain tensor stay tensors; FreshTensor (False) does not spread.
     _sticky = True
     # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
     __array_ufunc__ = None
@@ -218,6 +224,36 @@ class Tensor:
     __hash__ = None
 
 
+class FreshTensor(Tensor):
+    """A plain level-0 tensor for an array created inside a transform, so ``x[key] = traced`` can rebind
+    ``x`` (to a batched or differentiated tensor).
+
+    Unlike a plain ``Tensor`` it does not spread: ops on it return raw backend arrays (``_sticky``).
+    """
+
+    __slots__ = ()
+    _sticky = False
+
+    def _become(self, other):
+        return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array
+        inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def fresh(array):
+    """``array`` as a ``FreshTensor`` while any transform is active (creation functions call this), so that
+    ``x[key] = traced`` can rebind ``x``; unchanged outside transforms."""
+    return FreshTensor(array) if len(_tls.stack) > 1 else array
+
+
+def plain(value):
+    """A transform's output as the caller sees it: a ``FreshTensor`` handed back as its raw array."""
+    return value._value if type(value) is FreshTensor else value
+
+
 class ConcretizationError(TypeError):
     """A Python value (bool, float, int, shape) was asked of a tensor that has no single value."""
 
@@ -303,22 +339,76 @@ def install_operators(namespace):
 OPS = {}  # name -> Op: the one registry of every array function
 
 
-class Op:
-    """One array function: its kernels and, per transform, one rule.
+class RuleKind:
+    """One kind of per-op rule, declared by the transform module that reads it (``reverse.VJP``,
+    ``forward.JVP``, ``batching.BATCH``, ``tracing.ABSTRACT_EVAL``).
 
-    Rule signatures (one per transform, fixed):
+    ``name`` keys ``Op.rules``; ``signature`` documents the rule's one fixed signature; ``derive(op)``
+    builds a rule from the op's markers when it has none (the linear and bilinear JVPs), or returns None.
+    Custom-op registration (``register_rule``), ``library.override`` and pre-dispatch read ``RULE_KINDS``,
+    so a new transform is one new module that declares its kind, plus the rules it needs.
+    """
+
+    __slots__ = ("name", "signature", "derive")
+
+    def __init__(self, name, signature, derive=None):
+        self.name = name
+        self.signature = signature
+        self.derive = derive
+
+    def __repr__(self):
+        return f"RuleKind({self.name!r})"
+
+
+RULE_KINDS = {}  # name -> RuleKind, in declaration order
+
+
+def rule_kind(name, signature, derive=None):
+    """Declare (or, on re-import, return) the rule kind ``name``; see ``RuleKind``."""
+    kind = RULE_KINDS.get(name)
+    if kind is None:
+        kind = RULE_KINDS[name] = RuleKind(name, signature, derive)
+    return kind
+
+
+def rule_of(op, kind):
+    """``op``'s rule of ``kind``: the registered one, else the one ``kind.derive`` builds (cached), else
+    None."""
+    rule = op.rules.get(kind.name)
+    if rule is None and kind.derive is not None:
+        rule = op.derived.get(kind.name)
+        if rule is None:
+            rule = kind.derive(op)
+            if rule is not None:
+                op.derived[kind.name] = rule
+    return rule
+
+
+class Op:
+    """One array function: its kernels, and a table of rules keyed by rule kind (``RULE_KINDS``).
+
+    The rule kinds polyad's transforms declare, one fixed signature each:
 
     - ``abstract_eval(xp, *avals, **params) -> aval | tuple``: output shapes and dtypes, computing nothing;
     - ``vjp(cotangent, out, *primals, **params) -> tuple``: one cotangent per positional argument
       (None where there is none);
     - ``jvp(tangents, out, *primals, **params) -> tangent``: ``tangents`` has one entry per positional
       argument, None for a zero tangent;
-    - ``batch(dims, *values, **params) -> (out, out_dim)``: ``dims`` has one batch dimension per positional
-      argument, None where it is not batched.
+    - ``batch(info, dims, *values, **params) -> (out, out_dim)``: ``info`` is the vmap level
+      (``batch_size``, ``randomness``); ``dims`` has one batch dimension per positional argument, None
+      where it is not batched. A rule may return ``NotImplemented`` for a case it cannot batch: vmap then
+      loops over the batch.
 
     Markers replace rules that would be repeated: ``linear`` (the JVP is the op applied to the tangents),
     ``bilinear`` (linear in each of two arrays: the JVP is ``op(t1, x2) + op(x1, t2)``), ``nondiff`` (the
-    output carries no derivative: comparisons, integer results, rounding).
+    output carries no derivative: comparisons, integer results, rounding), ``shape_only`` (the output
+    depends only on the first argument's shape and dtype: ``shape_only(xp, shape, dtype, **params)``
+    builds it without that argument, as compiled graphs do).
+    ``decomposition(*args, **params)``, where set, computes the op with other ops; a transform without a
+    rule for the op runs it on its own tensors instead of looping.
+    ``higher_order(*args, **params)``, where set, is the op's body (``call_delegate``'s graph): transform
+    levels run it on their own tensors, so each op inside is transformed by its rules; capture levels
+    (graphs, ``eval_shape``) treat the op as one.
     Kernels: ``generic(xp, *args, **params)`` written against the Array API namespace ``xp``, and
     ``kernels[device_type]`` with the same signature, chosen by ``dispatch.choose_kernel``.
     """
@@ -328,15 +418,15 @@ class Op:
         "_generic",
         "impls",
         "kernels",
-        "abstract_eval",
-        "vjp",
-        "jvp",
-        "batch",
+        "rules",
+        "derived",
         "linear",
         "bilinear",
         "nondiff",
         "multiple_results",
         "from_device",
+        "shape_only",
+        "decomposition",
         "higher_order",
         "__weakref__",
     )
@@ -346,15 +436,12 @@ class Op:
         name,
         generic=None,
         *,
-        abstract_eval=None,
-        vjp=None,
-        jvp=None,
-        batch=None,
         linear=False,
         bilinear=False,
         nondiff=False,
         multiple_results=False,
         register=True,
+        **rules,
     ):
         if register and name in OPS:
             raise ValueError(f"an op named {name!r} is already registered")
@@ -362,17 +449,15 @@ class Op:
         self._generic = generic
         self.impls = {}  # backend -> the generic kernel bound to its namespace (the eager fast path)
         self.kernels = {}
-        self.abstract_eval = abstract_eval
-        self.vjp = vjp
-        self.jvp = jvp
-        self.batch = batch
+        self.rules = {k: r for k, r in rules.items() if r is not None}
+        self.derived = {}  # rules built by a RuleKind's derive from the markers, cached
         self.linear = linear
         self.bilinear = bilinear
         self.nondiff = nondiff
         self.multiple_results = multiple_results
         self.from_device = False  # creation ops: the backend comes from the ``device`` parameter
-        # a higher-order op's implementation per layer kind ({"reverse": fn(interp, *args, **params)});
-        # a layer without one handles the op like any other, with its rules
+        self.shape_only = None
+        self.decomposition = None
         self.higher_order = None
         if register:
             OPS[name] = self
@@ -440,10 +525,8 @@ def bind(op, *args, **params):
                 f"a tensor of a finished {type(top).__name__} (level {top.level}) reached op "
                 f"{op.name!r}: a tracer escaped the transform that made it (stored in a global or closure?)"
             )
-        if op.higher_order is not None:
-            impl = op.higher_order.get(top.kind)
-            if impl is not None:
-                return impl(top, *args, **params)
+        if op.higher_order is not None and top.transforms_bodies:
+            return op.higher_order(*args, **params)
         return top.process(op, args, params)
     if plain:
         return eval_op(op, args, params)

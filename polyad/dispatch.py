@@ -230,6 +230,17 @@ def register_device_type(name, predicate, *, above="cpu"):
     return unregister
 
 
+def check_device_type(name, where):
+    """Raise unless ``name`` is a device type of ``DEVICE_PRIORITY`` (``where`` names the caller)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{where}: a device type must be a str, got {name!r}")
+    if name not in DEVICE_PRIORITY:
+        raise ValueError(
+            f"{where}: unknown device type {name!r}; the device types are {DEVICE_PRIORITY} "
+            "(add one with polyad.dispatch.register_device_type)"
+        )
+
+
 def choose_kernel(op, backend, arrays):
     """The kernel for one call: the op's kernel for the highest-priority device type present, else its
     generic kernel, else an error naming the op, the device types seen and the kernels registered."""

@@ -5,7 +5,8 @@ primal output through the levels below, then the op's ``jvp`` rule, which runs t
 enclosing levels differentiate or batch the tangent computation too. A tangent of None is a symbolic zero.
 """
 
-from polyad.core import Interpreter, Tensor, bind, eval_raw, split_args
+from polyad.core import Interpreter, Tensor, bind, eval_raw, rule_kind, rule_of, split_args
+from polyad.ops.creation import zeros_like
 
 
 class DualTensor(Tensor):
@@ -23,8 +24,6 @@ def linear_jvp(op):
     positions = None if op.linear is True else frozenset(op.linear)
 
     def jvp(tangents, out, *primals, **params):
-        from polyad.ops.creation import zeros_like
-
         args = []
         for i, (t, p) in enumerate(zip(tangents, primals)):
             if positions is not None and i not in positions:
@@ -52,24 +51,34 @@ def bilinear_jvp(op):
     return jvp
 
 
+def _derive(op):
+    """A JVP from the op's markers: bilinear or linear; None for an op with neither."""
+    if op.bilinear:
+        return bilinear_jvp(op)
+    if op.linear:
+        return linear_jvp(op)
+    return None
+
+
+JVP = rule_kind(
+    "jvp",
+    "jvp(tangents, out, *primals, **params) -> tangent: tangents[i] None means zero",
+    derive=_derive,
+)
+
+
 def jvp_rule(op):
-    """The op's JVP rule; for an op marked ``linear`` without one, the op itself applied to tangents."""
-    rule = op.jvp
-    if rule is None and op.bilinear:
-        rule = op.jvp = bilinear_jvp(op)
+    """The op's JVP rule (registered, or derived from its ``linear``/``bilinear`` marker)."""
+    rule = rule_of(op, JVP)
     if rule is None:
-        if not op.linear:
-            raise NotImplementedError(
-                f"forward mode (jvp) is not implemented for op {op.name!r}: it has no JVP rule "
-                "(for a custom op, register one with op.register_jvp)"
-            )
-        rule = op.jvp = linear_jvp(op)
+        raise NotImplementedError(
+            f"forward mode (jvp) is not implemented for op {op.name!r}: it has no JVP rule "
+            "(for a custom op, register one with op.register_jvp)"
+        )
     return rule
 
 
 class ForwardInterpreter(Interpreter):
-    kind = "forward"
-
     def process(self, op, args, params):
         primals, tangents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)

@@ -184,9 +184,9 @@ class Graph:
         for i, node in _live_nodes(self.nodes, self.outputs):
             op = node.op
             params = {k: _param_to_backend(v, b) for k, v in node.params.items()}
-            if op.name in _SHAPE_ONLY and isinstance(node.inputs[0], Var):
+            if op.shape_only is not None and isinstance(node.inputs[0], Var):
                 like = node.inputs[0]
-                env[f"k{i}"] = _shape_only_kernel(op.name, like, params, b)
+                env[f"k{i}"] = _shape_only_kernel(op, like, params, b)
                 lines.append(f"    v{node.outputs[0].id} = k{i}()")
                 names[node.outputs[0].id] = f"v{node.outputs[0].id}"
                 continue
@@ -211,19 +211,12 @@ class Graph:
         return CompiledGraph(env["replay"], source, self.in_tree, self.out_tree, len(self.inputs))
 
 
-_SHAPE_ONLY = ("zeros_like", "ones_like", "empty_like", "full_like")
-
-
-def _shape_only_kernel(name, like, params, backend):
+def _shape_only_kernel(op, like, params, backend):
     """A ``*_like`` node as a creation from the recorded shape and dtype: its input is not needed."""
     xp = backend.xp
     dtype = params.get("dtype") or _param_to_backend(like.dtype, backend)
-    shape = like.shape
-    if name == "full_like":
-        fill = params["fill_value"]
-        return lambda: xp.full(shape, fill, dtype=dtype)
-    make = {"zeros_like": xp.zeros, "ones_like": xp.ones, "empty_like": xp.empty}[name]
-    return lambda: make(shape, dtype=dtype)
+    rest = {k: v for k, v in params.items() if k != "dtype"}
+    return functools.partial(op.shape_only, xp, like.shape, dtype, **rest)
 
 
 def _live_nodes(nodes, outputs):
@@ -236,7 +229,7 @@ def _live_nodes(nodes, outputs):
         if not any(o.id in needed for o in node.outputs):
             continue
         live.append((i, node))
-        if node.op.name in _SHAPE_ONLY and node.inputs and isinstance(node.inputs[0], Var):
+        if node.op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
             continue
         needed.update(r.id for r in node.inputs if isinstance(r, Var))
     return live[::-1]
@@ -291,7 +284,7 @@ def _param_to_backend(value, backend):
 
 
 class GraphInterpreter(Interpreter):
-    kind = "graph"
+    transforms_bodies = False  # a higher-order op is recorded as one node
 
     def __init__(self, level):
         super().__init__(level)
@@ -383,12 +376,8 @@ def _delegate_abstract(xp, *avals, lowered):
 
 
 _call_delegate = Op("call_delegate", _delegate_kernel, abstract_eval=_delegate_abstract)
-_call_delegate.higher_order = {
-    # transforms run the carried graph on their own tensors: every node is transformed by its rules
-    "reverse": lambda interp, *args, lowered: lowered(*args),
-    "forward": lambda interp, *args, lowered: lowered(*args),
-    "batch": lambda interp, *args, lowered: lowered(*args),
-}
+# transforms run the carried graph on their own tensors: every node is transformed by its rules
+_call_delegate.higher_order = lambda *args, lowered: lowered(*args)
 
 
 def call_delegate(lowered, *args):

@@ -21,8 +21,10 @@ import inspect
 import re
 from contextlib import contextmanager
 
-from polyad import core
+from polyad import core, dispatch
 from polyad.core import Op, bind
+from polyad.ops.creation import zeros_like
+from polyad.tracing import fake_abstract_eval
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_.]*$")
 CUSTOM_OPS = {}  # "namespace::name" -> CustomOp
@@ -33,17 +35,6 @@ class _Context:
 
     def save_for_backward(self, *arrays):
         self.saved_tensors = arrays
-
-
-class VmapInfo:
-    """Describes the vmap level to a custom batching rule: ``batch_size`` and ``randomness``."""
-
-    def __init__(self, batch_size, randomness):
-        self.batch_size = batch_size
-        self.randomness = randomness
-
-    def __repr__(self):
-        return f"VmapInfo(batch_size={self.batch_size}, randomness={self.randomness!r})"
 
 
 class CustomOp:
@@ -61,7 +52,6 @@ class CustomOp:
         self._keyword = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
         self._has_varargs = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
         self.op = Op(name, lambda xp, *args, **params: fn(*args, **params))
-        self.op.abstract_eval = None
         self._setup_context = None
         self._backward = None
         self.__doc__ = fn.__doc__
@@ -89,8 +79,8 @@ class CustomOp:
 
         def register(kernel):
             for dt in types:
-                if not isinstance(dt, str):
-                    raise TypeError(f"register_kernel: device type must be a str, got {dt!r}")
+                dispatch.check_device_type(dt, f"{self.name}.register_kernel")
+            for dt in types:
                 self.op.kernels[dt] = lambda xp, *args, _k=kernel, **params: _k(*args, **params)
             return kernel
 
@@ -130,7 +120,7 @@ class CustomOp:
                 )
             return grads[: len(primals)]
 
-        self.op.vjp = vjp
+        self.register_rule("vjp", vjp)
 
     def register_jvp(self, rule):
         """Register the forward-mode rule ``rule(primals: tuple, tangents: tuple) -> (output, tangent)``.
@@ -138,8 +128,6 @@ class CustomOp:
         name = self.name
 
         def jvp(tangents, out, *primals, **params):
-            from polyad.ops.creation import zeros_like
-
             ts = tuple(
                 zeros_like(p) if t is None and hasattr(p, "shape") else t for t, p in zip(tangents, primals)
             )
@@ -151,34 +139,30 @@ class CustomOp:
                 )
             return result[1]
 
-        self.op.jvp = jvp
+        self.register_rule("jvp", jvp)
 
     def register_vmap(self, rule):
         """Register the batching rule ``rule(info, in_dims, *args, **kwargs) -> (output, out_dims)``.
         ``args`` are the underlying values with their batch dimension where ``in_dims`` says (None: not
-        batched); ``info.batch_size`` and ``info.randomness`` describe the level."""
-
-        def batch(dims, *values, **params):
-            from polyad.batching import BatchInterpreter
-
-            size = next(v.shape[d] for v, d in zip(values, dims) if d is not None)
-            interp = next(
-                (i for i in reversed(core.active_interpreters()) if isinstance(i, BatchInterpreter)), None
-            )
-            info = VmapInfo(size, interp.randomness if interp is not None else "error")
-            out, out_dims = rule(info, tuple(dims), *values, **params)
-            return out, out_dims
-
-        self.op.batch = batch
+        batched); ``info.batch_size`` and ``info.randomness`` describe the vmap level."""
+        self.register_rule("batch", rule)
 
     def register_fake(self, fn):
         """Register the abstract evaluation ``fn(*fake_args, **kwargs)``: it receives abstract arrays
         (``shape``, ``dtype``, ``device`` and a namespace, ``__array_namespace__()``, that builds abstract
         outputs such as ``xp.empty(shape, dtype=...)``) and returns the abstract output."""
-        from polyad.tracing import fake_abstract_eval
-
-        self.op.abstract_eval = fake_abstract_eval(self.name, fn)
+        self.register_rule("abstract_eval", fake_abstract_eval(self.name, fn))
         return fn
+
+    def register_rule(self, kind, rule):
+        """Register ``rule`` for rule kind ``kind`` (a name in ``core.RULE_KINDS``: "vjp", "jvp", "batch",
+        "abstract_eval", or the kind of a transform added later), with that kind's signature (see
+        ``core.Op``). The ``register_autograd``/``register_jvp``/``register_vmap``/``register_fake``
+        methods adapt torch.library's conventions to it."""
+        _check_rule_kind(kind, f"{self.name}.register_rule")
+        if not callable(rule):
+            raise TypeError(f"{self.name}.register_rule({kind!r}, ...): rule must be callable, got {rule!r}")
+        self.op.rules[kind] = rule
 
 
 def custom_op(name, fn=None, /, *, mutates_args=()):
@@ -226,7 +210,11 @@ def impl(name, device_types=("cpu", "cuda"), func=None):
     return op.register_kernel(device_types, func)
 
 
-_RULE_LAYERS = ("vjp", "jvp", "batch", "abstract_eval")
+def _check_rule_kind(kind, where):
+    if kind not in core.RULE_KINDS:
+        raise ValueError(
+            f"{where}: unknown rule kind {kind!r}; the rule kinds are {', '.join(map(repr, core.RULE_KINDS))}"
+        )
 
 
 def _resolve_op(op):
@@ -269,16 +257,24 @@ def override(op, layer, impl):
         [(3,)]
     """
     target = _resolve_op(op)
-    if layer in _RULE_LAYERS:
-        previous = getattr(target, layer)
-        setattr(target, layer, impl)
+    if not isinstance(layer, str):
+        raise TypeError(
+            f"override(layer={layer!r}): layer must be a str: a rule kind "
+            f"({', '.join(map(repr, core.RULE_KINDS))}), 'generic' or a device type "
+            f"({', '.join(map(repr, dispatch.DEVICE_PRIORITY))})"
+        )
+    if layer in core.RULE_KINDS:
+        missing = object()
+        previous = target.rules.get(layer, missing)
+        target.rules[layer] = impl
         try:
             yield target
         finally:
-            setattr(target, layer, previous)
+            if previous is missing:
+                del target.rules[layer]
+            else:
+                target.rules[layer] = previous
         return
-    if not isinstance(layer, str):
-        raise TypeError(f"override: layer must be a rule name {_RULE_LAYERS}, 'generic' or a device type")
 
     def kernel(xp, *args, **params):
         return impl(*args, **params)
@@ -291,6 +287,7 @@ def override(op, layer, impl):
         finally:
             target.generic = previous
         return
+    dispatch.check_device_type(layer, "override(layer=...)")
     missing = object()
     previous = target.kernels.get(layer, missing)
     target.kernels[layer] = kernel

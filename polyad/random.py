@@ -42,6 +42,8 @@ import threading
 import weakref
 
 from polyad import dispatch
+from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels
+from polyad.core import fresh
 
 _GENERATORS = weakref.WeakSet()  # every live Generator: vmap(randomness="same", chunk_size=...) replays them
 _GEN_LOCK = threading.Lock()
@@ -118,8 +120,6 @@ class Generator:
         return self._draw("integers", shape, dtype, device, low, high)
 
     def _draw(self, kind, shape, dtype, device, *bounds):
-        from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels, fresh
-
         levels = batch_levels()
         for interp in levels:
             if interp.randomness == "error":
@@ -130,7 +130,7 @@ class Generator:
                 )
         # a per-example loop (chunk_size=1) draws anew each call: "different" needs no batch dimension
         different = [i for i in levels if i.randomness == "different" and isinstance(i, BatchInterpreter)]
-        full = tuple(i.axis_size for i in different) + shape
+        full = tuple(i.batch_size for i in different) + shape
         backend = dispatch.backend_of_device(device)
         out = getattr(self._impl(backend), kind)(*bounds, full, dtype, device)
         if not different:

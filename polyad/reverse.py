@@ -8,7 +8,16 @@ backward pass itself, and that is how higher derivatives work. The tape lives as
 ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
-from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw, split_args
+from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw, rule_kind, split_args
+from polyad.forward import jvp_rule
+from polyad.ops.creation import zeros_like
+from polyad.ops.elementwise import add
+
+VJP = rule_kind(
+    "vjp",
+    "vjp(cotangent, out, *primals, **params) -> tuple: one cotangent per positional argument (None, a "
+    "value, or a zero-argument function evaluated only if that input needs a gradient)",
+)
 
 
 class ReverseTensor(Tensor):
@@ -23,8 +32,6 @@ class ReverseInterpreter(Interpreter):
     ``respect_no_grad``: whether ``pa.no_grad`` stops recording (False for ``linearize``, which is forward
     mode in torch.func's semantics, where ``no_grad`` does not apply).
     """
-
-    kind = "reverse"
 
     def __init__(self, level, respect_no_grad=True):
         super().__init__(level)
@@ -61,9 +68,6 @@ class ReverseInterpreter(Interpreter):
         With ``consume`` the tape is emptied as it is walked, so each entry's saved values are freed as
         soon as its rule has run (``grad``); without, it stays for another call (``vjp_fn``).
         """
-        from polyad.ops.creation import zeros_like
-        from polyad.ops.elementwise import add
-
         ct = seeds
         if consume:
             tape, self.tape = self.tape, []
@@ -80,12 +84,13 @@ class ReverseInterpreter(Interpreter):
                 g = ct.pop(ids, None)
                 if g is None:
                     continue
-            if op.vjp is None:  # an op without a rule is fine until a gradient must flow through it
+            rule = op.rules.get("vjp")
+            if rule is None:  # an op without a rule is fine until a gradient must flow through it
                 raise NotImplementedError(
                     f"reverse mode (grad/vjp) is not implemented for op {op.name!r}: it has no VJP rule "
                     "(for a custom op, register one with op.register_autograd)"
                 )
-            grads = op.vjp(g, out, *primals, **params)
+            grads = rule(g, out, *primals, **params)
             for pid, gi in zip(parents, grads):
                 if pid is None or gi is None:
                     continue
@@ -105,8 +110,6 @@ class ReverseInterpreter(Interpreter):
         With ``keep`` (a set of ids), a tangent is dropped after its last use unless its id is in ``keep``,
         so the sweep holds only live tangents (less memory, and the allocator reuses their buffers).
         """
-        from polyad.forward import jvp_rule
-
         tan = dict(seeds)
         dead = None if keep is None else self._dead_after(keep)
         for k, (op, params, parents, primals, out, ids) in enumerate(self.tape):

@@ -4,8 +4,13 @@
 import optree
 
 from polyad import dispatch
-from polyad.core import Interpreter, Tensor, new_level
+from polyad.core import ConcretizationError, Interpreter, Tensor, new_level, rule_kind
 from polyad.ops.common import ShapeDtype
+
+ABSTRACT_EVAL = rule_kind(
+    "abstract_eval",
+    "abstract_eval(xp, *avals, **params) -> aval | tuple: output shapes and dtypes (ShapeDtype), no data",
+)
 
 
 class AbstractTensor(Tensor):
@@ -14,8 +19,6 @@ class AbstractTensor(Tensor):
     __slots__ = ()
 
     def _scalar(self, what):
-        from polyad.core import ConcretizationError
-
         raise ConcretizationError(f"{what}() of an abstract tensor inside eval_shape: it has no value")
 
     def concrete(self):
@@ -31,19 +34,20 @@ def _aval(x, interp):
 
 
 class AbstractInterpreter(Interpreter):
-    kind = "abstract"
+    transforms_bodies = False  # a higher-order op is one op here, evaluated by its abstract_eval rule
 
     def __init__(self, level, backend):
         super().__init__(level)
         self.backend = backend
 
     def process(self, op, args, params):
-        if op.abstract_eval is None:
+        rule = op.rules.get("abstract_eval")
+        if rule is None:
             raise NotImplementedError(
                 f"eval_shape: op {op.name!r} has no abstract evaluation rule "
                 "(for a custom op, register one with op.register_fake)"
             )
-        out = op.abstract_eval(self.backend.xp, *[_aval(a, self) for a in args], **params)
+        out = rule(self.backend.xp, *[_aval(a, self) for a in args], **params)
         if op.multiple_results:
             return tuple(AbstractTensor(o, self) for o in out)
         return AbstractTensor(out, self)

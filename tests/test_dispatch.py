@@ -86,7 +86,7 @@ def test_new_device_type_is_placed_by_priority():
 def test_kernel_choice_inside_transforms(fake_cuda):
     """Transforms pass the op down to level 0, where the kernel is chosen from the real arrays."""
     op, calls = _op(["cpu", "cuda"])
-    op.batch = lambda dims, x: (bind(op, x), dims[0])
+    op.rules["batch"] = lambda info, dims, x: (bind(op, x), dims[0])
     _, gpu = _arrays()
     xp = dispatch.default_backend().xp
     batch = xp.stack([gpu, gpu])

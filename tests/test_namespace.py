@@ -325,7 +325,7 @@ def test_creation_abstract_eval_defaults(bxp):
              ("eye", (2, 3), {"k": 1}, (2, 3), bxp.float64),
              ("ones", ((1,),), {"dtype": bxp.int8}, (1,), bxp.int8)]  # fmt: skip
     for name, args, kw, shape, dtype in cases:
-        aval = OPS[name].abstract_eval(xp, *args, **kw)
+        aval = OPS[name].rules["abstract_eval"](xp, *args, **kw)
         real = getattr(pxp, name)(*args, **kw) if name != "arange" else pxp.arange(*args, **kw)
         assert aval.shape == shape == tuple(real.shape), name
         assert aval.dtype == dtype == real.dtype, name

@@ -2,9 +2,6 @@
 functionalised in-place updates, the loop fallback and the lazy decomposition table. Every batched result
 is compared with a Python loop of the unbatched function (or an analytic value)."""
 
-import subprocess
-import sys
-import threading
 import warnings
 
 import numpy as np
@@ -293,29 +290,25 @@ def test_loop_fallback_warns_once_per_op(A):
     assert_close(got, (3 * to_numpy(x) + 1).T)
 
 
-def test_decompositions_load_lazily():
-    code = (
-        "import sys, polyad, numpy as np\n"
-        "assert 'polyad.ops.decompositions' not in sys.modules\n"
-        "polyad.vmap(polyad.xp.sin)(np.ones(3))\n"
-        "assert 'polyad.ops.decompositions' not in sys.modules\n"
-        "from polyad.batching import decomposition\n"
-        "from polyad.core import OPS\n"
-        "assert decomposition(OPS['index_add']) is not None\n"
-        "assert 'polyad.ops.decompositions' in sys.modules\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, env={"POLYAD_BACKEND": "numpy", "PATH": ""})
+def test_rule_returning_notimplemented_loops(A):
+    # a batched boolean mask selects a different number of elements per example: getitem's rule declines
+    op = core.OPS["getitem"]
+    batching._WARNED.discard(op.name)
+    x = A(rand(3, 4))
+    masks = A(np.array([[True, False, True, True], [False, True, True, True], [True, True, True, False]]))
+    with pytest.warns(batching.LoopFallbackWarning, match="'getitem'"):
+        got = pa.vmap(lambda v, m: pxp.sum(v[m]))(x, masks)
+    ref = [to_numpy(x)[b][to_numpy(masks)[b]].sum() for b in range(3)]
+    assert_close(got, np.array(ref))
 
 
-def test_decomposition_lookup_is_thread_safe():
-    op = core.OPS["index_add"]
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(batching.decomposition(op))) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(results) == 8 and all(r is results[0] and r is not None for r in results)
+def test_batch_rule_wins_over_decomposition(A):
+    op = core.Op("h8_rule_and_decomposition", lambda xp, x: x * 2.0, register=False)
+    calls = []
+    op.rules["batch"] = lambda info, dims, x: (calls.append(info.batch_size) or core.bind(op, x), dims[0])
+    op.decomposition = lambda x: pytest.fail("the decomposition must not run when a rule exists")
+    got = pa.vmap(lambda v: core.bind(op, v))(A(rand(5, 2)))
+    assert calls == [5] and tuple(got.shape) == (5, 2)
 
 
 def test_index_add_decomposition_per_example_embedding_grads(A):
@@ -434,26 +427,22 @@ def test_random_with_batched_loc(A):
 
 def test_registered_decomposition_replaces_the_loop(A):
     op = _no_rule_op("h8_decomposed")
-    batching.register_decomposition(op.name)(lambda x, *, k: x * k + 1.0)
-    try:
-        x = A(rand(4, 3))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", batching.LoopFallbackWarning)
-            got = pa.vmap(lambda v: core.bind(op, v, k=2.0), in_dims=1)(x)
-        assert_close(got, (2 * to_numpy(x) + 1).T)
-    finally:
-        batching._DECOMPOSITIONS.pop(op.name, None)
+    op.decomposition = lambda x, *, k: x * k + 1.0
+    x = A(rand(4, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", batching.LoopFallbackWarning)
+        got = pa.vmap(lambda v: core.bind(op, v, k=2.0), in_dims=1)(x)
+    assert_close(got, (2 * to_numpy(x) + 1).T)
 
 
-def test_index_add_decomposition_vs_loop(A):
-    from polyad.ops import decompositions
+def test_index_add_batch_rule_vs_loop(A):
     from polyad.ops.indexing import index_add, split_key
 
     xs = A(rand(3, 5))
     vs = A(rand(3, 4))
     idx = A(np.array([1, 3, 3, 0]))
     structure, arrays = split_key(idx)
-    got = pa.vmap(lambda x, v: decompositions.index_add(x, v, *arrays, key=structure))(xs, vs)
+    got = pa.vmap(lambda x, v: index_add(x, v, *arrays, key=structure))(xs, vs)
     ref = loop(lambda x, v: index_add(x, v, *arrays, key=structure), [xs, vs], 0)
     assert_close(got, ref)
     expected = to_numpy(xs).copy()

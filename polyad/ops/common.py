@@ -189,13 +189,13 @@ def broadcast_batch_args(dims, values):
 
 
 def unary_batch(op):
-    return lambda dims, x, **params: (bind(op, x, **params), dims[0])
+    return lambda info, dims, x, **params: (bind(op, x, **params), dims[0])
 
 
 def broadcast_batch(op):
     """Batching rule of an n-ary broadcasting op."""
 
-    def rule(dims, *values, **params):
+    def rule(info, dims, *values, **params):
         return bind(op, *broadcast_batch_args(dims, values), **params), 0
 
     return rule

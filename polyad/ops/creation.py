@@ -6,8 +6,7 @@ Functions without an array argument create on the backend that owns ``device`` (
 """
 
 from polyad import dispatch
-from polyad.batching import fresh
-from polyad.core import Tensor, bind
+from polyad.core import Tensor, bind, fresh
 from polyad.ops.common import ShapeDtype, define, move_to_front
 
 
@@ -28,7 +27,7 @@ def _creator(name, shape_rule):
 
 
 def _on_device(op, *args, **params):
-    # inside vmap a new array is a FreshTensor, so that ``x[i] = batched`` can functionalise (batching.py)
+    # inside a transform a new array is a FreshTensor, so that ``x[i] = traced`` can functionalise
     return fresh(bind(op, *args, **params))
 
 
@@ -132,21 +131,28 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 # ------------------------------------------------------------------------------ *_like
 
 
-def _like(name):
+def _like(name, from_shape):
+    """A ``*_like`` op; ``from_shape(xp, shape, dtype, **params)`` builds its output without its input
+    (the ``shape_only`` marker, used where only the shape was recorded)."""
+
     def abstract(xp, x, *args, dtype=None, device=None, **params):
         return ShapeDtype(
             x.shape, dtype if dtype is not None else x.dtype, x.device if device is None else device
         )
 
     op = define(name, abstract_eval=abstract, nondiff=True)
-    op.batch = lambda dims, x, *args, **params: (bind(op, x, *args, **params), dims[0])
+    op.rules["batch"] = lambda info, dims, x, *args, **params: (bind(op, x, *args, **params), dims[0])
+    op.shape_only = from_shape
     return op
 
 
-_zeros_like = _like("zeros_like")
-_ones_like = _like("ones_like")
-_empty_like = _like("empty_like")
-_full_like = _like("full_like")
+_zeros_like = _like("zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype))
+_ones_like = _like("ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype))
+_empty_like = _like("empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype))
+_full_like = _like(
+    "full_like",
+    lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype),
+)
 
 
 def _other_library(x, device):
@@ -249,7 +255,7 @@ _copy = define(
     abstract_eval=lambda xp, x: ShapeDtype(x.shape, x.dtype, x.device),
     vjp=lambda g, y, x: (g,),
     linear=True,
-    batch=lambda dims, x: (bind(_copy, x), dims[0]),
+    batch=lambda info, dims, x: (bind(_copy, x), dims[0]),
 )
 
 
@@ -264,7 +270,7 @@ def _contains_tensor(obj):
 
 
 def _tri(name):
-    def batch(dims, x, k=0):
+    def batch(info, dims, x, k=0):
         return bind(op, move_to_front(x, dims[0]), k=k), 0
 
     op = define(
@@ -347,7 +353,7 @@ _to_device = define(
     # the cotangent goes back to where the input lives
     vjp=lambda g, y, x, *, device, stream=None: (to_device(g, x.device),),
     linear=True,
-    batch=lambda dims, x, **params: (bind(_to_device, x, **params), dims[0]),
+    batch=lambda info, dims, x, **params: (bind(_to_device, x, **params), dims[0]),
 )
 
 

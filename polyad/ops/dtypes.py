@@ -44,7 +44,7 @@ _astype = define(
     vjp=_astype_vjp,
     jvp=_astype_jvp,
 )
-_astype.batch = lambda dims, x, **params: (bind(_astype, x, **params), dims[0])
+_astype.rules["batch"] = lambda info, dims, x, **params: (bind(_astype, x, **params), dims[0])
 
 
 def astype(x, dtype, /, *, copy=True, device=None):

@@ -80,7 +80,7 @@ def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
         rules.setdefault("vjp", lambda g, y, x: (g * _conj_if_complex(deriv(x, y)),))
         rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
     op = define(name, abstract_eval=abstract_eval, **rules)
-    op.batch = unary_batch(op)
+    op.rules["batch"] = unary_batch(op)
     return namespace_function(op, arity=1)
 
 
@@ -169,7 +169,7 @@ bitwise_invert = nondiff_unary("bitwise_invert")
 def binary(name, *, abstract_eval=_SAME, **rules):
     """A two-array broadcasting element-wise op (Python scalars allowed on either side)."""
     op = define(name, abstract_eval=abstract_eval, **rules)
-    op.batch = broadcast_batch(op)
+    op.rules["batch"] = broadcast_batch(op)
     return namespace_function(op, arity=2)
 
 
@@ -372,7 +372,7 @@ _where_op = define(
     vjp=_where_vjp,
     jvp=_where_jvp,
 )
-_where_op.batch = broadcast_batch(_where_op)
+_where_op.rules["batch"] = broadcast_batch(_where_op)
 
 
 def where(condition, x1, x2, /):
@@ -426,7 +426,7 @@ def _clip_abstract(xp, x, lo, hi):
 _clip_op = define("clip", _clip_kernel, abstract_eval=_clip_abstract, vjp=_clip_vjp, jvp=_clip_jvp)
 
 
-def _clip_batch(dims, x, lo, hi):
+def _clip_batch(info, dims, x, lo, hi):
     # lo and hi may be None, scalars or arrays: broadcast the array ones with x
     vals, ds = [x], [dims[0]]
     for v, d in ((lo, dims[1]), (hi, dims[2])):
@@ -443,7 +443,7 @@ def _clip_batch(dims, x, lo, hi):
     return out, 0
 
 
-_clip_op.batch = _clip_batch
+_clip_op.rules["batch"] = _clip_batch
 
 
 def clip(x, /, min=None, max=None):
@@ -452,3 +452,20 @@ def clip(x, /, min=None, max=None):
 
 
 clip.op = _clip_op
+
+
+# ------------------------------------------------------------------------------ stop_gradient
+
+_stop_gradient = define("stop_gradient", lambda xp, x: x, abstract_eval=lambda xp, x: x, nondiff=True)
+_stop_gradient.rules["batch"] = unary_batch(_stop_gradient)
+
+
+def stop_gradient(x):
+    """``x`` as a constant to every grad and jvp level (its derivative is zero).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.grad(lambda x: pa.xp.sum(x * pa.stop_gradient(x)))(np.array([3.0]))
+        array([3.])
+    """
+    return bind(_stop_gradient, x)

@@ -73,7 +73,7 @@ def _resize_abstract(xp, x, *, axes, sizes):
     return ShapeDtype(shape, x.dtype, x.device)
 
 
-def _resize_batch(dims, x, *, axes, sizes):
+def _resize_batch(info, dims, x, *, axes, sizes):
     d = _batch_dim(x, dims[0])
     return bind(_resize_op, x, axes=_remap_axes(axes, d), sizes=sizes), d
 
@@ -164,7 +164,7 @@ def _transform_vjp(kind, partner):
 
 
 def _transform_batch(op):
-    def rule(dims, x, *, s, axes, norm):
+    def rule(info, dims, x, *, s, axes, norm):
         d = _batch_dim(x, dims[0])
         return bind(op, x, s=s, axes=_remap_axes(axes, d), norm=norm), d
 
@@ -182,7 +182,7 @@ def _transform(name, kind, partner, one_d):
         vjp=_transform_vjp(kind, lambda: _OPS[partner]),
         linear=True,
     )
-    op.batch = _transform_batch(op)
+    op.rules["batch"] = _transform_batch(op)
     _OPS[name] = op
     return op
 
@@ -388,7 +388,7 @@ def _shift(name, partner):
             return x  # nothing to roll (a 0-d array); NumPy's roll rejects an empty axes tuple
         return getattr(xp.fft, name)(x, axes=axes)
 
-    def batch(dims, x, *, axes):
+    def batch(info, dims, x, *, axes):
         d = _batch_dim(x, dims[0])
         return bind(op, x, axes=_remap_axes(axes, d)), d
 

@@ -220,7 +220,7 @@ def _block_perm(p, nb, nrest):
     return (0, *range(1 + nb, 1 + nb + p), *range(1, 1 + nb), *range(1 + nb + p, 1 + nb + nrest))
 
 
-def _getitem_batch(dims, x, *arrays, key):
+def _getitem_batch(info, dims, x, *arrays, key):
     from polyad.ops.manipulation import moveaxis, permute_dims
 
     xd, adims = dims[0], dims[1:]
@@ -229,10 +229,8 @@ def _getitem_batch(dims, x, *arrays, key):
     any_bool = any(_is_bool(a) for a in arrays)
     if any_bool:
         if any(d is not None for d in adims):
-            from polyad.batching import loop_fallback
-
-            # a batched boolean mask selects a data-dependent number of elements per example
-            return loop_fallback(_getitem, dims, (x, *arrays), {"key": key})
+            # a batched boolean mask selects a data-dependent number of elements per example: vmap loops
+            return NotImplemented
         # the batch axis last, past every indexed axis: the key stays as it is (a lone mask stays lone)
         x = moveaxis(x, xd, -1)
         k = key if Ellipsis not in key else _expand(shape_of(x)[:-1], key, arrays)
@@ -322,7 +320,7 @@ def _write_batch(op):
     """Batching rule of a write at ``key`` (``index_update``, ``index_add``): the output is batched whenever
     anything is, so ``x`` gets a batch axis first; the written value is laid out like ``x[batched key]``."""
 
-    def rule(dims, x, v, *arrays, key):
+    def rule(info, dims, x, v, *arrays, key):
         from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis, permute_dims, reshape
 
         xd, vd, adims = dims[0], dims[1], dims[2:]
@@ -340,9 +338,7 @@ def _write_batch(op):
             return bind(op, x, v, key=_front_key(key)), 0
         if any(_is_bool(a) for a in arrays):
             if any(d is not None for d in adims):
-                from polyad.batching import loop_fallback
-
-                return loop_fallback(op, dims, (x, v, *arrays), {"key": key})
+                return NotImplemented  # a batched boolean mask: vmap loops over the examples
             x = moveaxis(x, 0, -1)
             if hasattr(v, "shape"):
                 v = moveaxis(v, 0, -1)
@@ -371,7 +367,7 @@ _index_update = define(
     vjp=_update_vjp,
     jvp=_update_jvp,
 )
-_index_update.batch = _write_batch(_index_update)
+_index_update.rules["batch"] = _write_batch(_index_update)
 
 
 def index_update(x, key, value):
@@ -400,7 +396,7 @@ _index_add = define(
     ),
     linear=(0, 1),
 )
-_index_add.batch = _write_batch(_index_add)
+_index_add.rules["batch"] = _write_batch(_index_add)
 
 
 def index_add(x, v, *arrays, key):
@@ -459,7 +455,7 @@ def _take_vjp(g, y, x, indices, *, axis):
     return (lambda: scatter_add(zeros_like(x, dtype=g.dtype), _wrap_negative(indices, n), g, axis=axis), None)
 
 
-def _take_batch(dims, x, indices, *, axis):
+def _take_batch(info, dims, x, indices, *, axis):
     from polyad.ops.manipulation import _batch_all_front, moveaxis, reshape
 
     xd, idim = dims
@@ -510,7 +506,7 @@ def _scatter_add_kernel(xp, target, indices, values, *, axis):
     return xp.scatter_add(target, indices, values, axis)
 
 
-def _scatter_add_batch(dims, target, indices, values, *, axis):
+def _scatter_add_batch(info, dims, target, indices, values, *, axis):
     from polyad.ops.manipulation import _batch_all_front, moveaxis, reshape
 
     td, idim, vd = dims
@@ -601,7 +597,7 @@ def _take_along_vjp(g, y, x, indices, *, axis):
     return (ct, None)
 
 
-def _take_along_batch(dims, x, indices, *, axis):
+def _take_along_batch(info, dims, x, indices, *, axis):
     from polyad.ops.manipulation import expand_dims
 
     xd, idim = dims

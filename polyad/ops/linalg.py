@@ -64,12 +64,12 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 
 def leading_batch(op):
     """Batching rule of a one-array op that broadcasts over leading dimensions."""
-    return lambda dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), 0)
+    return lambda info, dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), 0)
 
 
 def leading_batch_multi(op, n):
     """``leading_batch`` for an op with ``n`` results: every result is batched at 0."""
-    return lambda dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), (0,) * n)
+    return lambda info, dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), (0,) * n)
 
 
 def _cj(x):
@@ -84,7 +84,7 @@ _matrix_transpose = define(
     vjp=lambda g, y, x: (matrix_transpose(g),),
     linear=True,
 )
-_matrix_transpose.batch = leading_batch(_matrix_transpose)
+_matrix_transpose.rules["batch"] = leading_batch(_matrix_transpose)
 
 
 def matrix_transpose(x, /):
@@ -122,7 +122,7 @@ def _matmul_vjp(g, y, a, b):
     )
 
 
-def _matmul_batch(dims, a, b):
+def _matmul_batch(info, dims, a, b):
     da, db = dims
     a_nd = ndim_of(a) - (da is not None)
     b_nd = ndim_of(b) - (db is not None)
@@ -323,7 +323,7 @@ def _tensordot_vjp(g, y, x1, x2, *, axes):
     return g1, g2
 
 
-def _tensordot_batch(dims, x1, x2, *, axes):
+def _tensordot_batch(info, dims, x1, x2, *, axes):
     d1, d2 = dims
     a1, a2 = axes
     if d2 is None:
@@ -391,7 +391,7 @@ def _vecdot_vjp(g, y, x1, x2, *, axis):
     return (lambda: unbroadcast(_cj(ge) * x2, x1), lambda: unbroadcast(ge * x1, x2))
 
 
-def _vecdot_batch(dims, x1, x2, *, axis):
+def _vecdot_batch(info, dims, x1, x2, *, axis):
     return vecdot(*broadcast_batch_args(dims, (x1, x2)), axis=axis), 0
 
 
@@ -431,7 +431,7 @@ _cross = define(
     ),
     vjp=_cross_vjp,
     bilinear=True,
-    batch=lambda dims, x1, x2, *, axis: (cross(*broadcast_batch_args(dims, (x1, x2)), axis=axis), 0),
+    batch=lambda info, dims, x1, x2, *, axis: (cross(*broadcast_batch_args(dims, (x1, x2)), axis=axis), 0),
 )
 
 
@@ -443,7 +443,7 @@ def cross(x1, x2, /, *, axis=-1):
 # ------------------------------------------------------------------------------ outer
 
 
-def _outer_batch(dims, x1, x2):
+def _outer_batch(info, dims, x1, x2):
     d1, d2 = dims
     if d1 is not None:
         x1 = move_to_front(x1, d1)
@@ -494,7 +494,7 @@ _diag_embed = define(
     vjp=lambda g, y, d, *, offset, n, m: (diagonal(g, offset=offset),),
     linear=True,
 )
-_diag_embed.batch = leading_batch(_diag_embed)
+_diag_embed.rules["batch"] = leading_batch(_diag_embed)
 
 
 def diag_embed(d, *, offset=0, n, m):
@@ -514,7 +514,7 @@ _diagonal = define(
     vjp=lambda g, y, x, *, offset=0: (diag_embed(g, offset=offset, n=x.shape[-2], m=x.shape[-1]),),
     linear=True,
 )
-_diagonal.batch = leading_batch(_diagonal)
+_diagonal.rules["batch"] = leading_batch(_diagonal)
 
 
 def diagonal(x, /, *, offset=0):
@@ -543,7 +543,7 @@ _trace = define(
     vjp=_trace_vjp,
     linear=True,
 )
-_trace.batch = leading_batch(_trace)
+_trace.rules["batch"] = leading_batch(_trace)
 
 
 def trace(x, /, *, offset=0, dtype=None):
@@ -564,7 +564,7 @@ _inv = define(
     vjp=lambda g, y, x: (-matmul(_mH(y), matmul(g, _mH(y))),),
     jvp=lambda ts, y, x: -matmul(y, matmul(ts[0], y)),
 )
-_inv.batch = leading_batch(_inv)
+_inv.rules["batch"] = leading_batch(_inv)
 
 
 def inv(x, /):
@@ -582,7 +582,7 @@ _det = define(
     vjp=_det_vjp,
     jvp=lambda ts, y, x: y * trace(solve(x, ts[0])),
 )
-_det.batch = leading_batch(_det)
+_det.rules["batch"] = leading_batch(_det)
 
 
 def det(x, /):
@@ -627,7 +627,7 @@ _slogdet = define(
     jvp=_slogdet_jvp,
     multiple_results=True,
 )
-_slogdet.batch = leading_batch_multi(_slogdet, 2)
+_slogdet.rules["batch"] = leading_batch_multi(_slogdet, 2)
 
 
 def slogdet(x, /):
@@ -679,7 +679,7 @@ def _solve_jvp(ts, y, a, b):
     return squeeze(out, axis=-1) if vec else out
 
 
-def _solve_batch(dims, a, b):
+def _solve_batch(info, dims, a, b):
     da, db = dims
     vec = ndim_of(b) - (db is not None) == 1
     if vec and db is None:  # a 1-D b broadcasts against every matrix of a
@@ -741,7 +741,7 @@ _cholesky = define(
     vjp=_cholesky_vjp,
     jvp=_cholesky_jvp,
 )
-_cholesky.batch = leading_batch(_cholesky)
+_cholesky.rules["batch"] = leading_batch(_cholesky)
 
 
 def cholesky(x, /, *, upper=False):
@@ -783,7 +783,7 @@ _eigh = define(
     jvp=_eigh_jvp,
     multiple_results=True,
 )
-_eigh.batch = leading_batch_multi(_eigh, 2)
+_eigh.rules["batch"] = leading_batch_multi(_eigh, 2)
 
 
 def eigh(x, /):
@@ -811,7 +811,7 @@ _eigvalsh = define(
     vjp=_eigvalsh_vjp,
     jvp=_eigvalsh_jvp,
 )
-_eigvalsh.batch = leading_batch(_eigvalsh)
+_eigvalsh.rules["batch"] = leading_batch(_eigvalsh)
 
 
 def eigvalsh(x, /):
@@ -897,7 +897,7 @@ _svd = define(
     jvp=_svd_jvp,
     multiple_results=True,
 )
-_svd.batch = leading_batch_multi(_svd, 3)
+_svd.rules["batch"] = leading_batch_multi(_svd, 3)
 
 
 def svd(x, /, *, full_matrices=True):
@@ -930,7 +930,7 @@ _svdvals = define(
     vjp=_svdvals_vjp,
     jvp=_svdvals_jvp,
 )
-_svdvals.batch = leading_batch(_svdvals)
+_svdvals.rules["batch"] = leading_batch(_svdvals)
 
 
 def svdvals(x, /):
@@ -1009,7 +1009,7 @@ _qr = define(
     jvp=_qr_jvp,
     multiple_results=True,
 )
-_qr.batch = leading_batch_multi(_qr, 2)
+_qr.rules["batch"] = leading_batch_multi(_qr, 2)
 
 
 def qr(x, /, *, mode="reduced"):
@@ -1071,7 +1071,7 @@ _matrix_power = define(
     vjp=_mpow_vjp,
     jvp=_mpow_jvp,
 )
-_matrix_power.batch = leading_batch(_matrix_power)
+_matrix_power.rules["batch"] = leading_batch(_matrix_power)
 
 
 def matrix_power(x, n, /):
@@ -1086,7 +1086,7 @@ def _rtol_batch(op):
     """Batching rule of ``op(x, rtol)`` where ``rtol`` (None, a float or an array) broadcasts against
     the stack shape ``x.shape[:-2]``."""
 
-    def rule(dims, x, rtol):
+    def rule(info, dims, x, rtol):
         dx, dr = dims
         if dr is None:
             return bind(op, move_to_front(x, dx), rtol), 0
@@ -1127,7 +1127,7 @@ _matrix_rank = define(
     ),
     nondiff=True,
 )
-_matrix_rank.batch = _rtol_batch(_matrix_rank)
+_matrix_rank.rules["batch"] = _rtol_batch(_matrix_rank)
 
 
 def matrix_rank(x, /, *, rtol=None):
@@ -1170,7 +1170,7 @@ _pinv = define(
     vjp=_pinv_vjp,
     jvp=_pinv_jvp,
 )
-_pinv.batch = _rtol_batch(_pinv)
+_pinv.rules["batch"] = _rtol_batch(_pinv)
 
 
 def pinv(x, /, *, rtol=None):
@@ -1247,7 +1247,7 @@ _vector_norm = define(
 )
 
 
-def _vector_norm_batch(dims, x, *, axis=None, keepdims=False, ord=2):
+def _vector_norm_batch(info, dims, x, *, axis=None, keepdims=False, ord=2):
     from polyad.ops.reductions import reduced_axes
 
     x = move_to_front(x, dims[0])
@@ -1255,7 +1255,7 @@ def _vector_norm_batch(dims, x, *, axis=None, keepdims=False, ord=2):
     return vector_norm(x, axis=axes, keepdims=keepdims, ord=ord), 0
 
 
-_vector_norm.batch = _vector_norm_batch
+_vector_norm.rules["batch"] = _vector_norm_batch
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
@@ -1323,7 +1323,7 @@ _matrix_norm = define(
     vjp=_matrix_norm_vjp,
     jvp=_matrix_norm_jvp,
 )
-_matrix_norm.batch = leading_batch(_matrix_norm)
+_matrix_norm.rules["batch"] = leading_batch(_matrix_norm)
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):

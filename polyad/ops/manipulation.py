@@ -48,7 +48,7 @@ def _reshape_shape(s, shape, copy=None):
     return shape
 
 
-def _reshape_batch(dims, x, shape, copy=None):
+def _reshape_batch(info, dims, x, shape, copy=None):
     x = move_to_front(x, dims[0])
     return reshape(x, (x.shape[0], *shape)), 0
 
@@ -79,7 +79,7 @@ def _inverse(perm):
     return tuple(inv)
 
 
-def _permute_batch(dims, x, axes):
+def _permute_batch(info, dims, x, axes):
     x = move_to_front(x, dims[0])
     n = len(axes)
     return permute_dims(x, (0, *(_norm(a, n) + 1 for a in axes))), 0
@@ -118,7 +118,7 @@ def _moveaxis_shape(s, source, destination):
     return order
 
 
-def _moveaxis_batch(dims, x, source, destination):
+def _moveaxis_batch(info, dims, x, source, destination):
     x = move_to_front(x, dims[0])
     n = ndim_of(x) - 1
     src = tuple(_norm(a, n) + 1 for a in _as_tuple(source))
@@ -157,7 +157,7 @@ def _expand_shape(s, axis=0):
     return s[:a] + (1,) + s[a:]
 
 
-def _expand_batch(dims, x, axis=0):
+def _expand_batch(info, dims, x, axis=0):
     x = move_to_front(x, dims[0])
     return expand_dims(x, axis=_norm(axis, ndim_of(x)) + 1), 0
 
@@ -187,7 +187,7 @@ def _squeeze_shape(s, axis):
     return tuple(d for i, d in enumerate(s) if i not in axes)
 
 
-def _squeeze_batch(dims, x, axis):
+def _squeeze_batch(info, dims, x, axis):
     x = move_to_front(x, dims[0])
     n = ndim_of(x) - 1
     return squeeze(x, axis=tuple(_norm(a, n) + 1 for a in _as_tuple(axis))), 0
@@ -214,7 +214,7 @@ squeeze.op = _squeeze
 # ------------------------------------------------------------------------------ broadcast_to
 
 
-def _broadcast_to_batch(dims, x, shape):
+def _broadcast_to_batch(info, dims, x, shape):
     x = move_to_front(x, dims[0])
     s = shape_of(x)
     pad = len(shape) - (len(s) - 1)
@@ -259,7 +259,7 @@ def _stack_shape(s, n, axis):
     return tuple(s[:a]) + (n,) + tuple(s[a:])
 
 
-def _stack_batch(dims, *arrays, axis=0):
+def _stack_batch(info, dims, *arrays, axis=0):
     arrays = _batch_all_front(dims, arrays)
     return stack(arrays, axis=_norm(axis, ndim_of(arrays[0])) + 1), 0
 
@@ -319,7 +319,7 @@ def _concat_vjp(g, y, *arrays, axis=0):
     return tuple(pieces)
 
 
-def _concat_batch(dims, *arrays, axis=0):
+def _concat_batch(info, dims, *arrays, axis=0):
     arrays = _batch_all_front(dims, arrays)
     if axis is None:
         arrays = [reshape(v, (v.shape[0], -1)) for v in arrays]
@@ -373,7 +373,7 @@ def _device(x):
     return _bottom(x).device if hasattr(_bottom(x), "device") else None
 
 
-def _take_index_batch(dims, x, index, axis):
+def _take_index_batch(info, dims, x, index, axis):
     d = dims[0]
     # the batch dimension moves past the removed axis or stays
     if d <= axis:
@@ -404,7 +404,7 @@ def _unstack_abstract(xp, x, *, axis=0):
     return tuple(ShapeDtype(s[:axis] + s[axis + 1 :], x.dtype, x.device) for _ in range(s[axis]))
 
 
-def _unstack_batch(dims, x, *, axis=0):
+def _unstack_batch(info, dims, x, *, axis=0):
     x = move_to_front(x, dims[0])
     out = unstack(x, axis=axis + 1)
     return out, (0,) * len(out)
@@ -474,7 +474,10 @@ _flip = define(
     abstract_eval=_abstract_from(lambda s, axis: s),
     vjp=lambda g, y, x, *, axis: (flip(g, axis=axis),),
     linear=True,
-    batch=lambda dims, x, *, axis: (flip(move_to_front(x, dims[0]), axis=tuple(a + 1 for a in axis)), 0),
+    batch=lambda info, dims, x, *, axis: (
+        flip(move_to_front(x, dims[0]), axis=tuple(a + 1 for a in axis)),
+        0,
+    ),
 )
 
 
@@ -486,7 +489,7 @@ def flip(x, /, *, axis=None):
 flip.op = _flip
 
 
-def _roll_batch(dims, x, *, shift, axis):
+def _roll_batch(info, dims, x, *, shift, axis):
     x = move_to_front(x, dims[0])
     if axis is None:
         s = shape_of(x)
@@ -553,13 +556,11 @@ def _repeat_vjp(g, y, x, repeats, *, axis):
     return (scatter_add(zeros_like(x, dtype=g.dtype), owner, g, axis=axis), None)
 
 
-def _repeat_batch(dims, x, repeats, *, axis):
+def _repeat_batch(info, dims, x, repeats, *, axis):
     xd, rd = dims
     if rd is not None:
-        from polyad.batching import loop_fallback
-
         # per-example repeats give per-example output lengths: only a loop can tell
-        return loop_fallback(_repeat, dims, (x, repeats), {"axis": axis})
+        return NotImplemented
     return bind(_repeat, move_to_front(x, xd), repeats, axis=axis + 1), 0
 
 
@@ -600,7 +601,7 @@ def _tile_vjp(g, y, x, *, repetitions):
     return (reshape(summed, shape_of(x)),)
 
 
-def _tile_batch(dims, x, *, repetitions):
+def _tile_batch(info, dims, x, *, repetitions):
     x = move_to_front(x, dims[0])
     size, logical = shape_of(x)[0], shape_of(x)[1:]
     s, r = _tile_layout(logical, repetitions)

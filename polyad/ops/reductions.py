@@ -51,7 +51,7 @@ def reduction_abstract(dtype_rule=None):
 def reduction_batch(op):
     """Batching rule of a reduction: batch dimension to the front, reduced axes shifted past it."""
 
-    def rule(dims, x, *, axis=None, **params):
+    def rule(info, dims, x, *, axis=None, **params):
         x = move_to_front(x, dims[0])
         n = ndim_of(x) - 1
         axes = tuple(a + 1 for a in reduced_axes(axis, n))
@@ -205,7 +205,7 @@ def _sum_vjp(g, y, x, *, axis=None, dtype=None, keepdims=False):
 
 
 _sum = define("sum", abstract_eval=reduction_abstract(_sum_dtype), vjp=_sum_vjp, linear=True)
-_sum.batch = reduction_batch(_sum)
+_sum.rules["batch"] = reduction_batch(_sum)
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):
@@ -246,7 +246,7 @@ def _prod_jvp(ts, y, x, *, axis=None, dtype=None, keepdims=False):
 
 
 _prod = define("prod", abstract_eval=reduction_abstract(_sum_dtype), vjp=_prod_vjp, jvp=_prod_jvp)
-_prod.batch = reduction_batch(_prod)
+_prod.rules["batch"] = reduction_batch(_prod)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
@@ -267,7 +267,7 @@ def _mean_vjp(g, y, x, *, axis=None, keepdims=False):
 
 
 _mean = define("mean", abstract_eval=reduction_abstract(), vjp=_mean_vjp, linear=True)
-_mean.batch = reduction_batch(_mean)
+_mean.rules["batch"] = reduction_batch(_mean)
 
 
 def mean(x, /, *, axis=None, keepdims=False):
@@ -297,9 +297,9 @@ def _extremum_jvp(ts, y, x, *, axis=None, keepdims=False):
 
 
 _max = define("max", abstract_eval=reduction_abstract(), vjp=_extremum_vjp, jvp=_extremum_jvp)
-_max.batch = reduction_batch(_max)
+_max.rules["batch"] = reduction_batch(_max)
 _min = define("min", abstract_eval=reduction_abstract(), vjp=_extremum_vjp, jvp=_extremum_jvp)
-_min.batch = reduction_batch(_min)
+_min.rules["batch"] = reduction_batch(_min)
 
 
 def max(x, /, *, axis=None, keepdims=False):
@@ -361,9 +361,9 @@ def _std_jvp(ts, y, x, *, axis=None, correction=0.0, keepdims=False):
 
 
 _var = define("var", abstract_eval=reduction_abstract(), vjp=_var_vjp, jvp=_var_jvp)
-_var.batch = reduction_batch(_var)
+_var.rules["batch"] = reduction_batch(_var)
 _std = define("std", abstract_eval=reduction_abstract(), vjp=_std_vjp, jvp=_std_jvp)
-_std.batch = reduction_batch(_std)
+_std.rules["batch"] = reduction_batch(_std)
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
@@ -388,13 +388,13 @@ def _count_nonzero_kernel(xp, x, *, axis=None, keepdims=False):
 
 
 _all = define("all", abstract_eval=reduction_abstract(lambda xp, x: xp.bool), nondiff=True)
-_all.batch = reduction_batch(_all)
+_all.rules["batch"] = reduction_batch(_all)
 _any = define("any", abstract_eval=reduction_abstract(lambda xp, x: xp.bool), nondiff=True)
-_any.batch = reduction_batch(_any)
+_any.rules["batch"] = reduction_batch(_any)
 _count_nonzero = define(
     "count_nonzero", _count_nonzero_kernel, abstract_eval=reduction_abstract(_default_int), nondiff=True
 )
-_count_nonzero.batch = reduction_batch(_count_nonzero)
+_count_nonzero.rules["batch"] = reduction_batch(_count_nonzero)
 
 
 def all(x, /, *, axis=None, keepdims=False):
@@ -438,7 +438,7 @@ def _cumulative_abstract(xp, x, *, axis=None, dtype=None, include_initial=False)
 def cumulative_batch(op):
     """Batching rule of a scan along one axis: batch dimension to the front, the axis shifted past it."""
 
-    def rule(dims, x, *, axis=None, **params):
+    def rule(info, dims, x, *, axis=None, **params):
         x = move_to_front(x, dims[0])
         return bind(op, x, axis=_scan_axis(axis, ndim_of(x) - 1) + 1, **params), 0
 
@@ -455,7 +455,7 @@ def _cumsum_vjp(g, y, x, *, axis=None, dtype=None, include_initial=False):
 
 
 _cumulative_sum = define("cumulative_sum", abstract_eval=_cumulative_abstract, vjp=_cumsum_vjp, linear=True)
-_cumulative_sum.batch = cumulative_batch(_cumulative_sum)
+_cumulative_sum.rules["batch"] = cumulative_batch(_cumulative_sum)
 
 
 def _cumprod_parts(y, a, include_initial):
@@ -495,7 +495,7 @@ def _cumprod_jvp(ts, y, x, *, axis=None, dtype=None, include_initial=False):
 _cumulative_prod = define(
     "cumulative_prod", abstract_eval=_cumulative_abstract, vjp=_cumprod_vjp, jvp=_cumprod_jvp
 )
-_cumulative_prod.batch = cumulative_batch(_cumulative_prod)
+_cumulative_prod.rules["batch"] = cumulative_batch(_cumulative_prod)
 
 
 def _check_scan_input(x, axis, name):
@@ -575,7 +575,7 @@ def _diff_vjp(g, y, x, prepend, append, *, axis=-1, n=1):
     )
 
 
-def _diff_batch(dims, x, prepend, append, *, axis=-1, n=1):
+def _diff_batch(info, dims, x, prepend, append, *, axis=-1, n=1):
     from polyad.ops.manipulation import broadcast_to, expand_dims
 
     size = next(v.shape[d] for v, d in zip((x, prepend, append), dims) if d is not None)

@@ -34,7 +34,7 @@ def _norm(axis, ndim):
 def _data_dependent_batch(name):
     """The batching rule of a function whose output shape depends on the data: a clear error."""
 
-    def rule(dims, *values, **params):
+    def rule(info, dims, *values, **params):
         raise ConcretizationError(
             f"vmap: {name} returns arrays whose length depends on the values, which differ per batch "
             "element, so the per-element results cannot be stacked into one batched array. Call "
@@ -55,7 +55,7 @@ def _arg_reduce_abstract(xp, x, *, axis=None, keepdims=False):
 
 
 def _arg_reduce_batch(op):
-    def rule(dims, x, *, axis=None, keepdims=False):
+    def rule(info, dims, x, *, axis=None, keepdims=False):
         from polyad.ops.manipulation import reshape
 
         x = move_to_front(x, dims[0])
@@ -71,7 +71,7 @@ def _arg_reduce_batch(op):
 
 def _arg_reduce(name):
     op = define(name, abstract_eval=_arg_reduce_abstract, nondiff=True)
-    op.batch = _arg_reduce_batch(op)
+    op.rules["batch"] = _arg_reduce_batch(op)
     return op
 
 
@@ -128,7 +128,7 @@ def _searchsorted_abstract(xp, x1, x2, sorter, *, side):
     return ShapeDtype(x2.shape, _index_dtype(xp), x2.device)
 
 
-def _searchsorted_batch(dims, x1, x2, sorter, *, side):
+def _searchsorted_batch(info, dims, x1, x2, sorter, *, side):
     from polyad.ops.dtypes import astype
     from polyad.ops.manipulation import reshape
     from polyad.ops.reductions import sum as _sum
@@ -187,7 +187,7 @@ searchsorted.op = _searchsorted
 
 
 def _sort_batch(op):
-    def rule(dims, x, *, axis=-1, **params):
+    def rule(info, dims, x, *, axis=-1, **params):
         d = dims[0]
         a = _norm(axis, ndim_of(x) - 1)
         return bind(op, x, axis=a + 1 if a >= d else a, **params), d
@@ -219,13 +219,13 @@ def _sort_vjp(g, y, x, *, axis=-1, descending=False, stable=True):
 
 
 _sort = define("sort", abstract_eval=_same_abstract, vjp=_sort_vjp, jvp=_sort_jvp)
-_sort.batch = _sort_batch(_sort)
+_sort.rules["batch"] = _sort_batch(_sort)
 _argsort = define(
     "argsort",
     abstract_eval=lambda xp, x, **params: ShapeDtype(x.shape, _index_dtype(xp), x.device),
     nondiff=True,
 )
-_argsort.batch = _sort_batch(_argsort)
+_argsort.rules["batch"] = _sort_batch(_argsort)
 
 
 def _check_sortable(name, x, axis):
