@@ -14,7 +14,6 @@ from polyad.api import (
     jvp,
     linearize,
     no_grad,
-    stop_gradient,
     value_and_grad,
     vjp,
     vmap,
@@ -24,6 +23,7 @@ from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
 from polyad.graph import Graph, call_delegate, make_graph
 from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype
+from polyad.ops.elementwise import stop_gradient
 from polyad.tracing import eval_shape
 
 __version__ = "0.1.0"

@@ -1,0 +1,179 @@
+"""The import graph of polyad, drawn from the code's own imports, and the rules it must keep.
+
+Rules (ARCHITECTURE.md):
+- imports run one way, layer by layer: backends -> core -> ops -> transforms -> api;
+- no import circle, between any two files;
+- no import inside a function, except of optional libraries (cupy, scipy, dask, ...);
+- no source file over 800 lines.
+
+``python scripts/check_structure.py`` prints each layer with its files and their imports of polyad
+modules, then every rule broken (exit status 1 if any). ``tests/test_structure.py`` runs the same checks.
+"""
+
+import ast
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MAX_LINES = 800
+# libraries a user may not have: importing them inside the function that needs them keeps them optional
+OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba", "matplotlib", "tqdm",
+            "sklearn", "array_api_strict", "networkx", "torch", "jax"}  # fmt: skip
+# lowest first; a module belongs to the first layer whose prefix matches its name
+LAYERS = [
+    ("backends", ("polyad.backends",)),
+    ("core", ("polyad.dispatch", "polyad.core", "polyad.standard")),
+    ("ops", ("polyad.ops", "polyad.xp")),
+    (
+        "transforms",
+        (
+            "polyad.forward",
+            "polyad.reverse",
+            "polyad.batching",
+            "polyad.tracing",
+            "polyad.graph",
+            "polyad.predispatch",
+            "polyad.transforms",
+        ),
+    ),  # fmt: skip
+    ("api", ("polyad",)),
+]
+
+
+def layer_of(module):
+    for i, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise ValueError(f"{module} belongs to no layer")
+
+
+def source_files():
+    """``{module name: path}`` of polyad's source files (the ``backends`` folder is ``polyad.backends``)."""
+    files = {}
+    for base, prefix in ((ROOT / "polyad", "polyad"), (ROOT / "backends", "polyad.backends")):
+        for path in sorted(base.rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            files[".".join([prefix, *parts])] = path
+    return files
+
+
+def _resolve(module, node, is_package):
+    """The absolute module names an import statement in ``module`` names (candidates, longest first)."""
+    if isinstance(node, ast.Import):
+        return [[a.name] for a in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = module.split(".")
+        if not is_package:
+            parts = parts[:-1]
+        parts = parts[: len(parts) - (node.level - 1)]
+        base = ".".join(parts + ([base] if base else []))
+    return [[f"{base}.{a.name}", base] for a in node.names]
+
+
+def _imports_of(module, path, files):
+    """``[(target, line, inside_function)]`` of one file's import statements."""
+    is_package = path.name == "__init__.py"
+    found = []
+    stack = [(node, False) for node in ast.iter_child_nodes(ast.parse(path.read_text(), filename=str(path)))]
+    while stack:
+        node, in_function = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for candidates in _resolve(module, node, is_package):
+                target = next((c for c in candidates if c in files), candidates[-1])
+                found.append((target, node.lineno, in_function))
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return sorted(found, key=lambda f: f[1])
+
+
+def imports(files):
+    """``{module: [(target, line, inside_function)]}`` for every file's imports."""
+    return {module: _imports_of(module, path, files) for module, path in files.items()}
+
+
+def _is_optional(target):
+    return target.split(".")[0] in OPTIONAL or target in ("array_api_compat.cupy", "array_api_compat.dask")
+
+
+def check(files=None):
+    """Every broken rule, as a list of sentences (empty when the structure is sound)."""
+    files = files or source_files()
+    graph = imports(files)
+    # a polyad module that imports an optional library at its top is itself optional (backends/cupy/*)
+    optional = {m for m, found in graph.items() if any(_is_optional(t) and not f for t, _, f in found)}
+    problems = []
+    for module, path in files.items():
+        n = len(path.read_text().splitlines())
+        if n > MAX_LINES:
+            problems.append(f"{path.relative_to(ROOT)} has {n} lines (at most {MAX_LINES})")
+        for target, line, in_function in graph[module]:
+            if in_function and not (_is_optional(target) or target in optional):
+                problems.append(f"{path.relative_to(ROOT)}:{line} imports {target} inside a function")
+            if target in files and layer_of(target) > layer_of(module):
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line} imports {target} from a higher layer "
+                    f"({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})"
+                )
+    for cycle in cycles({m: {t for t, _, _ in e if t in files and t != m} for m, e in graph.items()}):
+        problems.append("import circle: " + " -> ".join(cycle + [cycle[0]]))
+    return problems
+
+
+def cycles(edges):
+    """The strongly connected components with more than one module (Tarjan), each as a list."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def describe(files=None):
+    """The graph layer by layer: each file, its line count and the polyad modules it imports."""
+    files = files or source_files()
+    graph = imports(files)
+    lines = []
+    for i, (name, _) in reversed(list(enumerate(LAYERS))):
+        lines.append(f"{name}:")
+        for module in sorted(m for m in files if layer_of(m) == i):
+            n = len(files[module].read_text().splitlines())
+            targets = sorted({t for t, _, _ in graph[module] if t in files and t != module})
+            lines.append(f"  {module} ({n} lines) -> {', '.join(targets) or '-'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(describe())
+    problems = check()
+    print(f"\n{len(problems)} problem(s)")
+    for p in problems:
+        print(" -", p)
+    sys.exit(1 if problems else 0)
