@@ -19,7 +19,7 @@ import threading
 import warnings
 
 from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, split_args
-from polyad.ops.manipulation import stack, take_index
+from polyad.ops.base import stack, take_index
 
 BATCH = rule_kind(
     "batch",

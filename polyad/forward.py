@@ -6,7 +6,7 @@ enclosing levels differentiate or batch the tangent computation too. A tangent o
 """
 
 from polyad.core import Interpreter, Tensor, bind, eval_raw, rule_kind, rule_of, split_args
-from polyad.ops.creation import zeros_like
+from polyad.ops.base import zeros_like
 
 
 class DualTensor(Tensor):

@@ -10,8 +10,7 @@ backward pass itself, and that is how higher derivatives work. The tape lives as
 
 from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw, rule_kind, split_args
 from polyad.forward import jvp_rule
-from polyad.ops.creation import zeros_like
-from polyad.ops.elementwise import add
+from polyad.ops.base import add, zeros_like
 
 VJP = rule_kind(
     "vjp",

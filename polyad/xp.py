@@ -112,14 +112,13 @@ def __array_namespace_info__():
 
 # private helpers used by the Tensor operators
 _indexing = importlib.import_module("polyad.ops.indexing")
+_creation = importlib.import_module("polyad.ops.creation")
 _getitem = _indexing.getitem
 _index_update = _indexing.index_update
 
 
 def _to_device(x, *, device, stream=None):
-    from polyad.ops.creation import to_device
-
-    return to_device(x, device, stream=stream)
+    return _creation.to_device(x, device, stream=stream)
 
 
 core.install_operators(_module)

@@ -1,13 +1,17 @@
-"""Shared pieces for defining ops: the ``define`` helper, abstract values, and rules shared by families.
+"""Shared pieces for defining ops: the ``define`` helper, abstract values and the abstract-evaluation rules
+families share, dtype kinds, and small helpers on shapes, axes and devices.
 
-Family rules (one per family, used by many ops):
-- ``unary_batch``: ops that act element by element on one array keep its batch dimension;
-- ``broadcast_batch``: n-ary broadcasting ops move batch dimensions to the front and align ranks;
-- ``unbroadcast``: sums a cotangent back to the shape of an input that was broadcast.
+Nothing here binds an op by name, so every op file can import it (``ops.base`` holds the ops that the
+shared rules need: ``unbroadcast``, ``move_to_front``, ``broadcast_batch``, ...).
+
+- ``_abstract`` (``_SAME``, ``_BOOL``, ``_REAL``): element-wise ops broadcast their inputs;
+- ``_abstract_from``: shape-only ops, from a function of the input shapes;
+- ``_creator``: ops with no array argument, run on the backend that owns their ``device``;
+- ``unary_batch``: ops that act element by element on one array keep its batch dimension.
 """
 
 from polyad import dispatch
-from polyad.core import Op, Tensor, bind
+from polyad.core import Op, Tensor, bind, fresh
 
 
 class ShapeDtype:
@@ -135,67 +139,132 @@ def shape_of(x):
     return tuple(x.shape) if hasattr(x, "shape") else ()
 
 
-def unbroadcast(g, x):
-    """Sum cotangent ``g`` down to the shape of ``x`` (which was broadcast against other inputs)."""
-    xd = getattr(x, "dtype", None)
-    if xd is g.dtype and g.shape == x.shape:  # nothing to do: the common case, kept cheap
-        return g
-    from polyad.ops.reductions import sum as _sum
-
-    xs = shape_of(x)
-    if xd is not None and xd is not g.dtype and _kind(g.dtype) == "c" and _kind(xd) != "c":
-        from polyad.ops.elementwise import real
-
-        g = real(g)  # a real input's cotangent is the real part (complex convention of elementwise.py)
-    gs = g.shape
-    if tuple(gs) == xs:
-        return g
-    lead = len(gs) - len(xs)
-    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(xs) if s == 1 and gs[i + lead] != 1)
-    out = _sum(g, axis=axes, keepdims=True) if axes else g
-    if lead:
-        from polyad.ops.manipulation import reshape
-
-        out = reshape(out, xs)
-    return out
-
-
-def move_to_front(v, d):
-    """Value ``v`` with its batch dimension ``d`` moved to axis 0 (no-op when already there)."""
-    if d == 0:
-        return v
-    from polyad.ops.manipulation import moveaxis
-
-    return moveaxis(v, d, 0)
-
-
-def broadcast_batch_args(dims, values):
-    """Move every batch dimension to the front and pad batched values so ranks align for broadcasting."""
-    from polyad.ops.manipulation import reshape
-
-    rank = max(ndim_of(v) - (d is not None) for v, d in zip(values, dims))
+def _broadcast(*shapes):
+    """The broadcast shape of ``shapes`` (the standard's rules)."""
+    ndim = max((len(s) for s in shapes), default=0)
     out = []
-    for v, d in zip(values, dims):
-        if d is None:
-            out.append(v)
-            continue
-        v = move_to_front(v, d)
-        r = ndim_of(v) - 1
-        if r < rank:
-            s = shape_of(v)
-            v = reshape(v, (s[0],) + (1,) * (rank - r) + s[1:])
-        out.append(v)
-    return out
+    for i in range(-ndim, 0):
+        dims = {s[i] for s in shapes if len(s) >= -i and s[i] != 1}
+        if len(dims) > 1:
+            raise ValueError(f"shapes {shapes} cannot be broadcast together")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _norm(axis, ndim):
+    """``axis`` as a non-negative index into ``ndim`` axes (0 for a 0-d array)."""
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def _device(x):
+    """The device of the array underneath ``x`` (None for a Python scalar)."""
+    return getattr(_bottom(x), "device", None)
+
+
+def _dtype_name(dtype):
+    return str(dtype).rsplit(".", 1)[-1]
 
 
 def unary_batch(op):
     return lambda info, dims, x, **params: (bind(op, x, **params), dims[0])
 
 
-def broadcast_batch(op):
-    """Batching rule of an n-ary broadcasting op."""
+# --------------------------------------------------------------------------------------------- abstract rules
 
-    def rule(info, dims, *values, **params):
-        return bind(op, *broadcast_batch_args(dims, values), **params), 0
+
+def _shape(a):
+    return a.shape if hasattr(a, "shape") else ()
+
+
+def _aval_device(avals):
+    return next((a.device for a in avals if hasattr(a, "shape")), None)
+
+
+def _dtype_same(xp, *avals):
+    return xp.result_type(*[a.dtype if hasattr(a, "shape") else a for a in avals])
+
+
+def _dtype_bool(xp, *avals):
+    return xp.bool
+
+
+def _dtype_real(xp, *avals):
+    d = avals[0].dtype
+    if d == xp.complex128:
+        return xp.float64
+    if d == xp.complex64:
+        return xp.float32
+    return d
+
+
+def _abstract(dtype_rule):
+    """Abstract evaluation of an element-wise op: the broadcast shape, the dtype ``dtype_rule`` gives."""
+
+    def rule(xp, *avals, **params):
+        return ShapeDtype(_broadcast(*map(_shape, avals)), dtype_rule(xp, *avals), _aval_device(avals))
 
     return rule
+
+
+_SAME, _BOOL, _REAL = _abstract(_dtype_same), _abstract(_dtype_bool), _abstract(_dtype_real)
+
+
+def _abstract_from(fn):
+    """Abstract evaluation of a shape-only op from a function of (input shapes, params) -> output shape."""
+
+    def rule(xp, *avals, **params):
+        a = avals[0]
+        return ShapeDtype(fn(*[x.shape for x in avals], **params), a.dtype, a.device)
+
+    return rule
+
+
+# --------------------------------------------------------------------------------------------- creation
+
+
+def _creator(name, shape_rule):
+    """An op with no array arguments, run on the backend that owns its ``device``."""
+
+    def kernel(xp, *args, **params):
+        return getattr(xp, name)(*args, **params)
+
+    def abstract(xp, *args, dtype=None, device=None, **params):
+        if dtype is None:
+            dtype = _default_dtype(name, args, device)
+        return ShapeDtype(shape_rule(*args, **params), dtype, device)
+
+    op = define(name, kernel, abstract_eval=abstract, nondiff=True)
+    op.from_device = True  # no array to read a backend from: the ``device`` parameter picks it
+    return op
+
+
+def _on_device(op, *args, **params):
+    # inside a transform a new array is a FreshTensor, so that ``x[i] = traced`` can functionalise
+    return fresh(bind(op, *args, **params))
+
+
+def _default_dtype(name, args, device):
+    """The dtype a creation function gives when ``dtype`` is None (for its abstract evaluation)."""
+    backend = dispatch.backend_of_device(device)
+    defaults = backend.compat.__array_namespace_info__().default_dtypes(device=device)
+    if name == "full":
+        values = [args[1]]
+    elif name == "arange":
+        values = [v for v in args if v is not None]
+    elif name == "linspace":
+        values = [0.0, *args[:2]]
+    else:  # zeros, ones, empty, eye
+        values = [0.0]
+    if any(isinstance(v, complex) for v in values):
+        return defaults["complex floating"]
+    if any(isinstance(v, float) for v in values):
+        return defaults["real floating"]
+    if all(isinstance(v, bool) for v in values):
+        return backend.xp.bool
+    return defaults["integral"]
+
+
+def _shape_tuple(shape):
+    return (shape,) if isinstance(shape, int) else tuple(shape)

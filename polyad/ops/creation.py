@@ -3,68 +3,34 @@
 
 Functions without an array argument create on the backend that owns ``device`` (the default backend when
 ``device`` is None); the ``*_like`` functions follow the library and device of their argument.
+
+``zeros``, ``arange``, ``zeros_like`` and ``ones_like`` live in ``ops.base`` (the transforms and the rules
+of the base ops need them); they are importable from here.
 """
+
+import array_api_compat
 
 from polyad import dispatch
 from polyad.core import Tensor, bind, fresh
-from polyad.ops.common import ShapeDtype, define, move_to_front
+from polyad.ops.base import (
+    _full,
+    _like,
+    _like_elsewhere,
+    _other_library,
+    astype,
+    broadcast_to,
+    move_to_front,
+    stack,
+)
+from polyad.ops.base import arange as arange
+from polyad.ops.base import ones_like as ones_like
+from polyad.ops.base import zeros as zeros
+from polyad.ops.base import zeros_like as zeros_like
+from polyad.ops.common import ShapeDtype, _creator, _dtype_name, _on_device, _shape_tuple, define
+from polyad.ops.dtypes import _owns_dtype
 
-
-def _creator(name, shape_rule):
-    """An op with no array arguments, run on the backend that owns its ``device``."""
-
-    def kernel(xp, *args, **params):
-        return getattr(xp, name)(*args, **params)
-
-    def abstract(xp, *args, dtype=None, device=None, **params):
-        if dtype is None:
-            dtype = _default_dtype(name, args, device)
-        return ShapeDtype(shape_rule(*args, **params), dtype, device)
-
-    op = define(name, kernel, abstract_eval=abstract, nondiff=True)
-    op.from_device = True  # no array to read a backend from: the ``device`` parameter picks it
-    return op
-
-
-def _on_device(op, *args, **params):
-    # inside a transform a new array is a FreshTensor, so that ``x[i] = traced`` can functionalise
-    return fresh(bind(op, *args, **params))
-
-
-def _default_dtype(name, args, device):
-    """The dtype a creation function gives when ``dtype`` is None (for its abstract evaluation)."""
-    backend = dispatch.backend_of_device(device)
-    defaults = backend.compat.__array_namespace_info__().default_dtypes(device=device)
-    if name == "full":
-        values = [args[1]]
-    elif name == "arange":
-        values = [v for v in args if v is not None]
-    elif name == "linspace":
-        values = [0.0, *args[:2]]
-    else:  # zeros, ones, empty, eye
-        values = [0.0]
-    if any(isinstance(v, complex) for v in values):
-        return defaults["complex floating"]
-    if any(isinstance(v, float) for v in values):
-        return defaults["real floating"]
-    if all(isinstance(v, bool) for v in values):
-        return backend.xp.bool
-    return defaults["integral"]
-
-
-def _shape_tuple(shape):
-    return (shape,) if isinstance(shape, int) else tuple(shape)
-
-
-_zeros = _creator("zeros", lambda shape: _shape_tuple(shape))
 _ones = _creator("ones", lambda shape: _shape_tuple(shape))
 _empty = _creator("empty", lambda shape: _shape_tuple(shape))
-_full = _creator("full", lambda shape, fill_value: _shape_tuple(shape))
-
-
-def zeros(shape, *, dtype=None, device=None):
-    """An array of zeros of ``shape``."""
-    return _on_device(_zeros, shape, dtype=dtype, device=device)
 
 
 def ones(shape, *, dtype=None, device=None):
@@ -81,8 +47,6 @@ def full(shape, fill_value, *, dtype=None, device=None):
     """An array of ``shape`` filled with ``fill_value``. A 0-d array or tensor ``fill_value`` is broadcast
     (on its own library), so the result is differentiable in it."""
     if _is_array(fill_value):
-        from polyad.ops.manipulation import broadcast_to
-
         out = broadcast_to(astype_like(fill_value, dtype), _shape_tuple(shape))
         return out if device is None else to_device(out, device)
     return _on_device(_full, shape, fill_value, dtype=dtype, device=device)
@@ -95,27 +59,11 @@ def _is_array(x):
 def astype_like(x, dtype):
     if dtype is None:
         return x
-    from polyad.ops.dtypes import astype
-
     return astype(x, dtype)
 
 
-def _arange_len(start, stop=None, step=1):
-    import math
-
-    if stop is None:
-        start, stop = 0, start
-    return (max(0, math.ceil((stop - start) / step)),)
-
-
-_arange = _creator("arange", _arange_len)
 _linspace = _creator("linspace", lambda start, stop, num, endpoint=True: (num,))
 _eye = _creator("eye", lambda n_rows, n_cols=None, k=0: (n_rows, n_rows if n_cols is None else n_cols))
-
-
-def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """Evenly spaced values in ``[start, stop)``."""
-    return _on_device(_arange, start, stop, step, dtype=dtype, device=device)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
@@ -131,61 +79,11 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 # ------------------------------------------------------------------------------ *_like
 
 
-def _like(name, from_shape):
-    """A ``*_like`` op; ``from_shape(xp, shape, dtype, **params)`` builds its output without its input
-    (the ``shape_only`` marker, used where only the shape was recorded)."""
-
-    def abstract(xp, x, *args, dtype=None, device=None, **params):
-        return ShapeDtype(
-            x.shape, dtype if dtype is not None else x.dtype, x.device if device is None else device
-        )
-
-    op = define(name, abstract_eval=abstract, nondiff=True)
-    op.rules["batch"] = lambda info, dims, x, *args, **params: (bind(op, x, *args, **params), dims[0])
-    op.shape_only = from_shape
-    return op
-
-
-_zeros_like = _like("zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype))
-_ones_like = _like("ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype))
 _empty_like = _like("empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype))
 _full_like = _like(
     "full_like",
     lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype),
 )
-
-
-def _other_library(x, device):
-    """The backend owning ``device`` when it is not ``x``'s library (a ``*_like`` then creates there)."""
-    if device is None:
-        return None
-    own = dispatch.backend_of_array(_bottom(x))
-    if own is None or dispatch.owns_device(own, device):
-        return None
-    return dispatch.owner_of_device(device)
-
-
-def _like_elsewhere(backend, x, dtype, device, fill=None):
-    dtype = dtype if dtype is not None else getattr(backend.xp, _dtype_name(x.dtype))
-    if fill is None:
-        return _on_device(_zeros, tuple(x.shape), dtype=dtype, device=device)
-    return _on_device(_full, tuple(x.shape), fill, dtype=dtype, device=device)
-
-
-def zeros_like(x, /, *, dtype=None, device=None):
-    """Zeros with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
-    other = _other_library(x, device)
-    if other is not None:
-        return _like_elsewhere(other, x, dtype, device)
-    return bind(_zeros_like, x, dtype=dtype, device=device)
-
-
-def ones_like(x, /, *, dtype=None, device=None):
-    """Ones with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
-    other = _other_library(x, device)
-    if other is not None:
-        return _like_elsewhere(other, x, dtype, device, fill=1)
-    return bind(_ones_like, x, dtype=dtype, device=device)
 
 
 def empty_like(x, /, *, dtype=None, device=None):
@@ -201,8 +99,6 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``, on ``x``'s library and device and with its dtype unless
     given. A 0-d array or tensor ``fill_value`` is broadcast, so the result is differentiable in it."""
     if _is_array(fill_value):
-        from polyad.ops.manipulation import broadcast_to
-
         fill = astype_like(fill_value, dtype if dtype is not None else x.dtype)
         out = broadcast_to(fill, tuple(x.shape))
         return out if device is None else to_device(out, device)
@@ -237,8 +133,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
             return bind(_copy, x)
         return x
     if isinstance(obj, list | tuple) and _contains_tensor(obj):
-        from polyad.ops.manipulation import stack
-
         return astype_like(stack([asarray(o, device=device) for o in obj]), dtype)
     backend = dispatch.backend_of_array(obj) if device is None else dispatch.owner_of_device(device)
     if backend is None:
@@ -307,21 +201,9 @@ def _same_device(a, b):
         return False
 
 
-def _dtype_name(dtype):
-    return str(dtype).rsplit(".", 1)[-1]
-
-
-def _bottom(x):
-    while isinstance(x, Tensor):
-        x = x._value
-    return x
-
-
 def _to_device_kernel(xp, x, *, device, stream=None):
     source = dispatch.backend_of_array(x)
     if source is None or dispatch.owns_device(source, device):
-        import array_api_compat
-
         if stream is None:
             return array_api_compat.to_device(x, device)
         return array_api_compat.to_device(x, device, stream=stream)
@@ -338,12 +220,6 @@ def _to_device_abstract(xp, x, *, device, stream=None):
     if target is not None and not _owns_dtype(target, dtype):
         dtype = getattr(target.xp, _dtype_name(dtype))
     return ShapeDtype(x.shape, dtype, device)
-
-
-def _owns_dtype(backend, dtype):
-    from polyad.ops.dtypes import _owns_dtype as owns
-
-    return owns(backend, dtype)
 
 
 _to_device = define(

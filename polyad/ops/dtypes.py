@@ -1,4 +1,5 @@
-"""Data type functions of the standard: ``astype`` (an op) and the dtype queries.
+"""Data type functions of the standard: ``astype`` (an op, in ``ops.base``: the rules of ``sum`` need it)
+and the dtype queries.
 
 The queries (``can_cast``, ``finfo``, ``iinfo``, ``isdtype``, ``result_type``) are plain functions: they
 answer from the backend that owns their arguments, found from an array (or tensor) among them, else from a
@@ -7,51 +8,9 @@ scalars are accepted by ``result_type`` as the standard allows.
 """
 
 from polyad import dispatch
-from polyad.core import Tensor, bind
-from polyad.ops.common import ShapeDtype, _bottom, _kind, define, is_floating
-
-# ------------------------------------------------------------------------------ astype (an op)
-
-
-def _astype_kernel(xp, x, *, dtype, copy=True, device=None):
-    if device is None:
-        return xp.astype(x, dtype, copy=copy)
-    return xp.astype(x, dtype, copy=copy, device=device)
-
-
-def _astype_vjp(g, y, x, *, dtype, copy=True, device=None):
-    if not (is_floating(x) and is_floating(y)):
-        return (None,)
-    if _kind(y.dtype) == "c" and _kind(x.dtype) != "c":
-        from polyad.ops.elementwise import real
-
-        g = real(g)  # the cotangent of a real input is the real part
-    return (astype(g, x.dtype),)
-
-
-def _astype_jvp(ts, y, x, *, dtype, copy=True, device=None):
-    if ts[0] is None or not (is_floating(x) and is_floating(y)):
-        return None
-    return astype(ts[0], dtype)
-
-
-_astype = define(
-    "astype",
-    _astype_kernel,
-    abstract_eval=lambda xp, x, *, dtype, copy=True, device=None: ShapeDtype(
-        x.shape, dtype, x.device if device is None else device
-    ),
-    vjp=_astype_vjp,
-    jvp=_astype_jvp,
-)
-_astype.rules["batch"] = lambda info, dims, x, **params: (bind(_astype, x, **params), dims[0])
-
-
-def astype(x, dtype, /, *, copy=True, device=None):
-    """``x`` cast to ``dtype``; differentiable between floating dtypes (real to complex included: the
-    cotangent of a real input is the real part), constant into integers and bool."""
-    return bind(_astype, x, dtype=dtype, copy=copy, device=device)
-
+from polyad.core import Tensor
+from polyad.ops.base import astype as astype
+from polyad.ops.common import _bottom
 
 # ------------------------------------------------------------------------------ which backend answers
 

@@ -3,85 +3,31 @@
 Complex convention (PyTorch's): a cotangent is conjugate-linear, so for a holomorphic ``f`` the VJP is
 ``g * conj(f'(x))`` and ``grad`` of a real loss ``L(x + iy)`` is ``dL/dx + i dL/dy``, the direction of
 steepest ascent. JVPs are the ordinary complex derivative ``f'(x) * t``.
+
+``conj``, ``real``, ``add`` and ``where``, with the helpers ``unary`` and ``binary`` that define this
+family's ops, live in ``ops.base`` (the transforms and the shared rules need them); they are importable
+from here.
 """
 
 import math
 
 from polyad.core import bind
-from polyad.ops.common import (
-    ShapeDtype,
-    broadcast_batch,
-    define,
-    is_complex,
-    namespace_function,
-    unary_batch,
+from polyad.ops.base import (
+    _broadcast_to_out,
+    _complex_like,
+    binary,
+    broadcast_batch_args,
+    conj,
+    real,
+    unary,
     unbroadcast,
+    where,
 )
-
-# ------------------------------------------------------------------------------ abstract evaluation
-
-
-def _shape(a):
-    return a.shape if hasattr(a, "shape") else ()
-
-
-def _broadcast(*shapes):
-    ndim = max((len(s) for s in shapes), default=0)
-    out = []
-    for i in range(-ndim, 0):
-        dims = {s[i] for s in shapes if len(s) >= -i and s[i] != 1}
-        if len(dims) > 1:
-            raise ValueError(f"shapes {shapes} cannot be broadcast together")
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
-
-
-def _device(avals):
-    return next((a.device for a in avals if hasattr(a, "shape")), None)
-
-
-def _dtype_same(xp, *avals):
-    return xp.result_type(*[a.dtype if hasattr(a, "shape") else a for a in avals])
-
-
-def _dtype_bool(xp, *avals):
-    return xp.bool
-
-
-def _dtype_real(xp, *avals):
-    d = avals[0].dtype
-    if d == xp.complex128:
-        return xp.float64
-    if d == xp.complex64:
-        return xp.float32
-    return d
-
-
-def _abstract(dtype_rule):
-    def rule(xp, *avals, **params):
-        return ShapeDtype(_broadcast(*map(_shape, avals)), dtype_rule(xp, *avals), _device(avals))
-
-    return rule
-
-
-_SAME, _BOOL, _REAL = _abstract(_dtype_same), _abstract(_dtype_bool), _abstract(_dtype_real)
+from polyad.ops.base import add as add
+from polyad.ops.common import _BOOL, _REAL, _SAME, ShapeDtype, define, is_complex, unary_batch
+from polyad.ops.common import _broadcast as _broadcast  # polyad.random imports it from here
 
 # ------------------------------------------------------------------------------ unary
-
-
-def _conj_if_complex(d):
-    return conj(d) if is_complex(d) else d
-
-
-def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
-    """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
-    come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
-    if deriv is not None:
-        rules.setdefault("vjp", lambda g, y, x: (g * _conj_if_complex(deriv(x, y)),))
-        rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
-    op = define(name, abstract_eval=abstract_eval, **rules)
-    op.rules["batch"] = unary_batch(op)
-    return namespace_function(op, arity=1)
 
 
 def nondiff_unary(name, abstract_eval=_SAME):
@@ -116,14 +62,7 @@ reciprocal = unary("reciprocal", lambda x, y: -(y * y))
 # Linear ops: the JVP is the op itself; the VJP is written once here.
 negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True)
 positive = unary("positive", vjp=lambda g, y, x: (g,), linear=True)
-conj = unary("conj", vjp=lambda g, y, x: (conj(g),), linear=True)
-real = unary("real", vjp=lambda g, y, x: (_complex_like(g, x),), linear=True, abstract_eval=_REAL)
 imag = unary("imag", vjp=lambda g, y, x: (_complex_like(g, x) * 1j,), linear=True, abstract_eval=_REAL)
-
-
-def _complex_like(g, x):
-    # real/imag of a complex input: the cotangent goes back as a complex array
-    return g * (1 + 0j) if is_complex(x) else g
 
 
 def _abs_vjp(g, y, x):
@@ -166,22 +105,6 @@ bitwise_invert = nondiff_unary("bitwise_invert")
 # ------------------------------------------------------------------------------ binary
 
 
-def binary(name, *, abstract_eval=_SAME, **rules):
-    """A two-array broadcasting element-wise op (Python scalars allowed on either side)."""
-    op = define(name, abstract_eval=abstract_eval, **rules)
-    op.rules["batch"] = broadcast_batch(op)
-    return namespace_function(op, arity=2)
-
-
-def _add_jvp(ts, y, a, b):
-    ta, tb = ts
-    if tb is None:
-        return _broadcast_to_out(ta, y)
-    if ta is None:
-        return _broadcast_to_out(tb, y)
-    return ta + tb
-
-
 def _sub_jvp(ts, y, a, b):
     ta, tb = ts
     if tb is None:
@@ -189,12 +112,6 @@ def _sub_jvp(ts, y, a, b):
     if ta is None:
         return _broadcast_to_out(-tb, y)
     return ta - tb
-
-
-def _broadcast_to_out(t, y):
-    from polyad.ops.manipulation import broadcast_to
-
-    return t if tuple(t.shape) == tuple(y.shape) else broadcast_to(t, tuple(y.shape))
 
 
 def _div_jvp(ts, y, a, b):
@@ -280,11 +197,6 @@ def _binary_deriv_rules(da, db):
     return {"vjp": vjp, "jvp": jvp}
 
 
-add = binary(
-    "add",
-    vjp=lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(g, b)),
-    jvp=_add_jvp,
-)
 subtract = binary(
     "subtract",
     vjp=lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(-g, b)),
@@ -344,45 +256,6 @@ bitwise_right_shift = binary("bitwise_right_shift", nondiff=True)
 # ------------------------------------------------------------------------------ ternary
 
 
-def _where_vjp(g, y, c, a, b):
-    return (
-        None,
-        lambda: unbroadcast(where(c, g, 0.0), a),
-        lambda: unbroadcast(where(c, 0.0, g), b),
-    )
-
-
-def _where_jvp(ts, y, c, a, b):
-    _, ta, tb = ts
-    ta = 0.0 if ta is None else ta
-    tb = 0.0 if tb is None else tb
-    return _broadcast_to_out(where(c, ta, tb), y)
-
-
-def _where_kernel(xp, c, a, b):
-    if not hasattr(a, "shape") and not hasattr(b, "shape"):
-        a = xp.asarray(a, device=c.device)  # the standard allows at most one scalar
-    return xp.where(c, a, b)
-
-
-_where_op = define(
-    "where",
-    _where_kernel,
-    abstract_eval=_abstract(lambda xp, c, a, b: _dtype_same(xp, a, b)),
-    vjp=_where_vjp,
-    jvp=_where_jvp,
-)
-_where_op.rules["batch"] = broadcast_batch(_where_op)
-
-
-def where(condition, x1, x2, /):
-    """Elements of ``x1`` where ``condition`` is true, else of ``x2`` (broadcasting)."""
-    return bind(_where_op, condition, x1, x2)
-
-
-where.op = _where_op
-
-
 def _clip_kernel(xp, x, lo, hi):
     return xp.clip(x, lo, hi)
 
@@ -432,8 +305,6 @@ def _clip_batch(info, dims, x, lo, hi):
     for v, d in ((lo, dims[1]), (hi, dims[2])):
         vals.append(v)
         ds.append(d)
-    from polyad.ops.common import broadcast_batch_args
-
     arrays = [i for i, v in enumerate(vals) if v is not None]
     moved = broadcast_batch_args([ds[i] for i in arrays], [vals[i] for i in arrays])
     for i, v in zip(arrays, moved):

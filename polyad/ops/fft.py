@@ -29,7 +29,10 @@ their rules never depend on the backend's defaults.
 import operator
 
 from polyad.core import bind
+from polyad.ops.base import arange, real, reshape, where
 from polyad.ops.common import ShapeDtype, _bottom, define, is_complex, is_floating, xp_of
+from polyad.ops.creation import full
+from polyad.ops.elementwise import equal, logical_or, multiply
 
 _NORMS = ("backward", "ortho", "forward")
 _MIRROR = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -130,10 +133,6 @@ def _pair_weights(g, axis, n, pair, edge):
     """Weights along ``axis`` of a half spectrum of length ``n // 2 + 1`` (``n`` the full length):
     ``edge`` on the DC bin and, for even ``n``, the Nyquist bin; ``pair`` on the others (which stand for a
     conjugate pair of bins of the full spectrum). A constant of ``g``'s real dtype, shaped to broadcast."""
-    from polyad.ops.creation import arange, full
-    from polyad.ops.elementwise import equal, logical_or, where
-    from polyad.ops.manipulation import reshape
-
     h = n // 2 + 1
     device = _bottom(g).device
     k = arange(h, device=device)
@@ -148,8 +147,6 @@ def _transform_vjp(kind, partner):
     """The adjoint: ``partner`` (an op) with the mirrored norm, the Hermitian weights, the resize back."""
 
     def vjp(g, y, x, *, s, axes, norm):
-        from polyad.ops.elementwise import multiply, real
-
         if kind == "r2c":
             g = multiply(g, _pair_weights(g, axes[-1], s[-1], 0.5, 1.0))
         ct = bind(partner(), g, s=s, axes=axes, norm=_MIRROR[norm])

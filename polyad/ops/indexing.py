@@ -9,16 +9,23 @@ indices; their broadcast shape goes where the first of them stood if they are ad
 breaks adjacency), else first. ``_analyse`` computes that layout once for shapes, batching and updates.
 """
 
-from polyad.core import Tensor, bind
-from polyad.ops.common import (
-    ShapeDtype,
-    _kind,
-    define,
+from polyad.core import bind
+from polyad.ops.base import (
+    _batch_all_front,
+    _inverse,
+    arange,
+    broadcast_to,
+    expand_dims,
     move_to_front,
-    ndim_of,
-    shape_of,
+    moveaxis,
+    permute_dims,
+    reshape,
     unbroadcast,
+    where,
+    zeros,
+    zeros_like,
 )
+from polyad.ops.common import ShapeDtype, _broadcast, _device, _kind, _norm, define, ndim_of, shape_of
 
 
 class _ArrayMarker:
@@ -150,8 +157,6 @@ def _getitem_abstract(xp, x, *arrays, key):
 
 
 def _getitem_vjp(g, y, x, *arrays, key):
-    from polyad.ops.creation import zeros_like
-
     z = zeros_like(x, dtype=g.dtype)
     if _has_arrays(key):
         return (index_add(z, g, *arrays, key=key),) + (None,) * len(arrays)
@@ -163,8 +168,6 @@ def _getitem_vjp(g, y, x, *arrays, key):
 def _without_new_axes(g, shape, key):
     """A basic key's new axes (None) removed, with the matching size-1 axes of ``g`` (assignment through
     a key with None is outside the standard)."""
-    from polyad.ops.manipulation import reshape
-
     key = _expand(shape, key, ())
     out_dims, keep = 0, []
     for k in key:
@@ -190,9 +193,6 @@ def _advanced_batch(size, x_batched, key, arrays, adims, logical_shape):
     """Key and index arrays for the batched ``x`` (batch axis first, when ``x_batched``): each batched index
     array gets its batch axis first and padded to the advanced rank; a batched ``x`` is indexed by an
     arange over the batch in front. Returns ``(key, arrays, layout)`` where layout is ``_analyse``'s."""
-    from polyad.ops.creation import arange
-    from polyad.ops.manipulation import _device, reshape
-
     layout = _analyse(logical_shape, key, _logical(arrays, adims))
     nb = len(layout[2])
     new = []
@@ -221,8 +221,6 @@ def _block_perm(p, nb, nrest):
 
 
 def _getitem_batch(info, dims, x, *arrays, key):
-    from polyad.ops.manipulation import moveaxis, permute_dims
-
     xd, adims = dims[0], dims[1:]
     if not arrays:
         return bind(_getitem, move_to_front(x, xd), key=_front_key(key)), 0
@@ -289,8 +287,6 @@ def _update_by_scatter(xp, x, v, k):
     of its writes; the standard leaves repeated writes unspecified)."""
     flat = xp.reshape(xp.arange(x.size, device=x.device), x.shape)[k]
     vals = xp.asarray(v, dtype=x.dtype, device=x.device)
-    from polyad.ops.elementwise import _broadcast
-
     shape = _broadcast(tuple(flat.shape), tuple(vals.shape))
     flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
     vals = xp.reshape(xp.broadcast_to(vals, shape), (-1,))
@@ -309,8 +305,6 @@ def _update_vjp(g, y, x, v, *arrays, key):
 
 
 def _update_jvp(ts, y, x, v, *arrays, key):
-    from polyad.ops.creation import zeros_like
-
     tx, tv = ts[0], ts[1]
     tx = zeros_like(y) if tx is None else tx
     return bind(_index_update, tx, 0.0 if tv is None else tv, *arrays, key=key)
@@ -321,8 +315,6 @@ def _write_batch(op):
     anything is, so ``x`` gets a batch axis first; the written value is laid out like ``x[batched key]``."""
 
     def rule(info, dims, x, v, *arrays, key):
-        from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis, permute_dims, reshape
-
         xd, vd, adims = dims[0], dims[1], dims[2:]
         size = _batch_size(dims, (x, v, *arrays))
         logical = shape_of(x) if xd is None else _drop(shape_of(x), xd)
@@ -347,17 +339,10 @@ def _write_batch(op):
             return out, ndim_of(out) - 1
         k, new, (_, p, bshape, rest) = _advanced_batch(size, True, key, arrays, adims, logical)
         if p and hasattr(v, "shape"):
-            v = permute_dims(v, _inverse_perm(_block_perm(p, len(bshape), len(rest))))
+            v = permute_dims(v, _inverse(_block_perm(p, len(bshape), len(rest))))
         return bind(op, x, v, *new, key=k), 0
 
     return rule
-
-
-def _inverse_perm(perm):
-    inv = [0] * len(perm)
-    for i, q in enumerate(perm):
-        inv[q] = i
-    return tuple(inv)
 
 
 _index_update = define(
@@ -404,37 +389,20 @@ def index_add(x, v, *arrays, key):
     return bind(_index_add, x, v, *arrays, key=key)
 
 
-def _is_tensor(x):
-    return isinstance(x, Tensor)
-
-
 # ------------------------------------------------------------------------------ take / scatter_add
 
 
-def _norm_axis(axis, ndim):
-    if not -ndim <= axis < max(ndim, 1):
-        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
-    return axis % ndim if ndim else 0
-
-
 def _arange_like(n, x):
-    from polyad.ops.creation import arange
-    from polyad.ops.manipulation import _device
-
     return arange(n, device=_device(x))
 
 
 def _wrap_negative(indices, n):
     """Integer ``indices`` into an axis of length ``n`` with negative ones counted from the end."""
-    from polyad.ops.elementwise import where
-
     return where(indices < 0, indices + n, indices)
 
 
 def _offset_rows(indices, size, n):
     """Batched 1-D ``indices`` (batch first: (size, k)) as indices into the flattened (size * n) axis."""
-    from polyad.ops.manipulation import reshape
-
     rows = reshape(_arange_like(size, indices) * n, (size, 1))
     return reshape(_wrap_negative(indices, n) + rows, (-1,))
 
@@ -449,15 +417,11 @@ def _take_abstract(xp, x, indices, *, axis):
 
 
 def _take_vjp(g, y, x, indices, *, axis):
-    from polyad.ops.creation import zeros_like
-
     n = shape_of(x)[axis]
     return (lambda: scatter_add(zeros_like(x, dtype=g.dtype), _wrap_negative(indices, n), g, axis=axis), None)
 
 
 def _take_batch(info, dims, x, indices, *, axis):
-    from polyad.ops.manipulation import _batch_all_front, moveaxis, reshape
-
     xd, idim = dims
     if idim is None:
         a = axis + 1 if xd <= axis else axis
@@ -492,11 +456,9 @@ def take(x, indices, /, *, axis=None):
     """Elements of ``x`` at integer ``indices`` (1-D) along ``axis`` (optional for a 1-D ``x``)."""
     if axis is None:
         if ndim_of(x) != 1:
-            from polyad.ops.manipulation import reshape
-
             x = reshape(x, (-1,))
         axis = 0
-    return bind(_take, x, indices, axis=_norm_axis(axis, ndim_of(x)))
+    return bind(_take, x, indices, axis=_norm(axis, ndim_of(x)))
 
 
 take.op = _take
@@ -507,8 +469,6 @@ def _scatter_add_kernel(xp, target, indices, values, *, axis):
 
 
 def _scatter_add_batch(info, dims, target, indices, values, *, axis):
-    from polyad.ops.manipulation import _batch_all_front, moveaxis, reshape
-
     td, idim, vd = dims
     if idim is None:
         target, values = _batch_all_front((td, vd), (target, values))
@@ -549,8 +509,6 @@ def _take_along_kernel(xp, x, indices, *, axis):
 
 
 def _along_shape(xs, is_, axis):
-    from polyad.ops.elementwise import _broadcast
-
     if len(xs) != len(is_):
         raise ValueError(f"take_along_axis: indices must have x's rank {len(xs)}, got {len(is_)}")
     a = _broadcast(xs[:axis] + (1,) + xs[axis + 1 :], is_[:axis] + (1,) + is_[axis + 1 :])
@@ -564,8 +522,6 @@ def _take_along_abstract(xp, x, indices, *, axis):
 def _flat_along_indices(indices, out_shape, x_shape, axis):
     """For ``take_along_axis`` output positions, the flat index into an array of ``x_shape`` broadcast to
     ``out_shape`` except along ``axis`` (as a 1-D array)."""
-    from polyad.ops.manipulation import broadcast_to, reshape
-
     full = out_shape[:axis] + (x_shape[axis],) + out_shape[axis + 1 :]
     strides, acc = [0] * len(full), 1
     for d in range(len(full) - 1, -1, -1):
@@ -581,9 +537,6 @@ def _flat_along_indices(indices, out_shape, x_shape, axis):
 
 
 def _take_along_vjp(g, y, x, indices, *, axis):
-    from polyad.ops.creation import zeros
-    from polyad.ops.manipulation import _device, reshape
-
     def ct():
         out_shape = shape_of(g)
         flat, full = _flat_along_indices(indices, out_shape, shape_of(x), axis)
@@ -598,8 +551,6 @@ def _take_along_vjp(g, y, x, indices, *, axis):
 
 
 def _take_along_batch(info, dims, x, indices, *, axis):
-    from polyad.ops.manipulation import expand_dims
-
     xd, idim = dims
     x = expand_dims(x, axis=0) if xd is None else move_to_front(x, xd)
     indices = expand_dims(indices, axis=0) if idim is None else move_to_front(indices, idim)
@@ -619,7 +570,7 @@ _take_along = define(
 def take_along_axis(x, indices, /, *, axis=-1):
     """Elements of ``x`` at ``indices`` along ``axis``; ``indices`` has ``x``'s rank and broadcasts with it
     in the other axes."""
-    return bind(_take_along, x, indices, axis=_norm_axis(axis, ndim_of(x)))
+    return bind(_take_along, x, indices, axis=_norm(axis, ndim_of(x)))
 
 
 take_along_axis.op = _take_along

@@ -2,181 +2,42 @@
 
 All of these are linear, so each JVP is the op applied to the tangent (the ``linear`` marker) and each VJP
 is the op's transpose, written next to it.
+
+``reshape``, ``permute_dims``, ``moveaxis``, ``expand_dims``, ``broadcast_to``, ``stack``, ``unstack`` and
+the internal ``take_index`` live in ``ops.base`` (the transforms and the shared rules need them); they
+are importable from here.
 """
 
 from polyad.core import bind
+from polyad.ops.base import (
+    _as_tuple,
+    _batch_all_front,
+    arange,
+    broadcast_to,
+    move_to_front,
+    reshape,
+    zeros_like,
+)
+from polyad.ops.base import expand_dims as expand_dims
+from polyad.ops.base import moveaxis as moveaxis
+from polyad.ops.base import permute_dims as permute_dims
+from polyad.ops.base import stack as stack
+from polyad.ops.base import sum as _sum
+from polyad.ops.base import take_index as take_index
+from polyad.ops.base import unstack as unstack
 from polyad.ops.common import (
     ShapeDtype,
+    _abstract_from,
+    _broadcast,
+    _device,
+    _norm,
     define,
-    move_to_front,
     ndim_of,
     shape_of,
-    unbroadcast,
 )
+from polyad.ops.indexing import scatter_add
 
-
-def _norm(axis, ndim):
-    if not -ndim <= axis < max(ndim, 1):
-        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
-    return axis % ndim if ndim else 0
-
-
-def _abstract_from(fn):
-    """Abstract evaluation of a shape-only op from a function of (input shapes, params) -> output shape."""
-
-    def rule(xp, *avals, **params):
-        a = avals[0]
-        return ShapeDtype(fn(*[x.shape for x in avals], **params), a.dtype, a.device)
-
-    return rule
-
-
-# ------------------------------------------------------------------------------ reshape
-
-
-def _reshape_shape(s, shape, copy=None):
-    shape = tuple(shape)
-    n = 1
-    for d in s:
-        n *= d
-    if -1 in shape:
-        known = 1
-        for d in shape:
-            if d != -1:
-                known *= d
-        shape = tuple((n // known if known else 0) if d == -1 else d for d in shape)
-    return shape
-
-
-def _reshape_batch(info, dims, x, shape, copy=None):
-    x = move_to_front(x, dims[0])
-    return reshape(x, (x.shape[0], *shape)), 0
-
-
-_reshape = define(
-    "reshape",
-    abstract_eval=_abstract_from(_reshape_shape),
-    vjp=lambda g, y, x, shape, copy=None: (reshape(g, shape_of(x)),),
-    linear=True,
-    batch=_reshape_batch,
-)
-
-
-def reshape(x, /, shape, *, copy=None):
-    """Reshape ``x`` to ``shape`` (one entry may be -1)."""
-    return bind(_reshape, x, shape=tuple(shape), copy=copy)
-
-
-reshape.op = _reshape
-
-# ------------------------------------------------------------------------------ permute_dims
-
-
-def _inverse(perm):
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return tuple(inv)
-
-
-def _permute_batch(info, dims, x, axes):
-    x = move_to_front(x, dims[0])
-    n = len(axes)
-    return permute_dims(x, (0, *(_norm(a, n) + 1 for a in axes))), 0
-
-
-_permute_dims = define(
-    "permute_dims",
-    abstract_eval=_abstract_from(lambda s, axes: tuple(s[a] for a in axes)),
-    vjp=lambda g, y, x, axes: (permute_dims(g, _inverse([_norm(a, len(axes)) for a in axes])),),
-    linear=True,
-    batch=_permute_batch,
-)
-
-
-def permute_dims(x, /, axes):
-    """Permute the axes of ``x``."""
-    return bind(_permute_dims, x, axes=tuple(axes))
-
-
-permute_dims.op = _permute_dims
-
-# ------------------------------------------------------------------------------ moveaxis
-
-
-def _as_tuple(a):
-    return tuple(a) if isinstance(a, tuple | list) else (a,)
-
-
-def _moveaxis_shape(s, source, destination):
-    n = len(s)
-    src = [_norm(a, n) for a in _as_tuple(source)]
-    dst = [_norm(a, n) for a in _as_tuple(destination)]
-    order = [i for i in range(n) if i not in src]
-    for d, sidx in sorted(zip(dst, src)):
-        order.insert(d, sidx)
-    return order
-
-
-def _moveaxis_batch(info, dims, x, source, destination):
-    x = move_to_front(x, dims[0])
-    n = ndim_of(x) - 1
-    src = tuple(_norm(a, n) + 1 for a in _as_tuple(source))
-    dst = tuple(_norm(a, n) + 1 for a in _as_tuple(destination))
-    return moveaxis(x, src, dst), 0
-
-
-_moveaxis = define(
-    "moveaxis",
-    lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
-    abstract_eval=_abstract_from(
-        lambda s, source, destination: tuple(s[i] for i in _moveaxis_shape(s, source, destination))
-    ),
-    vjp=lambda g, y, x, source, destination: (moveaxis(g, destination, source),),
-    linear=True,
-    batch=_moveaxis_batch,
-)
-
-
-def moveaxis(x, source, destination, /):
-    """Move axes ``source`` of ``x`` to positions ``destination``."""
-    if isinstance(source, list):
-        source = tuple(source)
-    if isinstance(destination, list):
-        destination = tuple(destination)
-    return bind(_moveaxis, x, source=source, destination=destination)
-
-
-moveaxis.op = _moveaxis
-
-# ------------------------------------------------------------------------------ expand_dims / squeeze
-
-
-def _expand_shape(s, axis=0):
-    a = _norm(axis, len(s) + 1)
-    return s[:a] + (1,) + s[a:]
-
-
-def _expand_batch(info, dims, x, axis=0):
-    x = move_to_front(x, dims[0])
-    return expand_dims(x, axis=_norm(axis, ndim_of(x)) + 1), 0
-
-
-_expand_dims = define(
-    "expand_dims",
-    abstract_eval=_abstract_from(_expand_shape),
-    vjp=lambda g, y, x, axis=0: (reshape(g, shape_of(x)),),
-    linear=True,
-    batch=_expand_batch,
-)
-
-
-def expand_dims(x, /, axis=0):
-    """Insert a size-1 axis at ``axis``."""
-    return bind(_expand_dims, x, axis=axis)
-
-
-expand_dims.op = _expand_dims
+# ------------------------------------------------------------------------------ squeeze
 
 
 def _squeeze_shape(s, axis):
@@ -211,80 +72,7 @@ def squeeze(x, /, axis):
 
 squeeze.op = _squeeze
 
-# ------------------------------------------------------------------------------ broadcast_to
-
-
-def _broadcast_to_batch(info, dims, x, shape):
-    x = move_to_front(x, dims[0])
-    s = shape_of(x)
-    pad = len(shape) - (len(s) - 1)
-    if pad:
-        x = reshape(x, (s[0],) + (1,) * pad + s[1:])
-    return broadcast_to(x, (s[0], *shape)), 0
-
-
-_broadcast_to = define(
-    "broadcast_to",
-    abstract_eval=_abstract_from(lambda s, shape: tuple(shape)),
-    vjp=lambda g, y, x, shape: (unbroadcast(g, x),),
-    linear=True,
-    batch=_broadcast_to_batch,
-)
-
-
-def broadcast_to(x, /, shape):
-    """Broadcast ``x`` to ``shape``."""
-    return bind(_broadcast_to, x, shape=tuple(shape))
-
-
-broadcast_to.op = _broadcast_to
-
-# ------------------------------------------------------------------------------ stack / concat
-
-
-def _batch_all_front(dims, values):
-    """Every value with its batch dimension at 0; unbatched ones broadcast along a new batch axis."""
-    size = next(v.shape[d] for v, d in zip(values, dims) if d is not None)
-    out = []
-    for v, d in zip(values, dims):
-        if d is None:
-            out.append(broadcast_to(expand_dims(v, axis=0), (size, *shape_of(v))))
-        else:
-            out.append(move_to_front(v, d))
-    return out
-
-
-def _stack_shape(s, n, axis):
-    a = _norm(axis, len(s) + 1)
-    return tuple(s[:a]) + (n,) + tuple(s[a:])
-
-
-def _stack_batch(info, dims, *arrays, axis=0):
-    arrays = _batch_all_front(dims, arrays)
-    return stack(arrays, axis=_norm(axis, ndim_of(arrays[0])) + 1), 0
-
-
-_stack = define(
-    "stack",
-    lambda xp, *arrays, axis=0: xp.stack(arrays, axis=axis),
-    abstract_eval=lambda xp, *avals, axis=0: ShapeDtype(
-        _stack_shape(avals[0].shape, len(avals), axis),
-        xp.result_type(*[a.dtype for a in avals]),
-        avals[0].device,
-    ),
-    vjp=lambda g, y, *arrays, axis=0: unstack(g, axis=axis),
-    linear=True,
-    batch=_stack_batch,
-)
-
-
-def stack(arrays, /, *, axis=0):
-    """Join a sequence of same-shape arrays along a new axis ``axis``."""
-    arrays = tuple(arrays)
-    return bind(_stack, *arrays, axis=_norm(axis, ndim_of(arrays[0]) + 1))
-
-
-stack.op = _stack
+# ------------------------------------------------------------------------------ concat
 
 
 def _concat_shape(*shapes, axis=0):
@@ -351,91 +139,12 @@ def concat(arrays, /, *, axis=0):
 
 concat.op = _concat
 
-# ------------------------------------------------------------------------------ take_index (internal)
-
-
-def _take_index_kernel(xp, x, index, axis):
-    return x[(slice(None),) * axis + (index, ...)]
-
-
-def _take_index_vjp(g, y, x, index, axis):
-    from polyad.ops.creation import arange
-    from polyad.ops.elementwise import where
-
-    n = shape_of(x)[axis]
-    mask = reshape(arange(n, device=_device(g)) == index, (n,) + (1,) * (ndim_of(x) - axis - 1))
-    return (where(mask, expand_dims(g, axis=axis), 0.0),)
-
-
-def _device(x):
-    from polyad.ops.common import _bottom
-
-    return _bottom(x).device if hasattr(_bottom(x), "device") else None
-
-
-def _take_index_batch(info, dims, x, index, axis):
-    d = dims[0]
-    # the batch dimension moves past the removed axis or stays
-    if d <= axis:
-        return take_index(x, index, axis=axis + 1), d
-    return take_index(x, index, axis=axis), d - 1
-
-
-_take_index = define(
-    "take_index",
-    _take_index_kernel,
-    abstract_eval=_abstract_from(lambda s, index, axis: s[:axis] + s[axis + 1 :]),
-    vjp=_take_index_vjp,
-    linear=(0,),
-    batch=_take_index_batch,
-)
-
-
-def take_index(x, index, *, axis=0):
-    """``x[..., index, ...]`` with the Python int ``index`` at non-negative ``axis`` (used by rules)."""
-    return bind(_take_index, x, index=index, axis=_norm(axis, ndim_of(x)))
-
-
-# ------------------------------------------------------------------------------ unstack
-
-
-def _unstack_abstract(xp, x, *, axis=0):
-    s = tuple(x.shape)
-    return tuple(ShapeDtype(s[:axis] + s[axis + 1 :], x.dtype, x.device) for _ in range(s[axis]))
-
-
-def _unstack_batch(info, dims, x, *, axis=0):
-    x = move_to_front(x, dims[0])
-    out = unstack(x, axis=axis + 1)
-    return out, (0,) * len(out)
-
-
-_unstack = define(
-    "unstack",
-    lambda xp, x, *, axis=0: tuple(xp.unstack(x, axis=axis)),
-    abstract_eval=_unstack_abstract,
-    vjp=lambda g, ys, x, *, axis=0: (stack(g, axis=axis),),
-    linear=True,
-    batch=_unstack_batch,
-    multiple_results=True,
-)
-
-
-def unstack(x, /, *, axis=0):
-    """The slices of ``x`` along ``axis``, as a tuple (the inverse of ``stack``)."""
-    return bind(_unstack, x, axis=_norm(axis, ndim_of(x)))
-
-
-unstack.op = _unstack
-
 # ------------------------------------------------------------------------------ broadcast_arrays / meshgrid
 
 
 def broadcast_arrays(*arrays):
     """The arrays broadcast against each other, as a list as the 2024.12 standard says (each one a
     ``broadcast_to``)."""
-    from polyad.ops.elementwise import _broadcast
-
     shape = _broadcast(*[shape_of(a) for a in arrays])
     return [a if shape_of(a) == shape else broadcast_to(a, shape) for a in arrays]
 
@@ -542,16 +251,11 @@ def _repeat_abstract(xp, x, repeats, *, axis):
 
 
 def _repeat_vjp(g, y, x, repeats, *, axis):
-    from polyad.ops.reductions import sum as _sum
-
     s = shape_of(x)
     if not hasattr(repeats, "shape"):
         # each input element fills ``repeats`` consecutive slots: sum them back
         grouped = reshape(g, s[:axis] + (s[axis], repeats) + s[axis + 1 :])
         return (_sum(grouped, axis=axis + 1), None)
-    from polyad.ops.creation import arange, zeros_like
-    from polyad.ops.indexing import scatter_add
-
     owner = repeat(arange(s[axis], device=_device(g)), repeats)  # which input each output slot copies
     return (scatter_add(zeros_like(x, dtype=g.dtype), owner, g, axis=axis), None)
 
@@ -593,8 +297,6 @@ def _tile_layout(s, reps):
 
 
 def _tile_vjp(g, y, x, *, repetitions):
-    from polyad.ops.reductions import sum as _sum
-
     s, r = _tile_layout(shape_of(x), repetitions)
     interleaved = reshape(g, tuple(d for pair in zip(r, s) for d in pair))
     summed = _sum(interleaved, axis=tuple(range(0, 2 * len(s), 2)))

@@ -3,7 +3,8 @@
 Family rules: ``reduction_abstract`` and ``reduction_batch`` serve every op of the shape
 ``f(x, /, *, axis=None, keepdims=False, ...)``; ``expand_reduced`` puts the reduced axes back so a
 cotangent broadcasts against the input. ``cumulative_batch`` serves the scans
-``f(x, /, *, axis=None, ...)``.
+``f(x, /, *, axis=None, ...)``. ``sum`` and the first three rules live in ``ops.base`` (``unbroadcast``
+needs ``sum``); they are importable from here.
 
 Derivatives that involve products never divide by the input, so they are exact where the input has
 zeros: ``prod`` uses exclusive cumulative products from both sides, and ``cumulative_prod`` solves the
@@ -15,59 +16,32 @@ import builtins
 import math
 
 from polyad.core import bind
-from polyad.ops.common import ShapeDtype, _kind, define, is_complex, move_to_front, ndim_of, shape_of
+from polyad.ops.base import (
+    _axis_tuple,
+    _cast_to,
+    _sum_dtype,
+    astype,
+    broadcast_to,
+    conj,
+    expand_dims,
+    expand_reduced,
+    move_to_front,
+    permute_dims,
+    reduced_axes,
+    reduction_abstract,
+    reduction_batch,
+    reshape,
+    where,
+    zeros,
+)
+from polyad.ops.base import reduction_shape as reduction_shape
+from polyad.ops.base import sum as sum
+from polyad.ops.common import ShapeDtype, _device, define, is_complex, ndim_of, shape_of
+from polyad.ops.creation import full
+from polyad.ops.indexing import getitem
+from polyad.ops.manipulation import concat
 
 # ------------------------------------------------------------------------------ family rules
-
-
-def reduced_axes(axis, ndim):
-    """The reduced axes as a sorted tuple of non-negative ints."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = axis if isinstance(axis, tuple | list) else (axis,)
-    out = []
-    for a in axes:
-        if not -ndim <= a < builtins.max(ndim, 1):
-            raise ValueError(f"axis {a} is out of bounds for an array of dimension {ndim}")
-        out.append(a % ndim if ndim else 0)
-    return tuple(sorted(out))
-
-
-def reduction_shape(shape, axis=None, keepdims=False):
-    axes = reduced_axes(axis, len(shape))
-    if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in axes)
-
-
-def reduction_abstract(dtype_rule=None):
-    def rule(xp, x, *, axis=None, keepdims=False, dtype=None, **params):
-        out_dtype = dtype if dtype is not None else (dtype_rule(xp, x) if dtype_rule else x.dtype)
-        return ShapeDtype(reduction_shape(x.shape, axis, keepdims), out_dtype, x.device)
-
-    return rule
-
-
-def reduction_batch(op):
-    """Batching rule of a reduction: batch dimension to the front, reduced axes shifted past it."""
-
-    def rule(info, dims, x, *, axis=None, **params):
-        x = move_to_front(x, dims[0])
-        n = ndim_of(x) - 1
-        axes = tuple(a + 1 for a in reduced_axes(axis, n))
-        return bind(op, x, axis=axes, **params), 0
-
-    return rule
-
-
-def expand_reduced(g, x_shape, axis, keepdims):
-    """Reshape a reduction's cotangent so it broadcasts against the input of shape ``x_shape``."""
-    from polyad.ops.manipulation import reshape
-
-    if keepdims:
-        return g
-    axes = reduced_axes(axis, len(x_shape))
-    return reshape(g, tuple(1 if i in axes else d for i, d in enumerate(x_shape)))
 
 
 def _count(x_shape, axis):
@@ -78,38 +52,8 @@ def _count(x_shape, axis):
     return n
 
 
-def _sum_dtype(xp, x):
-    """The dtype of ``sum``/``prod``/``cumulative_*`` with ``dtype=None``: small integers and bool widen
-    to the default integer (unsigned ones to the unsigned integer of its width), others are kept."""
-    kind = _kind(x.dtype)
-    if kind in "fc":
-        return x.dtype
-    default = xp.__array_namespace_info__().default_dtypes()["integral"]
-    bits = xp.iinfo(default).bits
-    if kind == "b":
-        return default
-    if xp.iinfo(x.dtype).bits >= bits:
-        return x.dtype
-    if xp.iinfo(x.dtype).min == 0:
-        return getattr(xp, f"uint{bits}")
-    return default
-
-
 def _default_int(xp, x):
     return xp.__array_namespace_info__().default_dtypes()["integral"]
-
-
-def _cast_to(v, like):
-    """``v`` cast to the dtype of ``like`` when they differ (a ``dtype=`` argument widened the output)."""
-    if v.dtype == like.dtype:
-        return v
-    from polyad.ops.dtypes import astype
-
-    return astype(v, like.dtype)
-
-
-def _axis_tuple(axis):
-    return tuple(axis) if isinstance(axis, list) else axis
 
 
 # ------------------------------------------------------------------------------ axis helpers (rules only)
@@ -117,8 +61,6 @@ def _axis_tuple(axis):
 
 def _slice(x, axis, start=None, stop=None, step=None):
     """``x[..., start:stop:step, ...]`` along the non-negative ``axis``, as a polyad op."""
-    from polyad.ops.indexing import getitem
-
     return getitem(x, (slice(None),) * axis + (slice(start, stop, step), Ellipsis))
 
 
@@ -133,8 +75,6 @@ def _with_size(shape, axis, n):
 def _shift(v, d, axis, reverse, fill=0):
     """``v`` moved ``d`` places along ``axis`` (towards higher indices, or lower ones if ``reverse``), the
     vacated places holding ``fill``: ``out[k] = v[k - d]`` (``v[k + d]`` if ``reverse``)."""
-    from polyad.ops.manipulation import concat
-
     n = shape_of(v)[axis]
     d = builtins.min(d, n)
     pad = _filled(v, axis, d, fill)
@@ -145,15 +85,7 @@ def _shift(v, d, axis, reverse, fill=0):
 
 def _filled(v, axis, size, fill):
     """An array shaped like ``v`` but of ``size`` along ``axis``, filled with ``fill`` (a constant)."""
-    from polyad.ops.creation import full
-
     return full(_with_size(shape_of(v), axis, size), fill, dtype=v.dtype, device=_device(v))
-
-
-def _device(x):
-    from polyad.ops.common import _bottom
-
-    return _bottom(x).device
 
 
 def linear_scan(a, b, axis, reverse=False):
@@ -173,8 +105,6 @@ def linear_scan(a, b, axis, reverse=False):
 
 def _move_axes_last(x, axes):
     """``x`` with ``axes`` moved to the end and flattened into one, and the permutation that did it."""
-    from polyad.ops.manipulation import permute_dims, reshape
-
     shape = shape_of(x)
     keep = tuple(i for i in range(len(shape)) if i not in axes)
     perm = keep + tuple(axes)
@@ -184,8 +114,6 @@ def _move_axes_last(x, axes):
 
 
 def _restore_axes(v, x_shape, perm):
-    from polyad.ops.manipulation import permute_dims, reshape
-
     v = reshape(v, tuple(x_shape[i] for i in perm))
     if perm == tuple(range(len(x_shape))):
         return v
@@ -194,26 +122,6 @@ def _restore_axes(v, x_shape, perm):
         inverse[p] = i
     return permute_dims(v, tuple(inverse))
 
-
-# ------------------------------------------------------------------------------ sum
-
-
-def _sum_vjp(g, y, x, *, axis=None, dtype=None, keepdims=False):
-    from polyad.ops.manipulation import broadcast_to
-
-    return (_cast_to(broadcast_to(expand_reduced(g, shape_of(x), axis, keepdims), shape_of(x)), x),)
-
-
-_sum = define("sum", abstract_eval=reduction_abstract(_sum_dtype), vjp=_sum_vjp, linear=True)
-_sum.rules["batch"] = reduction_batch(_sum)
-
-
-def sum(x, /, *, axis=None, dtype=None, keepdims=False):
-    """Sum of ``x`` over ``axis`` (all axes when None)."""
-    return bind(_sum, x, axis=_axis_tuple(axis), dtype=dtype, keepdims=keepdims)
-
-
-sum.op = _sum
 
 # ------------------------------------------------------------------------------ prod
 
@@ -231,8 +139,6 @@ def _prod_deriv(x, axis):
 
 
 def _conj(v):
-    from polyad.ops.elementwise import conj
-
     return conj(v) if is_complex(v) else v
 
 
@@ -260,8 +166,6 @@ prod.op = _prod
 
 
 def _mean_vjp(g, y, x, *, axis=None, keepdims=False):
-    from polyad.ops.manipulation import broadcast_to
-
     n = builtins.max(_count(shape_of(x), axis), 1)  # n == 0 only for empty inputs, whose cotangent is empty
     return (broadcast_to(expand_reduced(g, shape_of(x), axis, keepdims), shape_of(x)) / n,)
 
@@ -282,8 +186,6 @@ mean.op = _mean
 
 def _extremum_weights(y, x, axis, keepdims):
     """Where ``x`` attains its slice's extremum ``y``: 1 / (number of ties), else 0. Ties share equally."""
-    from polyad.ops.dtypes import astype
-
     w = astype(x == expand_reduced(y, shape_of(x), axis, keepdims), x.dtype)
     return w / sum(w, axis=axis, keepdims=True)
 
@@ -334,8 +236,6 @@ def _over_dof(c, x, axis, correction):
 
 def _safe_div(a, b):
     # a / b where b != 0, else 0 (std's subgradient where the deviation is zero)
-    from polyad.ops.elementwise import where
-
     nz = b != 0
     return where(nz, a, 0.0) / where(nz, b, 1.0)
 
@@ -482,8 +382,6 @@ def _cumprod_vjp(g, y, x, *, axis=None, dtype=None, include_initial=False):
 
 def _cumprod_jvp(ts, y, x, *, axis=None, dtype=None, include_initial=False):
     # dy[k] = x[k] dy[k-1] + y[k-1] t[k]: a forward linear recurrence
-    from polyad.ops.manipulation import concat
-
     a = _scan_axis(axis, ndim_of(x))
     _, before = _cumprod_parts(y, a, include_initial)
     u = _cast_to(linear_scan(x, before * ts[0], a), y)
@@ -545,8 +443,6 @@ def _diff_abstract(xp, x, prepend, append, *, axis=-1, n=1):
 
 
 def _diff_vjp(g, y, x, prepend, append, *, axis=-1, n=1):
-    from polyad.ops.creation import zeros
-
     a = _scan_axis(axis, ndim_of(x))
     pieces = {}
 
@@ -576,8 +472,6 @@ def _diff_vjp(g, y, x, prepend, append, *, axis=-1, n=1):
 
 
 def _diff_batch(info, dims, x, prepend, append, *, axis=-1, n=1):
-    from polyad.ops.manipulation import broadcast_to, expand_dims
-
     size = next(v.shape[d] for v, d in zip((x, prepend, append), dims) if d is not None)
     a = _scan_axis(axis, ndim_of(x) - (dims[0] is not None))
     out = []

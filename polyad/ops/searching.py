@@ -18,17 +18,14 @@ cannot be stacked into one array (JAX refuses them likewise unless given a stati
 from collections import namedtuple
 
 from polyad.core import ConcretizationError, bind
-from polyad.ops.common import ShapeDtype, define, move_to_front, ndim_of, shape_of, xp_of
+from polyad.ops.base import astype, broadcast_to, move_to_front, reduction_shape, reshape, zeros
+from polyad.ops.base import sum as _sum
+from polyad.ops.common import ShapeDtype, _device, _norm, define, ndim_of, shape_of, xp_of
+from polyad.ops.indexing import scatter_add, take, take_along_axis
 
 
 def _index_dtype(xp):
     return xp.__array_namespace_info__().default_dtypes()["indexing"]
-
-
-def _norm(axis, ndim):
-    if not -ndim <= axis < max(ndim, 1):
-        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
-    return axis % ndim if ndim else 0
 
 
 def _data_dependent_batch(name):
@@ -49,15 +46,11 @@ def _data_dependent_batch(name):
 
 
 def _arg_reduce_abstract(xp, x, *, axis=None, keepdims=False):
-    from polyad.ops.reductions import reduction_shape
-
     return ShapeDtype(reduction_shape(x.shape, axis, keepdims), _index_dtype(xp), x.device)
 
 
 def _arg_reduce_batch(op):
     def rule(info, dims, x, *, axis=None, keepdims=False):
-        from polyad.ops.manipulation import reshape
-
         x = move_to_front(x, dims[0])
         n = ndim_of(x) - 1
         if axis is None:
@@ -129,10 +122,6 @@ def _searchsorted_abstract(xp, x1, x2, sorter, *, side):
 
 
 def _searchsorted_batch(info, dims, x1, x2, sorter, *, side):
-    from polyad.ops.dtypes import astype
-    from polyad.ops.manipulation import reshape
-    from polyad.ops.reductions import sum as _sum
-
     d1, d2, ds = dims
     if d1 is None and ds is None:  # only the needles are batched: their shape is the output's
         return bind(_searchsorted, x1, x2, sorter, side=side), d2
@@ -156,8 +145,6 @@ def _searchsorted_batch(info, dims, x1, x2, sorter, *, side):
     hits = (x1 < x2) if side == "left" else (x1 <= x2)
     out = _sum(astype(hits, _index_dtype(xp_of(x2))), axis=-1)
     if shape_of(out)[0] != size:
-        from polyad.ops.manipulation import broadcast_to
-
         out = broadcast_to(out, (size,) + shape_of(out)[1:])
     return out, 0
 
@@ -205,14 +192,10 @@ def _permutation(x, axis, descending):
 
 
 def _sort_jvp(ts, y, x, *, axis=-1, descending=False, stable=True):
-    from polyad.ops.indexing import take_along_axis
-
     return take_along_axis(ts[0], _permutation(x, axis, descending), axis=axis)
 
 
 def _sort_vjp(g, y, x, *, axis=-1, descending=False, stable=True):
-    from polyad.ops.indexing import take_along_axis
-
     # the transpose of gathering through a permutation is gathering through its inverse
     inverse = argsort(_permutation(x, axis, descending), axis=axis)
     return (take_along_axis(g, inverse, axis=axis),)
@@ -290,8 +273,6 @@ def _unique_kernel(name):
 def _inverse_and_counts(name, out, x):
     """The flat inverse indices of ``x`` and the counts of the unique values: from the forward outputs
     where they are among them, else from ``unique_all`` (a constant to the derivative)."""
-    from polyad.ops.manipulation import reshape
-
     fields = _UNIQUE_FIELDS[name]
     if not ("inverse_indices" in fields and "counts" in fields):
         out = bind(_unique_ops["unique_all"], x)
@@ -305,10 +286,6 @@ def _unique_rules(name):
     multiple = name != "unique_values"
 
     def vjp(g, out, x):
-        from polyad.ops.dtypes import astype
-        from polyad.ops.indexing import take
-        from polyad.ops.manipulation import reshape
-
         gv = g[0] if multiple else g
         inverse, counts = _inverse_and_counts(name, out, x)
         # each occurrence receives an equal share of its unique value's cotangent
@@ -316,11 +293,6 @@ def _unique_rules(name):
         return (reshape(take(share, inverse, axis=0), shape_of(x)),)
 
     def jvp(ts, out, x):
-        from polyad.ops.creation import zeros
-        from polyad.ops.dtypes import astype
-        from polyad.ops.indexing import scatter_add
-        from polyad.ops.manipulation import _device, reshape
-
         t = ts[0]
         values = out[0] if multiple else out
         inverse, counts = _inverse_and_counts(name, out, x)

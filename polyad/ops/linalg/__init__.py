@@ -1,0 +1,74 @@
+"""Linear algebra: ``matmul``, ``matrix_transpose``, ``tensordot``, ``vecdot`` and the linalg extension.
+
+One file per sub-family, each importing only the ones before it:
+
+- ``shared``: the family rules ``leading_batch`` and ``leading_batch_multi``, and small helpers;
+- ``products``: ``matrix_transpose``, ``matmul``, ``tensordot``, ``vecdot``, ``cross``, ``outer``;
+- ``diagonals``: ``diagonal``, ``trace`` (and ``diag_embed``, their transpose);
+- ``solves``: ``inv``, ``det``, ``slogdet``, ``solve``, ``matrix_power``, ``matrix_rank``, ``pinv``;
+- ``decompositions``: ``cholesky``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``, ``qr``;
+- ``norms``: ``vector_norm``, ``matrix_norm``.
+
+Complex cotangents follow PyTorch (``g * conj(f'(x))``); every rule is written in polyad ops, so it is
+itself differentiable (higher derivatives) and batchable. ``polyad.xp`` finds the functions here, so
+``polyad.ops.linalg.<name>`` is each of them whichever file defines it.
+"""
+
+from polyad.ops.linalg.decompositions import (
+    EighResult,
+    QRResult,
+    SVDResult,
+    cholesky,
+    eigh,
+    eigvalsh,
+    qr,
+    svd,
+    svdvals,
+)
+from polyad.ops.linalg.diagonals import diag_embed, diagonal, trace
+from polyad.ops.linalg.norms import matrix_norm, vector_norm
+from polyad.ops.linalg.products import cross, matmul, matrix_transpose, outer, tensordot, vecdot
+from polyad.ops.linalg.shared import leading_batch, leading_batch_multi
+from polyad.ops.linalg.solves import (
+    SlogdetResult,
+    det,
+    inv,
+    matrix_power,
+    matrix_rank,
+    pinv,
+    slogdet,
+    solve,
+)
+
+__all__ = [
+    "EighResult",
+    "QRResult",
+    "SVDResult",
+    "SlogdetResult",
+    "cholesky",
+    "cross",
+    "det",
+    "diag_embed",
+    "diagonal",
+    "eigh",
+    "eigvalsh",
+    "inv",
+    "leading_batch",
+    "leading_batch_multi",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "matrix_transpose",
+    "outer",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "tensordot",
+    "trace",
+    "vecdot",
+    "vector_norm",
+]

@@ -1,0 +1,56 @@
+"""The family rules and small helpers the linalg files share (written in polyad ops, like every rule).
+
+``leading_batch`` serves ops that already broadcast over leading dimensions (inv, det, cholesky, ...): the
+batch dimension moves to the front and the op runs unchanged; ``leading_batch_multi`` is the same for ops
+with several results (eigh, qr, slogdet, svd).
+"""
+
+from polyad.core import bind
+from polyad.ops.base import conj, move_to_front, real, where
+from polyad.ops.common import is_complex
+from polyad.ops.creation import full_like
+
+
+def leading_batch(op):
+    """Batching rule of a one-array op that broadcasts over leading dimensions."""
+    return lambda info, dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), 0)
+
+
+def leading_batch_multi(op, n):
+    """``leading_batch`` for an op with ``n`` results: every result is batched at 0."""
+    return lambda info, dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), (0,) * n)
+
+
+def _cj(x):
+    return conj(x) if is_complex(x) else x
+
+
+def _re(x):
+    return real(x) if is_complex(x) else x
+
+
+def _times_i(r, like):
+    """``1j * r`` for a real array ``r``, complex in ``like``'s dtype (no Python complex scalar)."""
+    return r * full_like(r, 1j, dtype=like.dtype)
+
+
+def _safe_div(a, b):
+    """``a / b`` where ``b != 0``, else 0 (the subgradient polyad takes at the kink of a norm)."""
+    nz = b != 0
+    return where(nz, a, 0.0) / where(nz, b, 1.0)
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _real_dtype(xp, dtype):
+    if dtype == xp.complex128:
+        return xp.float64
+    if dtype == xp.complex64:
+        return xp.float32
+    return dtype
