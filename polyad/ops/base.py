@@ -4,11 +4,12 @@
 - The transforms: ``zeros_like`` and ``add`` (reverse mode's zero and accumulated cotangents, forward
   mode's zero tangents), ``stack`` and ``take_index`` (vmap's loop over examples).
 - The shared rules: ``unbroadcast`` (``sum``, ``real``, ``reshape``), ``move_to_front`` (``moveaxis``),
-  ``broadcast_batch_args`` (``reshape``), and the helpers that define element-wise ops (``unary``,
-  ``binary``).
+  ``broadcast_batch_args`` (``reshape``), the reduction rules that come with ``sum``, and the helpers
+  that define element-wise ops (``unary``, ``binary``).
 - The ops the rules of these ops call, so that the file is closed: ``broadcast_to`` and ``sum`` are each
   other's transpose, as are ``stack`` and ``unstack``; ``astype``, ``conj``, ``where``, ``expand_dims``,
-  ``permute_dims``, ``zeros`` and ``arange`` serve their rules.
+  ``zeros`` and ``arange`` serve their rules. ``permute_dims`` is here for ``indexing``'s rules
+  (``manipulation`` comes after ``indexing``: ``repeat``'s VJP scatters).
 
 This file imports only the core and ``ops.common``; every family builds on it and re-exports the ops of
 its own that live here, so ``polyad.ops.manipulation.reshape`` is this file's ``reshape``.
@@ -375,7 +376,7 @@ def broadcast_to(x, /, shape):
 
 broadcast_to.op = _broadcast_to
 
-# ------------------------------------------------------------------------------ sum (and the reduction rules)
+# ------------------------------------------------------------------------------ sum, and the reduction rules
 
 
 def reduced_axes(axis, ndim):

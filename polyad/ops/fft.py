@@ -101,8 +101,6 @@ def _resize(x, axes, sizes):
 
 # ------------------------------------------------------------------------------ transforms
 
-_KINDS = ("c2c", "r2c", "c2r")
-
 
 def _transform_kernel(name, kind, one_d):
     def kernel(xp, x, *, s, axes, norm):
