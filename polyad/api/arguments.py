@@ -130,3 +130,30 @@ def _check_inputs(leaves, tree, what, root, nums=None):
                 f"{what}: {_leaf_name(tree, i, root, nums)} must have a floating dtype to be "
                 f"differentiated, got {x.dtype}"
             )
+
+
+def _diff_args(transform, func, argnums, args):
+    """What a transform with ``argnums`` differentiates: ``(what, single, nums, diff)``, with ``what`` the
+    call for error messages and ``diff`` the tuple of the differentiated arguments."""
+    single, nums = _normalize_argnums(argnums, len(args), transform)
+    return f"{transform}({_fname(func)}, argnums={argnums!r})", single, nums, tuple(args[n] for n in nums)
+
+
+def _check_structure(tree, ref_tree, what, noun, ref):
+    """(Co)tangents ``tree`` have the structure ``ref_tree`` of what they belong to."""
+    if tree != ref_tree:
+        raise ValueError(f"{what}: {noun}s must have the structure of the {ref}, {ref_tree}, got {tree}")
+
+
+def _check_like(x, ref, what, noun, ref_noun, tree, i, root):
+    """``x``, the (co)tangent of leaf ``i`` of ``tree``, is an array of ``ref``'s shape. The leaf is named
+    only for an error: naming walks the tree."""
+    if not _is_array(x):
+        raise TypeError(
+            f"{what}: the {noun} of {_leaf_name(tree, i, root)} must be an array, got {type(x).__name__}"
+        )
+    if tuple(x.shape) != tuple(ref.shape):
+        raise ValueError(
+            f"{what}: the {noun} of {_leaf_name(tree, i, root)} has shape {tuple(x.shape)}, expected "
+            f"{ref_noun} shape {tuple(ref.shape)}"
+        )

@@ -7,6 +7,8 @@ from polyad.api.arguments import (
     _check_callable,
     _check_has_aux,
     _check_inputs,
+    _check_like,
+    _check_structure,
     _flatten,
     _fname,
     _is_array,
@@ -24,19 +26,9 @@ from polyad.predispatch import not_recorded, recorded_call
 
 def _check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
     """Tangents match their primals in structure, shape and dtype; errors name the leaf."""
-    if p_tree != t_tree:
-        raise ValueError(f"{what}: tangents must have the structure of the primals, {p_tree}, got {t_tree}")
+    _check_structure(t_tree, p_tree, what, "tangent", "primals")
     for i, (p, t) in enumerate(zip(p_flat, t_flat)):
-        if not _is_array(t):
-            raise TypeError(
-                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} must be an array, "
-                f"got {type(t).__name__}"
-            )
-        if tuple(p.shape) != tuple(t.shape):
-            raise ValueError(
-                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has shape {tuple(t.shape)}, expected "
-                f"its primal's shape {tuple(p.shape)}"
-            )
+        _check_like(t, p, what, "tangent", "its primal's", p_tree, i, root)
         if t.dtype != p.dtype:
             raise TypeError(
                 f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has dtype {t.dtype}, expected its "

@@ -14,11 +14,10 @@ from polyad import dispatch
 from polyad.api.arguments import (
     _check_callable,
     _check_inputs,
+    _diff_args,
     _flatten,
-    _fname,
     _is_array,
     _is_dim,
-    _normalize_argnums,
     _partial,
 )
 from polyad.api.forward_mode import jvp
@@ -137,9 +136,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
-        what = f"jacrev({_fname(func)}, argnums={argnums!r})"
-        single, nums = _normalize_argnums(argnums, len(args), "jacrev")
-        diff = tuple(args[n] for n in nums)
+        what, single, nums, diff = _diff_args("jacrev", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
         _check_real(in_flat, what, "input")
         out, backward, aux, _ = _vjp(_partial(func, args, kwargs, nums), diff, has_aux, what, nums=nums)
@@ -222,9 +219,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
-        what = f"jacfwd({_fname(func)}, argnums={argnums!r})"
-        single, nums = _normalize_argnums(argnums, len(args), "jacfwd")
-        diff = tuple(args[n] for n in nums)
+        what, single, nums, diff = _diff_args("jacfwd", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
         _check_inputs(in_flat, in_tree, what, "argument", nums)
         _check_real(in_flat, what, "input")

@@ -14,12 +14,14 @@ from polyad.api.arguments import (
     _check_callable,
     _check_has_aux,
     _check_inputs,
+    _check_like,
+    _check_structure,
+    _diff_args,
     _flatten,
     _fname,
     _is_array,
     _leaf_name,
     _lower_tree,
-    _normalize_argnums,
     _partial,
     _split_aux,
 )
@@ -77,23 +79,10 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
 
     def backward(cotangents, consume):
         ct_flat, ct_tree = _flatten(cotangents)
-        if ct_tree != out_tree:
-            raise ValueError(
-                f"vjp_fn(cotangents): cotangents must have the structure of the output, {out_tree}, "
-                f"got {ct_tree}"
-            )
+        _check_structure(ct_tree, out_tree, "vjp_fn(cotangents)", "cotangent", "output")
         seeds = {}
         for i, (c, v, k) in enumerate(zip(ct_flat, values, ids)):
-            if not _is_array(c):
-                raise TypeError(
-                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} must be an "
-                    f"array, got {type(c).__name__}"
-                )
-            if tuple(c.shape) != tuple(v.shape):
-                raise ValueError(
-                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has shape "
-                    f"{tuple(c.shape)}, expected the output's shape {tuple(v.shape)}"
-                )
+            _check_like(c, v, "vjp_fn(cotangents)", "cotangent", "the output's", out_tree, i, "output")
             if not is_floating(v):
                 continue  # an integer or boolean output: no derivative, its cotangent is ignored
             if not is_floating(c) or (is_complex(c) and not is_complex(v)):
@@ -150,10 +139,9 @@ def vjp(func, *primals, has_aux=False):
 
 def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
     """``(gradient, value, aux)`` of ``func(*args, **kwargs)`` for the grads; the tape is freed after."""
-    single, nums = _normalize_argnums(argnums, len(args), transform)
-    what = f"{transform}({_fname(func)}, argnums={argnums!r})"
+    what, single, nums, diff = _diff_args(transform, func, argnums, args)
     partial_func = _partial(func, args, kwargs, nums)
-    out, backward, aux, interp = _vjp(partial_func, [args[n] for n in nums], has_aux, what, nums=nums)
+    out, backward, aux, interp = _vjp(partial_func, diff, has_aux, what, nums=nums)
     if not _is_array(out) or tuple(out.shape) != ():
         got = f"an array of shape {tuple(out.shape)}" if _is_array(out) else f"a {type(out).__name__}"
         hint = " (func returns a pair: pass has_aux=True?)" if isinstance(out, tuple) and not has_aux else ""
@@ -171,6 +159,18 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
     finally:
         interp.tape = []  # grad returns no vjp_fn: nothing can use the tape again
     return (grads[0] if single else grads), out, aux
+
+
+def _grad_transform(transform, func, argnums, has_aux, arrange):
+    """The function a grad-family transform returns: ``arrange(gradient, value, aux)`` of each call."""
+    _check_callable(func, transform)
+    _check_has_aux(has_aux, transform)
+
+    @functools.wraps(func)
+    def grad_f(*args, **kwargs):
+        return arrange(*_grad_impl(func, argnums, has_aux, args, kwargs, transform))
+
+    return grad_f
 
 
 @recorded("grad")
@@ -194,15 +194,7 @@ def grad(func, argnums=0, has_aux=False):
         >>> pa.grad(lambda x: pa.xp.sum(x ** 2))(np.array([1.0, 2.0]))
         array([2., 4.])
     """
-    _check_callable(func, "grad")
-    _check_has_aux(has_aux, "grad")
-
-    @functools.wraps(func)
-    def grad_f(*args, **kwargs):
-        g, _, aux = _grad_impl(func, argnums, has_aux, args, kwargs, "grad")
-        return (g, aux) if has_aux else g
-
-    return grad_f
+    return _grad_transform("grad", func, argnums, has_aux, lambda g, out, aux: (g, aux) if has_aux else g)
 
 
 @recorded("grad_and_value")
@@ -221,15 +213,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
         >>> g, float(v)
         (array([6.]), 9.0)
     """
-    _check_callable(func, "grad_and_value")
-    _check_has_aux(has_aux, "grad_and_value")
-
-    @functools.wraps(func)
-    def f(*args, **kwargs):
-        g, out, aux = _grad_impl(func, argnums, has_aux, args, kwargs, "grad_and_value")
-        return (g, (out, aux)) if has_aux else (g, out)
-
-    return f
+    return _grad_transform(
+        "grad_and_value", func, argnums, has_aux, lambda g, out, aux: (g, (out, aux)) if has_aux else (g, out)
+    )
 
 
 @recorded("value_and_grad")
@@ -248,15 +234,9 @@ def value_and_grad(func, argnums=0, has_aux=False):
         >>> float(v), g
         (9.0, array([6.]))
     """
-    _check_callable(func, "value_and_grad")
-    _check_has_aux(has_aux, "value_and_grad")
-
-    @functools.wraps(func)
-    def f(*args, **kwargs):
-        g, out, aux = _grad_impl(func, argnums, has_aux, args, kwargs, "value_and_grad")
-        return ((out, aux), g) if has_aux else (out, g)
-
-    return f
+    return _grad_transform(
+        "value_and_grad", func, argnums, has_aux, lambda g, out, aux: ((out, aux), g) if has_aux else (out, g)
+    )
 
 
 # ------------------------------------------------------------------------------ gradient mode
