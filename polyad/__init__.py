@@ -3,7 +3,7 @@
 The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for how it fits together.
 """
 
-from polyad import library, random, xp
+from polyad import dispatch, library, random, xp
 from polyad.api import (
     enable_grad,
     grad,
@@ -13,6 +13,7 @@ from polyad.api import (
     jacrev,
     jvp,
     linearize,
+    make_graph,
     no_grad,
     value_and_grad,
     vjp,
@@ -20,7 +21,7 @@ from polyad.api import (
 )
 from polyad.core import ConcretizationError, Tensor
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
-from polyad.graph import Graph, call_delegate, make_graph
+from polyad.graph import Graph, call_delegate
 from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
@@ -37,15 +38,11 @@ def array_namespace(*xs):
         >>> pa.array_namespace(np.ones(2)) is pa.xp
         True
     """
-    from polyad.dispatch import backend_of
-
     for x in xs:
         if not isinstance(x, Tensor | int | float | complex | bool) and x is not None:
-            from polyad.dispatch import backend_of_array
-
-            if backend_of_array(x) is None:
+            if dispatch.backend_of_array(x) is None:
                 raise TypeError(f"array_namespace: {type(x).__name__} is not an array of a polyad backend")
-    backend_of([x for x in xs if not isinstance(x, Tensor)])
+    dispatch.backend_of([x for x in xs if not isinstance(x, Tensor)])
     return xp
 
 

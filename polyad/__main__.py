@@ -4,11 +4,11 @@ why any backend is unavailable."""
 import argparse
 import sys
 
+import polyad
+from polyad import dispatch
+
 
 def info():
-    import polyad
-    from polyad import dispatch
-
     print(f"polyad {polyad.__version__} (Array API {polyad.xp.__array_api_version__})")
     print(f"default backend: {polyad.get_backend()} (POLYAD_BACKEND selects it)")
     print(f"device priority: {' > '.join(dispatch.DEVICE_PRIORITY)}")

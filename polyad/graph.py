@@ -1,12 +1,13 @@
-"""Graph capture: ``make_graph`` records what a (transformed) function computes as a flat list of op
-nodes that can be printed, inspected as data, and replayed on new inputs of any backend; and
-``call_delegate``, a higher-order op that runs a captured graph as one node.
+"""Graph capture below the transforms: the graph data structures (``Var``, ``Const``, ``Node``,
+``Graph``, ``CompiledGraph``), the capture level (``GraphInterpreter``, ``capture_graph``) and
+``call_delegate``, a higher-order op that runs a captured graph as one node. ``polyad.api.make_graph``
+is the public entry; pre-dispatch capture (``polyad.predispatch``) builds on the structures here.
 
-With ``pre_dispatch=False`` the capture level sits below every transform (it is pushed first, so it is
-the lowest level): transforms inside the function have already turned into plain ops by the time a call
-reaches it, and the graph of ``make_graph(pa.grad(f), x)`` holds the backward pass as ordinary ops.
-Capture runs the kernels too (tensors hold concrete values), so Python control flow on values works and
-the graph records the path taken.
+The capture level sits below every transform (it is pushed first, so it is the lowest level):
+transforms inside the function have already turned into plain ops by the time a call reaches it, and
+the graph of ``make_graph(pa.grad(f), x)`` holds the backward pass as ordinary ops. Capture runs the
+kernels too (tensors hold concrete values), so Python control flow on values works and the graph
+records the path taken.
 """
 
 import functools
@@ -15,6 +16,8 @@ import optree
 
 from polyad import core, dispatch
 from polyad.core import Interpreter, Op, Tensor, bind, new_level
+from polyad.ops.common import _bottom
+from polyad.tracing import eval_shape
 
 
 class GraphTensor(Tensor):
@@ -255,12 +258,6 @@ class CompiledGraph:
         return self.source
 
 
-def _bottom(x):
-    while isinstance(x, Tensor):
-        x = x._value
-    return x
-
-
 def _to_backend(array, backend):
     if dispatch.backend_of_array(array) is backend:
         return array
@@ -330,29 +327,9 @@ class GraphInterpreter(Interpreter):
         return w
 
 
-def make_graph(func, *args, pre_dispatch=False):
-    """Capture what ``func(*args)`` computes as a ``Graph``.
-
-    Args:
-        func: a function of arrays; it may apply transforms inside (``pa.grad(f)``).
-        *args: example inputs (pytrees of arrays).
-        pre_dispatch: False: capture below the transforms (the graph holds plain ops, e.g. the backward
-            pass of a grad). True: capture at the top of the dispatcher, recording transforms as
-            transform nodes that re-run eagerly on replay.
-
-    Returns:
-        A callable, printable ``Graph``.
-
-    Example:
-        >>> import numpy as np, polyad as pa
-        >>> g = pa.make_graph(pa.grad(lambda x: pa.xp.sum(pa.xp.sin(x))), np.zeros(2))
-        >>> g(np.array([0.0, np.pi]))
-        array([ 1., -1.])
-    """
-    if pre_dispatch:
-        from polyad.predispatch import make_pre_dispatch_graph
-
-        return make_pre_dispatch_graph(func, *args)
+def capture_graph(func, *args):
+    """``make_graph(func, *args)``: run ``func`` on ``args`` at a capture level pushed below every
+    transform; returns the ``Graph`` of the plain ops that reached it."""
     flat, in_tree = optree.tree_flatten(args, none_is_leaf=False)
     with new_level(GraphInterpreter) as interp:
         ins = [interp.new_var(x) for x in flat]
@@ -370,8 +347,6 @@ def _delegate_kernel(xp, *args, lowered):
 
 
 def _delegate_abstract(xp, *avals, lowered):
-    from polyad.tracing import eval_shape
-
     return eval_shape(lowered, *avals)
 
 

@@ -52,8 +52,6 @@ class CustomOp:
         self._keyword = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
         self._has_varargs = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
         self.op = Op(name, lambda xp, *args, **params: fn(*args, **params))
-        self._setup_context = None
-        self._backward = None
         self.__doc__ = fn.__doc__
         self.__name__ = fn.__name__
         self.__wrapped__ = fn

@@ -9,6 +9,11 @@ replaying re-creates by running the transform again, eagerly. So the graph of ``
 
 Values that a body reads from an enclosing graph (closures) become its free variables; arrays from
 outside the capture are constants.
+
+Each public transform declares how it is recorded where it is defined (``polyad/api/*.py``), with one of
+the decorators at the end of this file: ``recorded`` (a transform returning a function: grad, vmap,
+jacrev...), ``recorded_call`` (applied at once: jvp) or ``not_recorded`` (returns a function the graph
+cannot hold: vjp, linearize). ``polyad.api.make_graph`` is the public entry.
 """
 
 import functools
@@ -72,10 +77,6 @@ class _Frame:
         return self.parent.lookup(obj) if self.parent is not None else None
 
 
-def capturing():
-    return bool(_state.frames) and _state.depth == 0
-
-
 def record_op(op, args, params):
     """The pre-dispatch hook: record one user-level op call in the innermost graph, then run it (its
     internals unrecorded). Calls made while a transform or an op is running pass through."""
@@ -98,7 +99,7 @@ class TransformNode:
 
     def __init__(self, kind, make, config, body, inputs, outputs, in_tree, free):
         self.kind = kind
-        self.make = make  # the public transform, e.g. polyad.api.vmap
+        self.make = make  # the public transform undecorated, e.g. polyad.api.vectorize.vmap
         self.config = config  # (positional, keyword) arguments of the transform besides the function
         self.body = body
         self.inputs = inputs
@@ -222,6 +223,35 @@ def record_transform(kind, make, func, config, args, kwargs):
     return out
 
 
+def _wrap(x):
+    return core.Tensor(x) if dispatch.backend_of_array(x) is not None else x
+
+
+_captures = [0]  # pre-dispatch captures running in any thread: the hook stays while one does
+_captures_lock = threading.Lock()
+
+
+def capture_pre_dispatch_graph(func, *args):
+    """``make_graph(func, *args, pre_dispatch=True)``: install the hook at the top of ``bind`` (while any
+    pre-dispatch capture runs) and record ``func`` in a new root frame; returns the graph."""
+    if _state.frames:
+        raise RuntimeError("make_graph(pre_dispatch=True) cannot be nested in another pre-dispatch capture")
+    with _captures_lock:
+        _captures[0] += 1
+        core.set_pre_dispatch_hook(record_op)
+    try:
+        graph, _ = _capture(func, args, {}, None)
+    finally:
+        with _captures_lock:
+            _captures[0] -= 1
+            if not _captures[0]:
+                core.set_pre_dispatch_hook(None)
+    return graph
+
+
+# ------------------------------------------------------------------------------ recording decorators
+
+
 def recorded(kind):
     """Decorator for a public transform ``make(func, *config) -> transformed``: under pre-dispatch capture,
     calls of the transformed function are recorded as transform nodes."""
@@ -242,30 +272,6 @@ def recorded(kind):
         return wrapper
 
     return deco
-
-
-def _wrap(x):
-    return core.Tensor(x) if dispatch.backend_of_array(x) is not None else x
-
-
-_captures = [0]  # pre-dispatch captures running in any thread: the hook stays while one does
-_captures_lock = threading.Lock()
-
-
-def make_pre_dispatch_graph(func, *args):
-    if _state.frames:
-        raise RuntimeError("make_graph(pre_dispatch=True) cannot be nested in another pre-dispatch capture")
-    with _captures_lock:
-        _captures[0] += 1
-        core.set_pre_dispatch_hook(record_op)
-    try:
-        graph, _ = _capture(func, args, {}, None)
-    finally:
-        with _captures_lock:
-            _captures[0] -= 1
-            if not _captures[0]:
-                core.set_pre_dispatch_hook(None)
-    return graph
 
 
 def recorded_call(kind):

@@ -11,7 +11,9 @@ import importlib
 import random
 from collections.abc import Callable
 
+import polyad.xp as pxp
 from polyad import dispatch
+from polyad.ops.common import is_floating
 
 CHECKS = ("value", "abstract", "vjp", "jvp", "grad2", "vmap")
 
@@ -57,8 +59,6 @@ class OpInfo:
     sequence_arg: bool = False  # the function takes its arrays as one sequence (stack, concat)
 
     def function(self):
-        import polyad.xp as pxp
-
         return self._pack(_resolve(pxp, self.name))
 
     def reference(self, xp):
@@ -164,8 +164,6 @@ BY_NAME = {row.name: row for row in OP_TABLE}
 
 def float_argnums(sample):
     """Positions of the floating array arguments of a sample (the ones to differentiate)."""
-    from polyad.ops.common import is_floating
-
     if sample.diff_argnums is not None:
         return sample.diff_argnums
     return tuple(

@@ -1,0 +1,32 @@
+"""The public transforms, one file per family: reverse_mode.py (vjp, grad, grad_and_value,
+value_and_grad, no_grad, enable_grad), forward_mode.py (jvp, linearize), vectorize.py (vmap),
+jacobians.py (jacrev, jacfwd, hessian) and capture.py (make_graph); arguments.py holds the argument
+checks and pytree helpers they share.
+
+These modules check arguments, walk pytrees (optree) and push levels; the interpreters in reverse.py,
+forward.py and batching.py do the rest. Inputs and outputs are backend arrays. Each public transform
+carries its pre-dispatch recording decorator (``polyad.predispatch``) where it is defined, so a new
+transform is one new file here.
+"""
+
+from polyad.api.capture import make_graph
+from polyad.api.forward_mode import jvp, linearize
+from polyad.api.jacobians import hessian, jacfwd, jacrev
+from polyad.api.reverse_mode import enable_grad, grad, grad_and_value, no_grad, value_and_grad, vjp
+from polyad.api.vectorize import vmap
+
+__all__ = [
+    "enable_grad",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "linearize",
+    "make_graph",
+    "no_grad",
+    "value_and_grad",
+    "vjp",
+    "vmap",
+]

@@ -1,0 +1,30 @@
+"""make_graph: the public entry to graph capture. It sits above both ways of capturing, so neither
+imports the other: below the transforms (``polyad.graph``) or at the top of the dispatcher
+(``polyad.predispatch``)."""
+
+from polyad.graph import capture_graph
+from polyad.predispatch import capture_pre_dispatch_graph
+
+
+def make_graph(func, *args, pre_dispatch=False):
+    """Capture what ``func(*args)`` computes as a ``Graph``.
+
+    Args:
+        func: a function of arrays; it may apply transforms inside (``pa.grad(f)``).
+        *args: example inputs (pytrees of arrays).
+        pre_dispatch: False: capture below the transforms (the graph holds plain ops, e.g. the backward
+            pass of a grad). True: capture at the top of the dispatcher, recording transforms as
+            transform nodes that re-run eagerly on replay.
+
+    Returns:
+        A callable, printable ``Graph``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> g = pa.make_graph(pa.grad(lambda x: pa.xp.sum(pa.xp.sin(x))), np.zeros(2))
+        >>> g(np.array([0.0, np.pi]))
+        array([ 1., -1.])
+    """
+    if pre_dispatch:
+        return capture_pre_dispatch_graph(func, *args)
+    return capture_graph(func, *args)

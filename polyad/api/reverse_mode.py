@@ -1,0 +1,275 @@
+"""Reverse mode: vjp, grad, grad_and_value, value_and_grad, and the gradient-mode guards no_grad and
+enable_grad.
+
+``_record`` runs a function once at a new reverse level (the tape of ``reverse.py``); ``vjp`` and the
+grads walk that tape backwards, ``linearize`` (forward_mode.py) replays it forwards.
+"""
+
+import functools
+from contextlib import contextmanager
+
+import optree
+
+from polyad.api.arguments import (
+    _check_callable,
+    _check_has_aux,
+    _check_inputs,
+    _check_like,
+    _check_structure,
+    _diff_args,
+    _flatten,
+    _fname,
+    _is_array,
+    _leaf_name,
+    _lower_tree,
+    _partial,
+    _split_aux,
+)
+from polyad.core import Tensor, _tls, current_level, new_level
+from polyad.core import plain as _plain
+from polyad.ops.common import is_complex, is_floating
+from polyad.ops.creation import ones_like, zeros_like
+from polyad.ops.elementwise import add
+from polyad.predispatch import not_recorded, recorded
+from polyad.reverse import ReverseInterpreter
+
+
+def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
+    """Run ``func`` once on ``flat`` (the leaves of ``tree``), each wrapped as a leaf of a new reverse
+    level that records every op on its tape.
+
+    Returns ``(interp, leaf_ids, values, ids, out_tree, aux)``: the level (it holds the tape), the leaves'
+    ids, the output leaves' values and ids (None for an output that does not depend on the inputs), the
+    output's structure, and aux with this level's tensors lowered (None without ``has_aux``).
+    """
+    with new_level(ReverseInterpreter, respect_no_grad) as interp:
+        leaves = [interp.new_leaf(x) for x in flat]
+        # read the ids now: ``x[k] = v`` or ``x += y`` inside func turns a leaf into another tensor
+        leaf_ids = [leaf._aux for leaf in leaves]
+        out = func(*optree.tree_unflatten(tree, leaves))
+        out, aux = _split_aux(out, has_aux, what)
+        out_flat, out_tree = _flatten(out)
+        if has_aux:
+            aux = _lower_tree(aux, interp)
+    for i, o in enumerate(out_flat):
+        if not _is_array(o):
+            raise TypeError(
+                f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
+            )
+    values = [o._value if isinstance(o, Tensor) and o._interp is interp else _plain(o) for o in out_flat]
+    ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
+    return interp, leaf_ids, values, ids, out_tree, aux  # the tape and the ids are all the callers need
+
+
+def _vjp(func, primals, has_aux, what, root="primals", nums=None):
+    """The work of ``vjp``, ``grad`` and ``jacrev``: run ``func`` once at a new reverse level.
+
+    Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume)`` returns the tuple of
+    cotangents of ``primals``, and with ``consume`` frees the tape as it walks it (``grad``).
+    """
+    flat, tree = _flatten(primals)
+    _check_inputs(flat, tree, what, root, nums)
+    interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what)
+    if values and not any(is_floating(v) for v in values):
+        got = ", ".join(str(v.dtype) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+        raise TypeError(
+            f"{what}: func must return a floating output to differentiate, got dtype {got}; integer and "
+            "boolean outputs carry no derivative (next to floating outputs they are allowed and get none)"
+        )
+
+    def backward(cotangents, consume):
+        ct_flat, ct_tree = _flatten(cotangents)
+        _check_structure(ct_tree, out_tree, "vjp_fn(cotangents)", "cotangent", "output")
+        seeds = {}
+        for i, (c, v, k) in enumerate(zip(ct_flat, values, ids)):
+            _check_like(c, v, "vjp_fn(cotangents)", "cotangent", "the output's", out_tree, i, "output")
+            if not is_floating(v):
+                continue  # an integer or boolean output: no derivative, its cotangent is ignored
+            if not is_floating(c) or (is_complex(c) and not is_complex(v)):
+                raise TypeError(
+                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has dtype "
+                    f"{c.dtype}, expected a floating dtype like the output's {v.dtype}"
+                )
+            if k is not None:
+                prev = seeds.get(k)
+                seeds[k] = c if prev is None else add(prev, c)
+        cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
+        cts = interp.backward(seeds, consume=consume) if seeds else {}
+        grads = [cts.get(k) for k in leaf_ids]
+        grads = [zeros_like(x) if g is None else g for g, x in zip(grads, flat)]
+        return tuple(optree.tree_unflatten(tree, grads))
+
+    return optree.tree_unflatten(out_tree, values), backward, aux, interp
+
+
+@not_recorded("vjp")
+def vjp(func, *primals, has_aux=False):
+    """Evaluate ``func(*primals)`` and return a function computing vector-Jacobian products.
+
+    Args:
+        func: a function of arrays (pytrees of arrays allowed) returning arrays, at least one floating
+            (integer and boolean outputs carry no derivative: their cotangents are ignored).
+        *primals: the point; each a floating backend array or a pytree of them.
+        has_aux: if True, ``func`` returns ``(output, aux)`` and aux is returned, not differentiated.
+
+    Returns:
+        ``(output, vjp_fn)`` or ``(output, vjp_fn, aux)``. ``vjp_fn(cotangents)`` takes cotangents with the
+        structure, shapes and dtypes of ``output`` and returns a tuple with one cotangent per primal (zeros
+        for a primal the output does not depend on). It may be called many times: it keeps the recorded
+        computation alive until it is dropped. Complex inputs follow PyTorch's convention (see
+        ``polyad.ops.elementwise``): the cotangent is ``conj(J)^T g``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> out, f_vjp = pa.vjp(pa.xp.sin, np.array([0.0, 1.0]))
+        >>> f_vjp(np.ones(2))[0].round(4)
+        array([1.    , 0.5403])
+    """
+    _check_callable(func, "vjp")
+    _check_has_aux(has_aux, "vjp")
+    output, backward, aux, _ = _vjp(func, primals, has_aux, f"vjp({_fname(func)})")
+
+    def vjp_fn(cotangents):
+        return backward(cotangents, False)
+
+    if has_aux:
+        return output, vjp_fn, aux
+    return output, vjp_fn
+
+
+def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
+    """``(gradient, value, aux)`` of ``func(*args, **kwargs)`` for the grads; the tape is freed after."""
+    what, single, nums, diff = _diff_args(transform, func, argnums, args)
+    partial_func = _partial(func, args, kwargs, nums)
+    out, backward, aux, interp = _vjp(partial_func, diff, has_aux, what, nums=nums)
+    if not _is_array(out) or tuple(out.shape) != ():
+        got = f"an array of shape {tuple(out.shape)}" if _is_array(out) else f"a {type(out).__name__}"
+        hint = " (func returns a pair: pass has_aux=True?)" if isinstance(out, tuple) and not has_aux else ""
+        raise ValueError(
+            f"{what}: func must return a scalar (a 0-d array), got {got}{hint}; "
+            "use pa.vjp or pa.jacrev for non-scalar outputs"
+        )
+    if is_complex(out):
+        raise TypeError(
+            f"{what}: func must return a real floating scalar, got {out.dtype}; differentiate a real "
+            "function of it (real, abs) or use pa.vjp"
+        )
+    try:
+        grads = backward(ones_like(out), True)
+    finally:
+        interp.tape = []  # grad returns no vjp_fn: nothing can use the tape again
+    return (grads[0] if single else grads), out, aux
+
+
+def _grad_transform(transform, func, argnums, has_aux, arrange):
+    """The function a grad-family transform returns: ``arrange(gradient, value, aux)`` of each call."""
+    _check_callable(func, transform)
+    _check_has_aux(has_aux, transform)
+
+    @functools.wraps(func)
+    def grad_f(*args, **kwargs):
+        return arrange(*_grad_impl(func, argnums, has_aux, args, kwargs, transform))
+
+    return grad_f
+
+
+@recorded("grad")
+def grad(func, argnums=0, has_aux=False):
+    """The gradient of a scalar function, as a function.
+
+    Args:
+        func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``).
+        argnums: which positional argument(s) to differentiate: an int (negative allowed) or a tuple.
+            Each may be a pytree (tuple, list, dict, namedtuple) of floating arrays.
+        has_aux: whether ``func`` also returns auxiliary data, returned unchanged (not differentiated).
+
+    Returns:
+        A function with ``func``'s arguments returning the gradient (the argument's structure; a tuple of
+        them for tuple ``argnums``), or ``(gradient, aux)`` with ``has_aux``. Keyword arguments are passed
+        through, not differentiated. For a complex input ``z = x + iy`` the gradient of the real loss ``L``
+        is ``dL/dx + i dL/dy`` (PyTorch's convention).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.grad(lambda x: pa.xp.sum(x ** 2))(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    return _grad_transform("grad", func, argnums, has_aux, lambda g, out, aux: (g, aux) if has_aux else g)
+
+
+@recorded("grad_and_value")
+def grad_and_value(func, argnums=0, has_aux=False):
+    """Like ``grad`` but returns ``(gradient, value)`` or ``(gradient, (value, aux))`` (torch.func's order).
+
+    Args:
+        func, argnums, has_aux: as for ``grad``.
+
+    Returns:
+        A function returning ``(gradient, value)``, or ``(gradient, (value, aux))`` with ``has_aux``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> g, v = pa.grad_and_value(lambda x: pa.xp.sum(x * x))(np.array([3.0]))
+        >>> g, float(v)
+        (array([6.]), 9.0)
+    """
+    return _grad_transform(
+        "grad_and_value", func, argnums, has_aux, lambda g, out, aux: (g, (out, aux)) if has_aux else (g, out)
+    )
+
+
+@recorded("value_and_grad")
+def value_and_grad(func, argnums=0, has_aux=False):
+    """Like ``grad`` but returns ``(value, gradient)`` or ``((value, aux), gradient)`` (JAX's order).
+
+    Args:
+        func, argnums, has_aux: as for ``grad``.
+
+    Returns:
+        A function returning ``(value, gradient)``, or ``((value, aux), gradient)`` with ``has_aux``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> v, g = pa.value_and_grad(lambda x: pa.xp.sum(x * x))(np.array([3.0]))
+        >>> float(v), g
+        (9.0, array([6.]))
+    """
+    return _grad_transform(
+        "value_and_grad", func, argnums, has_aux, lambda g, out, aux: ((out, aux), g) if has_aux else (out, g)
+    )
+
+
+# ------------------------------------------------------------------------------ gradient mode
+
+
+@contextmanager
+def no_grad():
+    """Inside the block, grad levels that already exist record nothing (torch.func's semantics: a
+    ``no_grad`` inside a differentiated function is respected; one around the transform call is not).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> def f(x):
+        ...     with pa.no_grad():
+        ...         c = x * 2.0          # a constant to grad
+        ...     return pa.xp.sum(c * x)
+        >>> pa.grad(f)(np.array([1.0]))
+        array([2.])
+    """
+    previous = _tls.no_grad_level
+    _tls.no_grad_level = current_level()
+    try:
+        yield
+    finally:
+        _tls.no_grad_level = previous
+
+
+@contextmanager
+def enable_grad():
+    """Undo an enclosing ``no_grad`` inside the block."""
+    previous = _tls.no_grad_level
+    _tls.no_grad_level = 0
+    try:
+        yield
+    finally:
+        _tls.no_grad_level = previous

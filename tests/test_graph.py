@@ -1,0 +1,170 @@
+"""Graph capture: make_graph below the transforms (graphs of grad, vmap, jacobians; replay on each
+backend; compile), call_delegate, and pre-dispatch capture (transform nodes, free variables, refusals)."""
+
+import numpy as np
+import pytest
+from helpers import assert_close
+
+import polyad as pa
+from polyad import core, dispatch, predispatch, xp
+from polyad.predispatch import TransformNode
+from polyad.testing import check_grads, check_vmap
+
+
+def _xp():
+    return dispatch.default_backend().xp
+
+
+def _arr(values):
+    return _xp().asarray(values, dtype=_xp().float64)
+
+
+# ------------------------------------------------------------------------------ graphs
+
+
+def test_make_graph_of_grad_holds_the_backward_and_replays():
+    f = lambda v: xp.sum(xp.sin(v) * v)  # noqa: E731
+    x = _arr([0.1, 0.2, 0.3])
+    graph = pa.make_graph(pa.grad(f), x)
+    text = str(graph)
+    assert "cos" in text and "sin" in text  # the backward pass became plain ops
+    assert len(text.splitlines()) == len(graph.nodes) + 2 + len(graph.consts)
+    y = _arr([1.0, -2.0, 0.5])
+    assert_close(graph(y), pa.grad(f)(y))
+    assert all(hasattr(n, "op") and hasattr(n, "inputs") for n in graph.nodes)
+
+
+def test_graph_replays_on_the_other_backend():
+    import array_api_strict
+
+    f = lambda v: xp.sum(xp.exp(v) * 2.0)  # noqa: E731
+    graph = pa.make_graph(pa.grad(f), np.array([0.0, 1.0]))
+    out = graph(array_api_strict.asarray([0.5, 1.5]))
+    assert isinstance(out, array_api_strict._array_object.Array)
+    assert_close(out, np.exp([0.5, 1.5]) * 2.0)
+    graph2 = pa.make_graph(pa.grad(f), array_api_strict.asarray([0.0, 1.0]))
+    assert_close(graph2(np.array([0.5, 1.5])), np.exp([0.5, 1.5]) * 2.0)
+
+
+def test_graph_of_vmap_and_jacobian():
+    x = _arr([0.3, 0.6])
+    f = pa.jacrev(lambda v: xp.tanh(v) * v[0])
+    graph = pa.make_graph(f, x)
+    assert_close(graph(_arr([0.1, -0.4])), f(_arr([0.1, -0.4])))
+
+
+def test_call_delegate_eager_traced_shapes_and_transforms():
+    lowered = pa.make_graph(lambda v: xp.sin(v) * 3.0, _arr([0.0, 0.0])).lower()
+    x = _arr([0.2, 0.4])
+    assert_close(pa.call_delegate(lowered, x), _xp().sin(x) * 3.0)
+    outer = pa.make_graph(lambda v: pa.call_delegate(lowered, v) + 1.0, x)
+    assert [n.op.name for n in outer.nodes] == ["call_delegate", "add"]
+    assert_close(outer(x), _xp().sin(x) * 3.0 + 1.0)
+    shape = pa.eval_shape(lambda v: pa.call_delegate(lowered, v), x)
+    assert shape.shape == (2,)
+    assert_close(pa.grad(lambda v: xp.sum(pa.call_delegate(lowered, v)))(x), 3.0 * _xp().cos(x))
+    tangent = pa.jvp(lambda v: pa.call_delegate(lowered, v), (x,), (_arr([1.0, 1.0]),))[1]
+    assert_close(tangent, 3 * _xp().cos(x))
+    check_vmap(lambda v: pa.call_delegate(lowered, v), (_xp().stack([x, 2 * x]),), 0)
+    check_grads(lambda v: pa.call_delegate(lowered, v), (x,), order=2)
+
+
+def test_call_delegate_rejects_non_graphs():
+    with pytest.raises(TypeError, match="must be a Graph"):
+        pa.call_delegate(lambda v: v, _arr([1.0]))
+
+
+# ------------------------------------------------------------------------------ pre-dispatch graphs
+
+
+def _pre_dispatch_example(x):
+    y = xp.sin(x)
+    g = pa.grad(lambda v: xp.sum(v * y * v))(x)  # y is a free variable of the grad body
+    per_row = pa.vmap(lambda r: xp.sum(r * x))(xp.stack([x, 2 * x, 3 * x]))
+    t = pa.jvp(lambda v: xp.exp(v), (x,), (y,))[1]
+    return g + t + per_row[1] * x
+
+
+def test_pre_dispatch_graph_records_transforms_and_replays():
+    x = _arr([0.3, -0.2])
+    graph = pa.make_graph(_pre_dispatch_example, x, pre_dispatch=True)
+    kinds = [n.kind for n in graph.nodes if isinstance(n, TransformNode)]
+    assert kinds == ["grad", "vmap", "jvp"]
+    text = str(graph)
+    assert "grad(" in text and "vmap(" in text and "free:" in text
+    for values in ([0.5, 1.5], [-1.0, 0.25]):
+        y = _arr(values)
+        assert_close(graph(y), _pre_dispatch_example(y))
+
+
+def test_pre_dispatch_graph_replays_across_backends_and_nests():
+    import array_api_strict
+
+    def f(batch):
+        return pa.vmap(pa.grad(lambda r: xp.sum(xp.tanh(r) ** 2)))(batch)
+
+    graph = pa.make_graph(f, np.ones((3, 2)), pre_dispatch=True)
+    (node,) = graph.nodes
+    assert node.kind == "vmap"
+    assert [n.kind for n in node.body.nodes] == ["grad"]
+    b = np.linspace(-1, 1, 6).reshape(3, 2)
+    out = graph(array_api_strict.asarray(b))
+    assert isinstance(out, array_api_strict._array_object.Array)
+    assert_close(out, f(b))
+    # and the replayed graph is itself transformable
+    assert_close(pa.grad(lambda v: xp.sum(graph(v)))(b), pa.grad(lambda v: xp.sum(f(v)))(b))
+
+
+def test_pre_dispatch_refuses_vjp_and_restores_state():
+    def f(x):
+        out, fn = pa.vjp(xp.sin, x)
+        return fn(out)[0]
+
+    with pytest.raises(NotImplementedError, match="returns a function"):
+        pa.make_graph(f, _arr([1.0]), pre_dispatch=True)
+    assert core._pre_dispatch is None and not predispatch._state.frames
+    assert core.current_level() == 0
+    # a pre_dispatch=False capture of the same function works
+    g = pa.make_graph(f, _arr([1.0]))
+    assert_close(g(_arr([0.5])), _xp().cos(_arr([0.5])) * _xp().sin(_arr([0.5])))
+
+
+def test_compiled_graph_matches_eager_on_each_backend():
+    f = lambda v: xp.sum(xp.tanh(v) * xp.exp(-v * v))  # noqa: E731
+    x = _arr([0.1, -0.4, 0.9])
+    graph = pa.make_graph(pa.grad(f), x)
+    compiled = graph.compile(pa.get_backend())
+    assert "def replay(" in compiled.source and str(compiled) == compiled.source
+    for values in ([0.3, 0.2, -1.0], [2.0, -2.0, 0.0]):
+        y = _arr(values)
+        out = compiled(y)
+        assert dispatch.backend_of_array(out) is dispatch.default_backend()
+        assert_close(out, pa.grad(f)(y))
+    with pytest.raises(TypeError, match="takes 1"):
+        compiled(x, x)
+
+
+def test_compiled_graph_with_constants_and_multiple_outputs():
+    W = _xp().reshape(_xp().arange(6, dtype=_xp().float64), (2, 3))
+
+    def f(v):
+        q, r = xp.linalg.qr(W.mT @ W + xp.eye(3) + v[:, None] * v[None, :])
+        return xp.sum(r), q
+
+    x = _arr([0.5, 0.1, -0.3])
+    graph = pa.make_graph(f, x)
+    compiled = graph.compile()
+    got, want = compiled(x), f(x)
+    assert_close(got[0], want[0])
+    assert_close(got[1], want[1])
+
+
+def test_compiled_grad_graph_skips_what_only_the_value_needed():
+    f = lambda v: xp.sum(xp.sin(v) * xp.exp(-v * v) + xp.tanh(v))  # noqa: E731
+    x = _arr([0.3, -1.2, 2.0])
+    graph = pa.make_graph(pa.grad(f), x)
+    compiled = graph.compile()
+    calls = [line for line in compiled.source.splitlines() if " = k" in line]
+    dead = {"sum", "add"} & {n.op.name for n in graph.nodes}
+    assert dead and len(calls) < len(graph.nodes)  # the final add and sum of f are gone
+    assert_close(compiled(x), pa.grad(f)(x))
