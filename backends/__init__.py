@@ -376,16 +376,17 @@ def register(name, loader, *, device_types=None):
 
     Example:
         >>> from polyad import backends
-        >>> from polyad.backends import numpy as numpy_backend
-        >>> def load():
-        ...     b = numpy_backend.load()
-        ...     b.name = "numpy_again"
-        ...     return b
-        >>> undo = backends.register("numpy_again", load)
-        >>> backends.load("numpy_again").xp.sum(backends.load("numpy_again").xp.ones(3))
-        np.float64(3.0)
+        >>> def load():  # a library that cannot run on this machine
+        ...     raise backends.BackendUnavailable("mylib needs its accelerator")
+        >>> undo = backends.register("mylib", load)
+        >>> backends.names()
+        ('numpy', 'cupy', 'array_api_strict', 'mylib')
+        >>> backends.load("mylib")
+        Traceback (most recent call last):
+        ...
+        polyad.backends.BackendUnavailable: mylib needs its accelerator
         >>> undo()
-        >>> "numpy_again" in backends.names()
+        >>> "mylib" in backends.names()
         False
     """
     if not isinstance(name, str) or not name:
@@ -440,24 +441,35 @@ def names():
         >>> backends.names()[:3]
         ('numpy', 'cupy', 'array_api_strict')
     """
-    _discover()
+    if not _DISCOVERED[0]:
+        discover()
     return tuple(_REGISTRY)
 
 
-def _discover(refresh=False):
-    """Register the entry points of group ``polyad.backends`` (once, or again with ``refresh``); a name
-    already registered keeps its loader. Importing the package behind one waits until it loads."""
+def discover():
+    """Register the backends that installed packages declare as entry points of group
+    ``polyad.backends``; a name already registered keeps its loader. The package behind an entry point is
+    imported only when its backend loads. Runs by itself the first time names are listed, and again when
+    an unknown name is looked up; call it after installing a package at run time.
+
+    Returns:
+        The names of the entry points found (registered now or before).
+
+    Example:
+        >>> from polyad import backends
+        >>> isinstance(backends.discover(), tuple)
+        True
+    """
     with _LOCK:
-        if _DISCOVERED[0] and not refresh:
-            return
         _DISCOVERED[0] = True
         try:
             found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
         except Exception:  # broken package metadata must not stop polyad
-            return
+            return ()
         for ep in found:
             if ep.name not in _REGISTRY:
                 _REGISTRY[ep.name] = _Entry(_entry_point_loader(ep), [], f"entry point {ep.value}")
+        return tuple(ep.name for ep in found)
 
 
 def _entry_point_loader(ep):
@@ -505,7 +517,7 @@ def load(name):
         if backend is not None:
             return backend
         if name not in _REGISTRY:
-            _discover(refresh=True)
+            discover()
         entry = _REGISTRY.get(name)
         if entry is None:
             raise ValueError(f"unknown polyad backend {name!r}; valid choices are {', '.join(_REGISTRY)}")
@@ -515,6 +527,13 @@ def load(name):
             except ImportError as exc:  # its library is not installed
                 raise BackendUnavailable(f"{name} is not installed ({exc})") from exc
             check(backend, name)
+            for other in _LOADED.values():
+                for t in backend.array_types:
+                    if t in other.array_types:
+                        raise BackendContractError(
+                            f"backend {name!r}: array type {t.__name__} already belongs to backend "
+                            f"{other.name!r}"
+                        )
             undos = _register_device_types(backend.device_types, f"backend {name!r}")
         except BackendUnavailable as exc:
             _UNAVAILABLE[name] = str(exc)

@@ -35,11 +35,13 @@ def _dtype_owner(x):
     if isinstance(x, int | float | complex | bool | str) or x is None:
         return None
 
+    def same(d):  # compare like with like: libraries warn when their dtypes meet another library's
+        if type(d) is type(x):
+            return d == x
+        return isinstance(x, type) and getattr(d, "type", None) is x  # NumPy's scalar types (np.float64)
+
     def owns(b):
-        try:
-            return any(x == d for d in b.compat.__array_namespace_info__().dtypes().values())
-        except Exception:  # an object that refuses comparison with a dtype
-            return False
+        return any(same(d) for d in b.compat.__array_namespace_info__().dtypes().values())
 
     return dispatch.find_backend(owns)
 
