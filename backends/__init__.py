@@ -79,13 +79,19 @@ class BackendContractError(BackendUnavailable):
 
 
 class Backend:
-    """One concrete array library: the fields of the contract (see this module's docstring).
+    """One concrete array library: the fields of the contract.
 
     ``xp`` is built from ``compat`` with ``extras`` merged over it; generic kernels receive it as their
-    first argument.
+    first argument. ``check`` verifies the fields; the registry runs it when the backend loads.
+
+    Args:
+        name, compat, extras, array_types, device_type, device_types, generator, to_numpy: required,
+            keyword only; each is described in this module's docstring.
+        is_scalar: default never; devices: default the devices of ``compat``'s namespace info;
+            defer_to: default None (nothing to patch); kernels: default none; version: default
+            "unknown"; native: default None.
 
     Example:
-        >>> import array_api_compat.numpy as compat, numpy as np
         >>> from polyad.backends import numpy as numpy_backend
         >>> b = numpy_backend.load()
         >>> b.name, b.device_types, b.xp.scatter_add is numpy_backend.extras.scatter_add
@@ -434,7 +440,11 @@ def unregister(name):
 
 
 def names():
-    """The registered backends' names, built-in ones first, then those found through entry points.
+    """The registered backends' names, built-in ones first, then those found through entry points (the
+    entry points are scanned the first time).
+
+    Returns:
+        A tuple of names.
 
     Example:
         >>> from polyad import backends
@@ -547,12 +557,24 @@ def load(name):
 
 
 def loaded():
-    """``{name: Backend}`` of the backends loaded so far (a copy)."""
+    """The backends loaded so far.
+
+    Returns:
+        ``{name: Backend}`` (a copy), in the order they loaded.
+
+    Example:
+        >>> from polyad import backends
+        >>> backends.loaded()["numpy"]
+        Backend('numpy')
+    """
     return dict(_LOADED)
 
 
 def usable():
     """The names of the backends that load here, trying each not yet tried once.
+
+    Returns:
+        A list of names, in registration order.
 
     Example:
         >>> from polyad import backends
@@ -573,7 +595,17 @@ def usable():
 
 
 def unavailable():
-    """``{name: reason}`` for the backends that failed to load (a copy)."""
+    """The backends that failed to load here, with the reason (a backend is tried when first used, or by
+    ``usable``).
+
+    Returns:
+        ``{name: reason}`` (a copy).
+
+    Example:
+        >>> from polyad import backends
+        >>> "numpy" in backends.unavailable()
+        False
+    """
     return dict(_UNAVAILABLE)
 
 
@@ -582,8 +614,19 @@ def subscribe(listener):
     loaded at once) and "removed" when one is unregistered. The dispatcher and the core subscribe: this is
     how they learn of a backend without the backend importing them.
 
+    Args:
+        listener: ``listener(event, backend)``.
+
     Returns:
         A function of no arguments that unsubscribes ``listener``.
+
+    Example:
+        >>> from polyad import backends
+        >>> seen = []
+        >>> stop = backends.subscribe(lambda event, b: seen.append((event, b.name)))
+        >>> ("loaded", "numpy") in seen
+        True
+        >>> stop()
     """
     with _LOCK:
         _LISTENERS.append(listener)

@@ -7,6 +7,7 @@ import pytest
 
 import polyad as pa
 from polyad import core, dispatch
+from polyad.testing.op_table import float_argnums
 
 
 def to_numpy(x):
@@ -44,6 +45,22 @@ def _dtype_owner(x):
         return any(same(d) for d in b.compat.__array_namespace_info__().dtypes().values())
 
     return dispatch.find_backend(owns)
+
+
+def diff_fn(row, sample):
+    """An op-table sample as a function of its floating arguments (the others held fixed), and those
+    arguments: ``(fn, args)``."""
+    nums = float_argnums(sample)
+    f = row.function()
+
+    def fn(*diff):
+        args = list(sample.args)
+        for n, d in zip(nums, diff):
+            args[n] = d
+        out = f(*args, **sample.kwargs)
+        return tuple(out) if isinstance(out, tuple) else out
+
+    return fn, tuple(sample.args[n] for n in nums)
 
 
 def assert_close(got, expected, rtol=1e-7, atol=1e-10):

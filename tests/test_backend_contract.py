@@ -11,12 +11,12 @@ import array_api_compat.numpy as compat_numpy
 import numpy as np
 import pytest
 import toy_backend
-from helpers import assert_close, raises_cleanly, to_numpy
+from helpers import assert_close, diff_fn, raises_cleanly, to_numpy
 from toy_backend import TOY, ToyArray
 
 import polyad as pa
 from polyad import backends, dispatch, xp
-from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler, float_argnums
+from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler
 
 
 @pytest.fixture
@@ -264,19 +264,15 @@ REPRESENTATIVE = ["sin", "exp", "multiply", "divide", "where", "matmul", "linalg
 
 
 def _loss_and_args(row, backend):
-    sample = row.samples(Sampler(backend))[0]
-    nums = float_argnums(sample)
-    f = row.function()
+    """A real scalar loss of the row's first sample on ``backend``, and its floating arguments."""
+    fn, args = diff_fn(row, row.samples(Sampler(backend))[0])
 
     def loss(*diff):
-        args = list(sample.args)
-        for n, d in zip(nums, diff):
-            args[n] = d
-        out = f(*args, **sample.kwargs)
+        out = fn(*diff)
         out = out[0] if isinstance(out, tuple) else out
         return xp.sum(xp.abs(out) ** 2) if xp.isdtype(out.dtype, "complex floating") else xp.sum(out * out)
 
-    return loss, tuple(sample.args[n] for n in nums)
+    return loss, args
 
 
 @pytest.mark.parametrize("name", REPRESENTATIVE)
