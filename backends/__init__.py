@@ -1,23 +1,649 @@
-"""Concrete array libraries. Each folder has the same files and exposes ``load() -> Backend``.
+"""Concrete array libraries, and the contract each one keeps (installed as ``polyad.backends``).
 
-Nothing outside this package imports numpy, cupy or array_api_strict by name.
+This is polyad's bottom layer: it imports no polyad module above it, and nothing outside it imports
+numpy, cupy or array_api_strict by name. The dispatcher (``polyad.dispatch``) and the core
+(``polyad.core``) read what a backend hands over; a backend never reaches up into them.
+
+**The contract.** A backend's loader returns a ``Backend``; ``check`` verifies it when it loads, and a
+backend that breaks the contract is unusable, with an error naming the backend and each missing piece.
+Its fields:
+
+- ``name``: the name it is registered under.
+- ``compat``: the library's Array API namespace (its array-api-compat module, or the library itself when
+  it conforms, as array_api_strict does). It must have ``__array_namespace_info__``.
+- ``extras``: a module (or mapping) of functions the standard lacks, merged over ``compat`` into the
+  namespace ``xp`` that generic kernels receive. Required: ``scatter_add(target, indices, values, axis)``
+  (add ``values`` into a copy of ``target`` at the 1-D integer ``indices`` along ``axis``, repeated
+  indices accumulating) and ``index_add(target, key, values)`` (the same at a general index ``key``).
+  Any other function there replaces the namespace's function of that name (a faster direct call).
+- ``array_types``: the types of the library's arrays (``isinstance`` decides which backend owns an array).
+- ``is_scalar(x) -> bool``: True for the library's scalar objects that subclass a Python number yet
+  belong to it (NumPy's ``float64`` subclasses ``float``); never for Python's own types. Default: never.
+- ``device_type(array) -> str``: the device type of one of its arrays ("cpu", "cuda", ...).
+- ``device_types``: ``{device type: the device type it ranks directly above}``, every type
+  ``device_type`` can return; registered through ``register_device_type`` when the backend loads
+  (``{"cpu": None}`` for a CPU library: "cpu" is always known, the lowest priority).
+- ``devices() -> list``: its devices (default: those of ``compat``'s ``__array_namespace_info__``).
+- ``generator``: the random generator class, ``generator(seed)`` with ``normal(shape, dtype, device)``,
+  ``uniform(shape, dtype, device)``, ``integers(low, high, shape, dtype, device)``, ``get_state()`` and
+  ``set_state(state)`` (``polyad.random`` builds one per backend from it).
+- ``defer_to(tensor_type)`` or None: called by the core, once, with polyad's Tensor type; afterwards the
+  library's binary operators must return NotImplemented for such operands, so that Python calls the
+  tensor's reflected operator (``W @ x`` with a raw array ``W``). NumPy and CuPy need nothing (Tensor
+  sets ``__array_ufunc__ = None``); array_api_strict patches its ``Array``.
+- ``to_numpy(array) -> numpy.ndarray``: a NumPy copy (tests compare every backend against NumPy).
+- ``kernels``: device kernels for ops polyad ships, as data: ``{op name: {device type: kernel}}``, each
+  ``kernel(xp, *arrays, **params)`` (e.g. ``{"polyad::softplus": {"cuda": fn}}``). The core attaches them
+  to the op when both the backend and the op exist; a kernel registered on the op explicitly wins.
+- ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
+
+**The registry.** ``register(name, loader)`` makes a backend known; ``loader()`` runs on first use and
+returns the ``Backend`` (or raises ``BackendUnavailable`` with the reason it cannot run here). The three
+built-in backends are registered below. Third-party packages declare an entry point in the group
+``polyad.backends`` (``[project.entry-points."polyad.backends"] mylib = "mylib.polyad_backend:load"``),
+discovered when a name is listed or looked up, and imported only when that backend loads.
+
+**Device types.** ``DEVICE_PRIORITY`` lists the device types, highest priority first; the dispatcher
+runs an op's kernel for the highest-priority type among its arguments. ``register_device_type`` adds one
+(a backend's declared types, or a stand-in recognised by a predicate).
+
+**Each backend folder** has the same files: ``__init__.py`` (``load() -> Backend``), ``extras.py``
+(``scatter_add``, ``index_add`` and direct library calls for hot functions), ``kernels.py``
+(``KERNELS``: the ``kernels`` field) and ``random.py`` (``Generator``: the ``generator`` field).
 """
 
 import importlib
+import importlib.metadata
+import inspect
+import threading
+import types
+from collections.abc import Mapping
 
-NAMES = ("numpy", "cupy", "array_api_strict")
+ENTRY_POINT_GROUP = "polyad.backends"
+_LOCK = threading.RLock()  # guards the registry and the device types
+
+# the required extras, with the positional parameters each takes
+REQUIRED_EXTRAS = {
+    "scatter_add": ("target", "indices", "values", "axis"),
+    "index_add": ("target", "key", "values"),
+}
+GENERATOR_METHODS = ("normal", "uniform", "integers", "get_state", "set_state")
 
 
 class BackendUnavailable(RuntimeError):
-    """Raised by a backend's ``load()`` when its library cannot be used on this machine."""
+    """Raised by a backend's loader when its library cannot be used on this machine."""
+
+
+class BackendContractError(BackendUnavailable):
+    """A backend that breaks the contract (the message names the backend and each missing piece)."""
+
+
+class Backend:
+    """One concrete array library: the fields of the contract.
+
+    ``xp`` is built from ``compat`` with ``extras`` merged over it; generic kernels receive it as their
+    first argument. ``check`` verifies the fields; the registry runs it when the backend loads.
+
+    Args:
+        name, compat, extras, array_types, device_type, device_types, generator, to_numpy: required,
+            keyword only; each is described in this module's docstring.
+        is_scalar: default never; devices: default the devices of ``compat``'s namespace info;
+            defer_to: default None (nothing to patch); kernels: default none; version: default
+            "unknown"; native: default None.
+
+    Example:
+        >>> from polyad.backends import numpy as numpy_backend
+        >>> b = numpy_backend.load()
+        >>> b.name, b.device_types, b.xp.scatter_add is numpy_backend.extras.scatter_add
+        ('numpy', {'cpu': None}, True)
+    """
+
+    def __init__(
+        self,
+        *,
+        name,
+        compat,
+        extras,
+        array_types,
+        device_type,
+        device_types,
+        generator,
+        to_numpy,
+        is_scalar=None,
+        devices=None,
+        defer_to=None,
+        kernels=None,
+        version="unknown",
+        native=None,
+    ):
+        self.name = name
+        self.compat = compat
+        self.extras = extras
+        if isinstance(array_types, type):
+            array_types = (array_types,)
+        self.array_types = tuple(array_types) if isinstance(array_types, list | tuple) else array_types
+        self.device_type = device_type
+        self.device_types = dict(device_types) if isinstance(device_types, Mapping) else device_types
+        self.generator = generator
+        self.to_numpy = to_numpy
+        self.is_scalar = is_scalar if is_scalar is not None else _never
+        self.devices = (
+            devices if devices is not None else lambda: list(compat.__array_namespace_info__().devices())
+        )
+        self.defer_to = defer_to
+        self.kernels = {} if kernels is None else kernels
+        self.version = version
+        self.native = native
+        xp = types.ModuleType(f"polyad.backends.{name}.xp")
+        xp.__dict__.update({k: v for k, v in vars(compat).items() if not k.startswith("__")})
+        members = _members(extras) if isinstance(extras, Mapping) or hasattr(extras, "__dict__") else {}
+        xp.__dict__.update({k: v for k, v in members.items() if not k.startswith("_") and not _is_module(v)})
+        xp.__array_api_version__ = getattr(compat, "__array_api_version__", "2024.12")
+        info = getattr(compat, "__array_namespace_info__", None)
+        if info is not None:
+            xp.__array_namespace_info__ = info
+        for ext in ("linalg", "fft"):  # array_api_strict serves its extensions from a module __getattr__
+            if ext not in xp.__dict__ and hasattr(compat, ext):
+                setattr(xp, ext, getattr(compat, ext))
+        self.xp = xp
+
+    def __repr__(self):
+        return f"Backend({self.name!r})"
+
+
+def _never(x):
+    return False
+
+
+def _is_module(v):
+    return isinstance(v, types.ModuleType)
+
+
+def _members(obj):
+    return dict(obj) if isinstance(obj, Mapping) else dict(vars(obj))
+
+
+# --------------------------------------------------------------------------------------------- checks
+
+
+def check(backend, name=None):
+    """Raise ``BackendContractError`` unless ``backend`` keeps the contract (this module's docstring).
+
+    Args:
+        backend: what a loader returned.
+        name: the name it was registered under (its ``name`` must match), or None.
+
+    Returns:
+        ``backend``, unchanged.
+
+    Example:
+        >>> from polyad import backends
+        >>> from polyad.backends import numpy as numpy_backend
+        >>> backends.check(numpy_backend.load()).name
+        'numpy'
+    """
+    label = name if name is not None else getattr(backend, "name", "?")
+    if not isinstance(backend, Backend):
+        raise BackendContractError(
+            f"backend {label!r}: its loader must return a polyad.backends.Backend, "
+            f"got {type(backend).__name__}"
+        )
+    problems = []
+    if name is not None and backend.name != name:
+        problems.append(f"name is {backend.name!r}, registered as {name!r}")
+    if not hasattr(backend.compat, "__array_namespace_info__"):
+        problems.append("compat (its Array API namespace) lacks __array_namespace_info__")
+    if isinstance(backend.extras, Mapping) or hasattr(backend.extras, "__dict__"):
+        extras = _members(backend.extras)
+    else:
+        problems.append(f"extras must be a module or a mapping, got {type(backend.extras).__name__}")
+        extras = {}
+    for fname, params in REQUIRED_EXTRAS.items():
+        fn = extras.get(fname)
+        signature = f"{fname}({', '.join(params)})"
+        if fn is None:
+            problems.append(f"extras lack the required {signature}")
+        elif not callable(fn):
+            problems.append(f"extras.{fname} must be callable, {signature}; got {type(fn).__name__}")
+        elif not _accepts(fn, len(params)):
+            problems.append(f"extras.{fname} must take {len(params)} positional arguments, {signature}")
+    types_ok = isinstance(backend.array_types, tuple) and backend.array_types
+    if not types_ok or not all(isinstance(t, type) for t in backend.array_types):
+        problems.append(f"array_types must be a non-empty tuple of types, got {backend.array_types!r}")
+    for field in ("device_type", "devices", "is_scalar", "to_numpy"):
+        if not callable(getattr(backend, field)):
+            problems.append(f"{field} must be callable, got {getattr(backend, field)!r}")
+    if backend.defer_to is not None and not callable(backend.defer_to):
+        problems.append(f"defer_to must be callable or None, got {backend.defer_to!r}")
+    dts = backend.device_types
+    if not isinstance(dts, dict) or not dts or not all(isinstance(k, str) for k in dts):
+        problems.append(f"device_types must be a non-empty {{device type: above}} mapping, got {dts!r}")
+        dts = {}
+    for dt, above in dts.items():
+        if dt not in DEVICE_PRIORITY and above not in DEVICE_PRIORITY and above not in dts:
+            problems.append(f"device type {dt!r} is to rank above {above!r}, which is no device type")
+    gen = backend.generator
+    missing = [m for m in GENERATOR_METHODS if not callable(getattr(gen, m, None))]
+    if not callable(gen) or missing:
+        problems.append(f"generator must be a class with {', '.join(GENERATOR_METHODS)}; lacks {missing}")
+    if not isinstance(backend.kernels, Mapping):
+        problems.append(
+            f"kernels must be a {{op name: {{device type: kernel}}}} mapping, got {backend.kernels!r}"
+        )
+    else:
+        known = set(DEVICE_PRIORITY) | set(dts)
+        for op_name, by_type in backend.kernels.items():
+            if not isinstance(by_type, Mapping):
+                problems.append(f"kernels[{op_name!r}] must map device types to kernels, got {by_type!r}")
+                continue
+            for dt, kernel in by_type.items():
+                if dt not in known:
+                    problems.append(f"kernels[{op_name!r}] names device type {dt!r}, which is not declared")
+                elif not callable(kernel):
+                    problems.append(f"kernels[{op_name!r}][{dt!r}] must be callable, got {kernel!r}")
+    if not isinstance(backend.version, str):
+        problems.append(f"version must be a str, got {backend.version!r}")
+    if problems:
+        raise BackendContractError(
+            f"backend {label!r} breaks the backend contract (see polyad.backends): " + "; ".join(problems)
+        )
+    return backend
+
+
+def _accepts(fn, n):
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return True
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------- device types
+
+# Highest priority first; "cpu" is always there, lowest. Extended by register_device_type.
+DEVICE_PRIORITY = ["cpu"]
+# Stand-in device types recognised by a predicate, checked before the backend's own device_type:
+# a list of (device type, predicate(array) -> bool).
+DEVICE_TYPE_PREDICATES = []
+_DEVICE_TYPE_USERS = {"cpu": 1}  # device type -> registrations holding it (it leaves at zero)
+
+
+def register_device_type(name, predicate=None, *, above="cpu"):
+    """Add device type ``name`` to ``DEVICE_PRIORITY``, just above ``above``; kernels can then be
+    registered for it (``custom_op.register_kernel``, ``library.impl``, ``library.override``).
+
+    A name already known keeps its place. Backends declare their device types through this function (their
+    ``device_types``), and so can users: a ``rocm`` or ``xpu`` type for arrays a predicate recognises.
+
+    Args:
+        name: the device type, a str ("rocm", "xpu").
+        predicate: ``predicate(array) -> bool``, or None. Arrays for which it is true have device type
+            ``name``, whatever their backend says (checked before the backend's ``device_type``). None:
+            only declare the type (a backend's ``device_type`` returns it).
+        above: the known device type ``name`` ranks directly above ("cpu" by default; the first entry of
+            ``DEVICE_PRIORITY`` to make it the highest).
+
+    Returns:
+        A function of no arguments that undoes this registration (the type leaves the priority when no
+        registration holds it any longer; "cpu" never leaves).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> undo = pa.register_device_type("xpu", lambda a: a.dtype == np.float32, above="cpu")
+        >>> pa.DEVICE_PRIORITY
+        ['cuda', 'xpu', 'cpu']
+        >>> undo()
+        >>> pa.DEVICE_PRIORITY
+        ['cuda', 'cpu']
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_device_type: name must be a non-empty str, got {name!r}")
+    if predicate is not None and not callable(predicate):
+        raise TypeError(
+            f"register_device_type({name!r}): predicate must be callable or None, got {predicate!r}"
+        )
+    with _LOCK:
+        if name not in DEVICE_PRIORITY:
+            if above not in DEVICE_PRIORITY:
+                raise ValueError(
+                    f"register_device_type({name!r}): above={above!r} is not a known device type; "
+                    f"known: {DEVICE_PRIORITY}"
+                )
+            DEVICE_PRIORITY.insert(DEVICE_PRIORITY.index(above), name)
+        _DEVICE_TYPE_USERS[name] = _DEVICE_TYPE_USERS.get(name, 0) + 1
+        entry = (name, predicate)
+        if predicate is not None:
+            DEVICE_TYPE_PREDICATES.append(entry)
+    done = []
+
+    def unregister():
+        with _LOCK:
+            if done:
+                return
+            done.append(True)
+            if predicate is not None:
+                DEVICE_TYPE_PREDICATES.remove(entry)
+            _DEVICE_TYPE_USERS[name] -= 1
+            if _DEVICE_TYPE_USERS[name] == 0:
+                del _DEVICE_TYPE_USERS[name]
+                DEVICE_PRIORITY.remove(name)
+
+    return unregister
+
+
+def _register_device_types(declared, where):
+    """Register each ``{device type: above}`` in order; the undo functions (all undone on an error)."""
+    undos = []
+    try:
+        for dt, above in dict(declared).items():
+            undos.append(register_device_type(dt, above=above if above is not None else "cpu"))
+    except (TypeError, ValueError) as exc:
+        for undo in reversed(undos):
+            undo()
+        raise BackendContractError(f"{where}: device_types: {exc}") from None
+    return undos
+
+
+# --------------------------------------------------------------------------------------------- registry
+
+_REGISTRY = {}  # name -> _Entry, in registration order
+_LOADED = {}  # name -> Backend
+_UNAVAILABLE = {}  # name -> reason
+_LISTENERS = []
+_DISCOVERED = [False]
+
+
+class _Entry:
+    __slots__ = ("loader", "undos", "source")
+
+    def __init__(self, loader, undos, source):
+        self.loader = loader
+        self.undos = undos  # device-type registrations to undo with the backend
+        self.source = source
+
+
+def register(name, loader, *, device_types=None):
+    """Make backend ``name`` known; ``loader()`` runs on its first use and returns its ``Backend``.
+
+    Args:
+        name: the backend's name (``POLYAD_BACKEND``, ``set_backend``), a str not yet registered.
+        loader: a function of no arguments returning a ``Backend``; it raises ``BackendUnavailable`` with
+            the reason when the library cannot run here (not installed, no device).
+        device_types: ``{device type: above}`` to declare now, before the backend loads, so that kernels
+            for them can be registered on machines without the library (the built-in cupy backend
+            declares ``{"cuda": "cpu"}``); the backend's own ``device_types`` are registered when it loads.
+
+    Returns:
+        A function of no arguments that unregisters the backend (as ``unregister(name)``).
+
+    Example:
+        >>> from polyad import backends
+        >>> def load():  # a library that cannot run on this machine
+        ...     raise backends.BackendUnavailable("mylib needs its accelerator")
+        >>> undo = backends.register("mylib", load)
+        >>> backends.names()
+        ('numpy', 'cupy', 'array_api_strict', 'mylib')
+        >>> backends.load("mylib")
+        Traceback (most recent call last):
+        ...
+        polyad.backends.BackendUnavailable: mylib needs its accelerator
+        >>> undo()
+        >>> "mylib" in backends.names()
+        False
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register: name must be a non-empty str, got {name!r}")
+    if not callable(loader):
+        raise TypeError(f"register({name!r}): loader must be a function returning a Backend, got {loader!r}")
+    with _LOCK:
+        if name in _REGISTRY:
+            raise ValueError(
+                f"register: a backend named {name!r} is already registered ({_REGISTRY[name].source})"
+            )
+        undos = _register_device_types(device_types or {}, f"register({name!r})")
+        _REGISTRY[name] = _Entry(loader, undos, "registered")
+    return lambda: unregister(name)
+
+
+def unregister(name):
+    """Forget backend ``name``: its loader, its loaded ``Backend`` (listeners see it removed) and the
+    device types it declared.
+
+    Args:
+        name: a registered backend's name.
+
+    Returns:
+        None.
+
+    Example:
+        >>> from polyad import backends
+        >>> backends.unregister("no_such_backend")
+        Traceback (most recent call last):
+        ...
+        ValueError: unregister: no backend named 'no_such_backend' is registered
+    """
+    with _LOCK:
+        entry = _REGISTRY.pop(name, None)
+        if entry is None:
+            raise ValueError(f"unregister: no backend named {name!r} is registered")
+        _UNAVAILABLE.pop(name, None)
+        backend = _LOADED.pop(name, None)
+        if backend is not None:
+            for listener in list(_LISTENERS):
+                listener("removed", backend)
+        for undo in reversed(entry.undos):
+            undo()
+
+
+def names():
+    """The registered backends' names, built-in ones first, then those found through entry points (the
+    entry points are scanned the first time).
+
+    Returns:
+        A tuple of names.
+
+    Example:
+        >>> from polyad import backends
+        >>> backends.names()[:3]
+        ('numpy', 'cupy', 'array_api_strict')
+    """
+    if not _DISCOVERED[0]:
+        discover()
+    return tuple(_REGISTRY)
+
+
+def discover():
+    """Register the backends that installed packages declare as entry points of group
+    ``polyad.backends``; a name already registered keeps its loader. The package behind an entry point is
+    imported only when its backend loads. Runs by itself the first time names are listed, and again when
+    an unknown name is looked up; call it after installing a package at run time.
+
+    Returns:
+        The names of the entry points found (registered now or before).
+
+    Example:
+        >>> from polyad import backends
+        >>> isinstance(backends.discover(), tuple)
+        True
+    """
+    with _LOCK:
+        _DISCOVERED[0] = True
+        try:
+            found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        except Exception:  # broken package metadata must not stop polyad
+            return ()
+        for ep in found:
+            if ep.name not in _REGISTRY:
+                _REGISTRY[ep.name] = _Entry(_entry_point_loader(ep), [], f"entry point {ep.value}")
+        return tuple(ep.name for ep in found)
+
+
+def _entry_point_loader(ep):
+    def loader():
+        try:
+            target = ep.load()
+        except ImportError as exc:
+            raise BackendUnavailable(f"its entry point {ep.value} does not import ({exc})") from exc
+        if isinstance(target, types.ModuleType):
+            target = getattr(target, "load", None)
+        if not callable(target):
+            raise BackendContractError(
+                f"backend {ep.name!r}: entry point {ep.value} must name a loader function (or a module with "
+                f"load()), got {target!r}"
+            )
+        return target()
+
+    return loader
 
 
 def load(name):
-    """Import ``polyad.backends.<name>`` and return its Backend (raises BackendUnavailable)."""
-    if name not in NAMES:
-        raise BackendUnavailable(f"unknown backend {name!r}")
-    try:
+    """The ``Backend`` named ``name``, loaded and checked on first use, then cached.
+
+    Args:
+        name: a registered backend's name (entry points are looked up when the name is not registered).
+
+    Returns:
+        The ``Backend``.
+
+    Raises:
+        ValueError: for an unknown name (the message lists the valid choices).
+        BackendUnavailable: with the reason, when it cannot be used here (``BackendContractError`` when it
+            breaks the contract).
+
+    Example:
+        >>> from polyad import backends
+        >>> backends.load("numpy").device_types
+        {'cpu': None}
+    """
+    backend = _LOADED.get(name)
+    if backend is not None:
+        return backend
+    with _LOCK:
+        backend = _LOADED.get(name)
+        if backend is not None:
+            return backend
+        if name not in _REGISTRY:
+            discover()
+        entry = _REGISTRY.get(name)
+        if entry is None:
+            raise ValueError(f"unknown polyad backend {name!r}; valid choices are {', '.join(_REGISTRY)}")
+        try:
+            try:
+                backend = entry.loader()
+            except ImportError as exc:  # its library is not installed
+                raise BackendUnavailable(f"{name} is not installed ({exc})") from exc
+            check(backend, name)
+            for other in _LOADED.values():
+                for t in backend.array_types:
+                    if t in other.array_types:
+                        raise BackendContractError(
+                            f"backend {name!r}: array type {t.__name__} already belongs to backend "
+                            f"{other.name!r}"
+                        )
+            undos = _register_device_types(backend.device_types, f"backend {name!r}")
+        except BackendUnavailable as exc:
+            _UNAVAILABLE[name] = str(exc)
+            raise
+        entry.undos.extend(undos)
+        _UNAVAILABLE.pop(name, None)
+        _LOADED[name] = backend
+        for listener in list(_LISTENERS):
+            listener("loaded", backend)
+        return backend
+
+
+def loaded():
+    """The backends loaded so far.
+
+    Returns:
+        ``{name: Backend}`` (a copy), in the order they loaded.
+
+    Example:
+        >>> from polyad import backends
+        >>> backends.loaded()["numpy"]
+        Backend('numpy')
+    """
+    return dict(_LOADED)
+
+
+def usable():
+    """The names of the backends that load here, trying each not yet tried once.
+
+    Returns:
+        A list of names, in registration order.
+
+    Example:
+        >>> from polyad import backends
+        >>> "numpy" in backends.usable()
+        True
+    """
+    out = []
+    for name in names():
+        if name in _LOADED:
+            out.append(name)
+        elif name not in _UNAVAILABLE:
+            try:
+                load(name)
+                out.append(name)
+            except BackendUnavailable:
+                pass
+    return out
+
+
+def unavailable():
+    """The backends that failed to load here, with the reason (a backend is tried when first used, or by
+    ``usable``).
+
+    Returns:
+        ``{name: reason}`` (a copy).
+
+    Example:
+        >>> from polyad import backends
+        >>> "numpy" in backends.unavailable()
+        False
+    """
+    return dict(_UNAVAILABLE)
+
+
+def subscribe(listener):
+    """Call ``listener(event, backend)`` with event "loaded" for every backend loaded (those already
+    loaded at once) and "removed" when one is unregistered. The dispatcher and the core subscribe: this is
+    how they learn of a backend without the backend importing them.
+
+    Args:
+        listener: ``listener(event, backend)``.
+
+    Returns:
+        A function of no arguments that unsubscribes ``listener``.
+
+    Example:
+        >>> from polyad import backends
+        >>> seen = []
+        >>> stop = backends.subscribe(lambda event, b: seen.append((event, b.name)))
+        >>> ("loaded", "numpy") in seen
+        True
+        >>> stop()
+    """
+    with _LOCK:
+        _LISTENERS.append(listener)
+        for backend in list(_LOADED.values()):
+            listener("loaded", backend)
+    return lambda: _LISTENERS.remove(listener)
+
+
+def _builtin(name):
+    def loader():
         module = importlib.import_module(f"{__name__}.{name}")
-    except ImportError as exc:  # its library is not installed (array_api_strict imports it at top level)
-        raise BackendUnavailable(f"{name} is not installed ({exc})") from exc
-    return module.load()
+        return module.load()
+
+    return loader
+
+
+register("numpy", _builtin("numpy"))
+# "cuda" is declared before CuPy loads: kernels for it can be registered on a machine without CuPy
+register("cupy", _builtin("cupy"), device_types={"cuda": "cpu"})
+register("array_api_strict", _builtin("array_api_strict"))

@@ -20,7 +20,7 @@ from polyad.api import (
     vmap,
 )
 from polyad.core import ConcretizationError, Tensor
-from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, set_backend
+from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
 from polyad.graph import Graph, call_delegate
 from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype
@@ -76,6 +76,7 @@ __all__ = [
     "linearize",
     "no_grad",
     "random",
+    "register_device_type",
     "set_backend",
     "stop_gradient",
     "value_and_grad",

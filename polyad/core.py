@@ -11,7 +11,7 @@ import functools
 import threading
 from contextlib import contextmanager
 
-from polyad import dispatch
+from polyad import backends, dispatch
 from polyad.dispatch import _BY_TYPE
 
 # --------------------------------------------------------------------------------------------- levels
@@ -461,6 +461,8 @@ class Op:
         self.higher_order = None
         if register:
             OPS[name] = self
+            for backend in backends.loaded().values():
+                _attach_kernels(self, backend)
 
     def bind(self, *args, **params):
         return bind(self, *args, **params)
@@ -492,6 +494,32 @@ class Op:
 
     def __repr__(self):
         return f"Op({self.name!r})"
+
+
+def _attach_kernels(op, backend):
+    """Give ``op`` the device kernels ``backend`` declares for it (a kernel registered explicitly wins)."""
+    for dt, kernel in backend.kernels.get(op.name, {}).items():
+        op.kernels.setdefault(dt, kernel)
+
+
+def _on_backend(event, backend):
+    """What the core hands a backend when it loads (``backends.subscribe``): polyad's Tensor type, for
+    operator deferral, and its kernels attached to the ops they name; they are detached if it goes."""
+    for name, by_type in backend.kernels.items():
+        op = OPS.get(name)
+        if op is None:
+            continue
+        if event == "loaded":
+            _attach_kernels(op, backend)
+        else:
+            for dt, kernel in by_type.items():
+                if op.kernels.get(dt) is kernel:
+                    del op.kernels[dt]
+    if event == "loaded" and backend.defer_to is not None:
+        backend.defer_to(Tensor)
+
+
+backends.subscribe(_on_backend)
 
 
 _pre_dispatch = None  # set while make_graph(pre_dispatch=True) captures: sees every call first

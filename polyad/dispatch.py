@@ -1,48 +1,22 @@
 """Backends and device policy: which library an array belongs to, and which kernel runs it.
 
-Device policy is one ordered constant (``DEVICE_PRIORITY``) and one lookup (``device_type``);
-nothing else in polyad decides devices.
+Backends (``polyad.backends``, the layer below) declare what they provide and register themselves; this
+module picks the default one, finds the owner of an array, and chooses kernels. Device policy is one
+ordered list (``DEVICE_PRIORITY``, extended by ``register_device_type``; both live in ``polyad.backends``
+so that backends declare their device types through them, and are re-exported here) and one lookup
+(``device_type``); nothing else in polyad decides devices.
 """
 
 import os
 import threading
-import types
 from contextlib import contextmanager
 
-# Highest priority first. Extend with ``register_device_type``.
-DEVICE_PRIORITY = ["cuda", "cpu"]
+from polyad import backends
+from polyad.backends import DEVICE_PRIORITY, DEVICE_TYPE_PREDICATES, BackendUnavailable
 
-# Stand-in device types registered at run time: list of (device_type, predicate(array) -> bool).
-_DEVICE_TYPE_OVERRIDES = []
-
-
-class Backend:
-    """One concrete array library: its Array API namespace and how to recognise its arrays.
-
-    ``xp`` is the library's array-api-compat namespace plus the backend's ``extras`` (kernels the standard
-    lacks, such as ``scatter_add``); generic kernels receive it as their first argument.
-    """
-
-    def __init__(self, name, compat, extras, array_types, device_type, devices, version, native):
-        self.name = name
-        self.compat = compat
-        self.array_types = array_types
-        self._device_type = device_type
-        self.devices = devices
-        self.version = version
-        self.native = native
-        xp = types.ModuleType(f"polyad.backends.{name}.xp")
-        xp.__dict__.update({k: v for k, v in vars(compat).items() if not k.startswith("__")})
-        xp.__dict__.update({k: v for k, v in vars(extras).items() if not k.startswith("_")})
-        xp.__array_api_version__ = getattr(compat, "__array_api_version__", "2024.12")
-        xp.__array_namespace_info__ = compat.__array_namespace_info__
-        for ext in ("linalg", "fft"):  # array_api_strict serves its extensions from a module __getattr__
-            if ext not in xp.__dict__ and hasattr(compat, ext):
-                setattr(xp, ext, getattr(compat, ext))
-        self.xp = xp
-
-    def __repr__(self):
-        return f"Backend({self.name!r})"
+# re-exported: the device types and the Backend class live in the layer below
+from polyad.backends import Backend as Backend
+from polyad.backends import register_device_type as register_device_type
 
 
 class _DispatchState(threading.local):
@@ -51,57 +25,49 @@ class _DispatchState(threading.local):
 
 
 _state = _DispatchState()
-_LOADED = {}  # name -> Backend
 _BY_TYPE = {}  # array type -> Backend; filled on load and on first sight of a subclass
-_UNAVAILABLE = {}  # name -> reason
-_PLAIN = (int, float, complex, bool, type(None), slice, type(Ellipsis), str, tuple, list)
+# Python's own types: never an array (a subclass of one, such as np.float64, may be: ``is_scalar``)
+_PLAIN = frozenset((int, float, complex, bool, type(None), slice, type(Ellipsis), str, tuple, list))
+_PLAIN_BASES = tuple(_PLAIN)
 _NOT_ARRAY = set()  # types seen that belong to no backend (Python scalars, None, ...)
 
 
-def _load(name):
-    from polyad import backends
+def _on_backend(event, backend):
+    """Keep the type caches in step with the backends loaded (``backends.subscribe``)."""
+    if event == "loaded":
+        for t in backend.array_types:
+            _BY_TYPE[t] = backend
+        _NOT_ARRAY.clear()  # a type seen before may belong to the new backend
+    else:
+        for t, b in list(_BY_TYPE.items()):
+            if b is backend:
+                del _BY_TYPE[t]
+        if _state.default is backend:
+            _state.default = None
 
-    if name in _LOADED:
-        return _LOADED[name]
-    if name not in backends.NAMES:
-        raise ValueError(f"unknown polyad backend {name!r}; valid choices are {', '.join(backends.NAMES)}")
+
+backends.subscribe(_on_backend)
+
+
+def _load(name):
     try:
-        backend = backends.load(name)
-    except backends.BackendUnavailable as exc:
-        _UNAVAILABLE[name] = str(exc)
+        return backends.load(name)
+    except BackendUnavailable as exc:
         raise RuntimeError(
             f"polyad backend {name!r} is unavailable: {exc}. "
-            f"Valid choices are {', '.join(backends.NAMES)}; usable here: {', '.join(usable_backends())}"
+            f"Valid choices are {', '.join(backends.names())}; usable here: {', '.join(usable_backends())}"
         ) from None
-    _LOADED[name] = backend
-    for t in backend.array_types:
-        _BY_TYPE[t] = backend
-    return backend
 
 
 def usable_backends():
     """Names of the backends that load on this machine (tries each once)."""
-    from polyad import backends
-
-    names = []
-    for name in backends.NAMES:
-        if name in _LOADED:
-            names.append(name)
-        elif name not in _UNAVAILABLE:
-            try:
-                _LOADED[name] = backends.load(name)
-                for t in _LOADED[name].array_types:
-                    _BY_TYPE[t] = _LOADED[name]
-                names.append(name)
-            except backends.BackendUnavailable as exc:
-                _UNAVAILABLE[name] = str(exc)
-    return names
+    return backends.usable()
 
 
 def unavailable_backends():
     """``{name: reason}`` for backends that cannot be used here."""
-    usable_backends()
-    return dict(_UNAVAILABLE)
+    backends.usable()
+    return backends.unavailable()
 
 
 def get_backend():
@@ -117,7 +83,8 @@ def default_backend():
 
 
 def set_backend(name):
-    """Make ``name`` ("numpy", "cupy" or "array_api_strict") the default backend of this thread.
+    """Make ``name`` (one of ``polyad.backends.names()``: "numpy", "cupy", "array_api_strict", or one
+    registered) the default backend of this thread.
 
     Raises ValueError for an unknown name and RuntimeError, with the reason, for one that cannot load here.
     """
@@ -149,23 +116,19 @@ def backend_of_array(x):
     b = _BY_TYPE.get(t)
     if b is not None or t in _NOT_ARRAY:
         return b
-    if isinstance(x, _PLAIN) and not _is_backend_scalar(x):
+    if t in _PLAIN:
         _NOT_ARRAY.add(t)
         return None
+    scalar = isinstance(x, _PLAIN_BASES)  # a subclass of a Python type: a backend must claim it
     for attempt in range(2):
-        for loaded in list(_LOADED.values()):
-            if isinstance(x, loaded.array_types):  # a subclass, or a NumPy scalar such as np.float64
+        for loaded in backends.loaded().values():
+            if loaded.is_scalar(x) if scalar else isinstance(x, loaded.array_types):
                 _BY_TYPE[t] = loaded
                 return loaded
         if attempt == 0:
             usable_backends()  # an array of a backend not loaded yet: load every backend that can load
     _NOT_ARRAY.add(t)
     return None
-
-
-def _is_backend_scalar(x):
-    # NumPy's float64 and complex128 subclass Python's float and complex
-    return type(x).__module__ == "numpy"
 
 
 def backend_of(args):
@@ -192,52 +155,48 @@ def backend_of(args):
 
 
 def device_type(array, backend=None):
-    """The device type ("cpu", "cuda", or a registered stand-in) of a backend array."""
-    for name, predicate in _DEVICE_TYPE_OVERRIDES:
+    """The device type of a backend array: the first registered predicate that recognises it
+    (``register_device_type(name, predicate)``), else what its backend's ``device_type`` says.
+
+    A device type outside ``DEVICE_PRIORITY`` is an error, never a silent fall to the generic kernel.
+
+    Example:
+        >>> import numpy as np
+        >>> from polyad import dispatch
+        >>> dispatch.device_type(np.ones(2))
+        'cpu'
+    """
+    for name, predicate in DEVICE_TYPE_PREDICATES:
         if predicate(array):
             return name
     if backend is None:
         backend = backend_of_array(array)
-    return backend._device_type(array)
-
-
-def register_device_type(name, predicate, *, above="cpu"):
-    """Map arrays for which ``predicate(array)`` is true to device type ``name``.
-
-    A new ``name`` is inserted in ``DEVICE_PRIORITY`` just above ``above``; a known one keeps its place.
-    Returns a function that undoes the registration. Tests use it to stand in for a GPU without one.
-
-    Example:
-        >>> from polyad import dispatch
-        >>> undo = dispatch.register_device_type("fake_gpu", lambda a: False)
-        >>> dispatch.DEVICE_PRIORITY
-        ['cuda', 'fake_gpu', 'cpu']
-        >>> undo()
-    """
-    added = name not in DEVICE_PRIORITY
-    if added:
-        if above not in DEVICE_PRIORITY:
-            raise ValueError(f"above={above!r} is not a known device type; known: {DEVICE_PRIORITY}")
-        DEVICE_PRIORITY.insert(DEVICE_PRIORITY.index(above), name)
-    entry = (name, predicate)
-    _DEVICE_TYPE_OVERRIDES.append(entry)
-
-    def unregister():
-        if added:
-            DEVICE_PRIORITY.remove(name)
-        _DEVICE_TYPE_OVERRIDES.remove(entry)
-
-    return unregister
+        if backend is None:
+            raise TypeError(f"device_type: {type(array).__name__} is not an array of a polyad backend")
+    dt = backend.device_type(array)
+    if dt not in DEVICE_PRIORITY:
+        raise ValueError(
+            f"backend {backend.name!r} gave device type {dt!r} for a {type(array).__name__}, which is not a "
+            f"registered device type (the device types are {DEVICE_PRIORITY}); declare it in the backend's "
+            "device_types or add it with polyad.register_device_type"
+        )
+    return dt
 
 
 def check_device_type(name, where):
-    """Raise unless ``name`` is a device type of ``DEVICE_PRIORITY`` (``where`` names the caller)."""
+    """Raise unless ``name`` is a device type of ``DEVICE_PRIORITY`` (``where`` names the caller).
+
+    Backends that declare their device types only when they load are loaded first (once) if ``name`` is
+    not known yet.
+    """
     if not isinstance(name, str):
         raise TypeError(f"{where}: a device type must be a str, got {name!r}")
     if name not in DEVICE_PRIORITY:
+        usable_backends()  # a backend not loaded yet may declare it
+    if name not in DEVICE_PRIORITY:
         raise ValueError(
             f"{where}: unknown device type {name!r}; the device types are {DEVICE_PRIORITY} "
-            "(add one with polyad.dispatch.register_device_type)"
+            "(add one with polyad.register_device_type)"
         )
 
 
@@ -272,7 +231,7 @@ def find_backend(owns):
     none of the loaded ones does; None if no backend owns it. (Used for devices and dtypes.)"""
     default = default_backend()
     for attempt in range(2):
-        for b in [default, *(b for b in list(_LOADED.values()) if b is not default)]:
+        for b in [default, *(b for b in backends.loaded().values() if b is not default)]:
             if owns(b):
                 return b
         if attempt == 0:

@@ -1,7 +1,8 @@
 """Fused element-wise ops that polyad ships as custom ops: one generic kernel written against the Array
-API, plus device kernels that backends register when they load (``backends/cupy/kernels.py`` adds a
-CUDA ElementwiseKernel). They show the custom-op path end to end: the dispatcher picks the CUDA kernel
-for CuPy arrays and the generic one elsewhere, and the transforms use the rules registered below.
+API, plus device kernels that backends declare as data (``KERNELS`` in ``backends/cupy/kernels.py``: a
+CUDA ElementwiseKernel), attached by the core when both the backend and the op exist. They show the
+custom-op path end to end: the dispatcher picks the CUDA kernel for CuPy arrays and the generic one
+elsewhere, and the transforms use the rules registered below.
 """
 
 from polyad import xp

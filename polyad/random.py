@@ -4,7 +4,8 @@ API:
 
 - ``Generator(seed=None)``: an independent stream with ``normal``, ``uniform`` and ``integers``. It draws
   on the backend that owns ``device`` (the default backend when None) with that backend's own generator
-  (NumPy's PCG64 ``Generator``; CuPy's cuRAND ``RandomState``; for array_api_strict, NumPy's, converted).
+  (the class the backend hands over as its ``generator``: NumPy's PCG64 ``Generator``; CuPy's cuRAND
+  ``RandomState``; for array_api_strict, NumPy's, converted).
   Each backend gets its own stream, seeded with ``seed``.
 - ``seed(s)`` reseeds the default generator; ``default_generator()`` returns it; the module-level
   ``normal``, ``uniform``, ``integers`` draw from it. ``get_state()`` / ``set_state(state)`` snapshot
@@ -37,13 +38,13 @@ Example:
     True
 """
 
-import importlib
 import threading
 import weakref
 
 from polyad import dispatch
 from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels
 from polyad.core import fresh
+from polyad.ops.elementwise import _broadcast
 
 _GENERATORS = weakref.WeakSet()  # every live Generator: vmap(randomness="same", chunk_size=...) replays them
 _GEN_LOCK = threading.Lock()
@@ -74,8 +75,7 @@ class Generator:
     def _impl(self, backend):
         impl = self._impls.get(backend.name)
         if impl is None:
-            module = importlib.import_module(f"polyad.backends.{backend.name}.random")
-            impl = self._impls[backend.name] = module.Generator(self._seed)
+            impl = self._impls[backend.name] = backend.generator(self._seed)
         return impl
 
     def get_state(self):
@@ -161,8 +161,6 @@ def _as_shape(size):
 def _shape(size, a, b):
     if size is not None:
         return _as_shape(size)
-    from polyad.ops.elementwise import _broadcast
-
     return _broadcast(*[tuple(x.shape) for x in (a, b) if hasattr(x, "shape")])
 
 

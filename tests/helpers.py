@@ -6,26 +6,61 @@ import numpy as np
 import pytest
 
 import polyad as pa
-from polyad import core
+from polyad import core, dispatch
+from polyad.testing.op_table import float_argnums
 
 
 def to_numpy(x):
-    """A NumPy copy of a backend array, polyad tensor, scalar or (named)tuple or list of them."""
+    """A NumPy copy of a backend array, polyad tensor, scalar, dtype or (named)tuple or list of them.
+
+    Arrays go through their backend's ``to_numpy``; a dtype becomes a 0-d zero of it (so that dtypes get
+    compared); anything else through ``np.asarray``.
+    """
     if isinstance(x, list):
         return [to_numpy(v) for v in x]
     if isinstance(x, tuple):
         return tuple(to_numpy(v) for v in x)
     if isinstance(x, pa.Tensor):
         x = x.concrete()
-    if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
-        return np.zeros((), dtype=x)  # a dtype (result_type): a 0-d zero of it, so dtypes get compared
-    if type(x).__name__ == "DType":  # array_api_strict's dtype objects
-        return np.zeros((), dtype=np.dtype(str(x).rsplit(".", 1)[-1]))
-    if isinstance(x, int | float | complex | bool | np.generic):
-        return np.asarray(x)
-    if hasattr(x, "get"):  # cupy
-        return x.get()
+    backend = dispatch.backend_of_array(x)
+    if backend is not None:
+        return np.asarray(backend.to_numpy(x))
+    owner = _dtype_owner(x)
+    if owner is not None:
+        return np.asarray(owner.to_numpy(owner.xp.zeros((), dtype=x)))
     return np.asarray(x)
+
+
+def _dtype_owner(x):
+    """The backend whose namespace has dtype ``x`` (the default backend first), or None."""
+    if isinstance(x, int | float | complex | bool | str) or x is None:
+        return None
+
+    def same(d):  # compare like with like: libraries warn when their dtypes meet another library's
+        if type(d) is type(x):
+            return d == x
+        return isinstance(x, type) and getattr(d, "type", None) is x  # NumPy's scalar types (np.float64)
+
+    def owns(b):
+        return any(same(d) for d in b.compat.__array_namespace_info__().dtypes().values())
+
+    return dispatch.find_backend(owns)
+
+
+def diff_fn(row, sample):
+    """An op-table sample as a function of its floating arguments (the others held fixed), and those
+    arguments: ``(fn, args)``."""
+    nums = float_argnums(sample)
+    f = row.function()
+
+    def fn(*diff):
+        args = list(sample.args)
+        for n, d in zip(nums, diff):
+            args[n] = d
+        out = f(*args, **sample.kwargs)
+        return tuple(out) if isinstance(out, tuple) else out
+
+    return fn, tuple(sample.args[n] for n in nums)
 
 
 def assert_close(got, expected, rtol=1e-7, atol=1e-10):

@@ -45,6 +45,19 @@ def test_import_works_without_cupy():
     assert "[2. 2.]" in r.stdout
 
 
+def test_import_loads_only_the_default_backend():
+    # the others are registered, not imported: their loaders run on first use
+    code = (
+        "import sys, polyad\n"
+        "prefixes = ('polyad.backends.', 'array_api_strict', 'cupy')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(prefixes)))"
+    )
+    r = _run(code, POLYAD_BACKEND="numpy")
+    assert r.returncode == 0, r.stderr
+    assert "polyad.backends.numpy" in r.stdout
+    assert "array_api_strict" not in r.stdout and "cupy" not in r.stdout
+
+
 def test_backend_context_manager_restores_even_on_error():
     before = pa.get_backend()
     other = "array_api_strict" if before == "numpy" else "numpy"

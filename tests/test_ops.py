@@ -7,12 +7,12 @@ import warnings
 
 import optree
 import pytest
-from helpers import assert_close, to_numpy
+from helpers import assert_close, diff_fn, to_numpy
 
 import polyad as pa
 from polyad import dispatch, standard
 from polyad.testing import check_grads, check_jvp, check_vjp, check_vmap
-from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
+from polyad.testing.op_table import OP_TABLE, Sampler
 
 
 def _cases(predicate=lambda row: True):
@@ -58,21 +58,6 @@ def test_abstract_eval(row, i):
         assert a.dtype == r.dtype
 
 
-def _diff_fn(row, sample):
-    """The sample's function of its floating arguments (the others held fixed)."""
-    nums = float_argnums(sample)
-    f = row.function()
-
-    def fn(*diff):
-        args = list(sample.args)
-        for n, d in zip(nums, diff):
-            args[n] = d
-        out = f(*args, **sample.kwargs)
-        return tuple(out) if isinstance(out, tuple) else out
-
-    return fn, tuple(sample.args[n] for n in nums)
-
-
 def _diff_cases():
     return _cases(lambda row: row.differentiable)
 
@@ -80,7 +65,7 @@ def _diff_cases():
 @pytest.mark.parametrize("row,i", _diff_cases())
 def test_vjp(row, i):
     _skip_known(row, "vjp")
-    fn, args = _diff_fn(row, _sample(row, i))
+    fn, args = diff_fn(row, _sample(row, i))
     if not args:
         pytest.skip("sample has no floating argument")
     check_vjp(fn, args, eps=row.eps, atol=row.grad_atol, rtol=row.grad_rtol, against_jvp=False,
@@ -90,7 +75,7 @@ def test_vjp(row, i):
 @pytest.mark.parametrize("row,i", _diff_cases())
 def test_jvp(row, i):
     _skip_known(row, "jvp")
-    fn, args = _diff_fn(row, _sample(row, i))
+    fn, args = diff_fn(row, _sample(row, i))
     if not args:
         pytest.skip("sample has no floating argument")
     check_jvp(fn, args, eps=row.eps, atol=row.grad_atol, rtol=row.grad_rtol, rng=random.Random(i))
@@ -100,7 +85,7 @@ def test_jvp(row, i):
 @pytest.mark.parametrize("row,i", _diff_cases())
 def test_second_order(row, i):
     _skip_known(row, "grad2")
-    fn, args = _diff_fn(row, _sample(row, i))
+    fn, args = diff_fn(row, _sample(row, i))
     if not args:
         pytest.skip("sample has no floating argument")
     check_grads(fn, args, order=2, eps=row.eps * 10, atol=row.grad_atol * 10, rtol=row.grad_rtol * 10,

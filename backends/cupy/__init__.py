@@ -1,8 +1,7 @@
-"""The CuPy backend: CUDA arrays through array_api_compat.cupy. Importing it needs CuPy and a GPU."""
+"""The CuPy backend: CUDA arrays through array_api_compat.cupy. Loading it needs CuPy and a GPU; importing
+this module does not (CuPy is imported by ``load``)."""
 
-from polyad.dispatch import Backend
-
-from .. import BackendUnavailable
+from .. import Backend, BackendUnavailable
 
 
 def load():
@@ -18,19 +17,19 @@ def load():
         raise BackendUnavailable("CuPy sees no GPU (device count 0)")
     import array_api_compat.cupy as compat_cupy
 
-    from . import extras
+    from . import extras, kernels, random
 
-    backend = Backend(
+    return Backend(
         name="cupy",
         compat=compat_cupy,
         extras=extras,
         array_types=(cupy.ndarray,),
         device_type=lambda array: "cuda",
+        device_types={"cuda": "cpu"},
         devices=lambda: [cupy.cuda.Device(i) for i in range(count)],
+        generator=random.Generator,
+        to_numpy=cupy.asnumpy,
+        kernels=kernels.KERNELS,  # operator deferral: none needed, Tensor sets __array_ufunc__ = None
         version=cupy.__version__,
         native=cupy,
     )
-    from . import kernels
-
-    kernels.register()
-    return backend

@@ -1,4 +1,5 @@
-"""CUDA kernels for polyad's fused custom ops (registered when the cupy backend loads)."""
+"""CUDA kernels for polyad's shipped custom ops, ``{op name: {device type: kernel(xp, *arrays,
+**params)}}``; the core attaches them to the ops when the cupy backend loads."""
 
 import cupy
 
@@ -9,8 +10,4 @@ _softplus = cupy.ElementwiseKernel(
     "polyad_softplus",
 )
 
-
-def register():
-    from polyad import fused
-
-    fused.softplus.register_kernel("cuda", lambda x: _softplus(x))
+KERNELS = {"polyad::softplus": {"cuda": lambda xp, x: _softplus(x)}}

@@ -3,23 +3,27 @@
 import array_api_compat.numpy as compat_numpy
 import numpy as np
 
-from polyad.dispatch import Backend
+from .. import Backend
+from . import extras, kernels, random
 
-from . import extras
+
+def _is_scalar(x):
+    return isinstance(x, np.generic)  # np.float64 and np.complex128 subclass Python's float and complex
 
 
 def load():
-    backend = Backend(
+    return Backend(
         name="numpy",
         compat=compat_numpy,
         extras=extras,
         array_types=(np.ndarray, np.generic),
+        is_scalar=_is_scalar,
         device_type=lambda array: "cpu",
+        device_types={"cpu": None},
         devices=lambda: ["cpu"],
+        generator=random.Generator,
+        to_numpy=np.asarray,
+        kernels=kernels.KERNELS,  # operator deferral: none needed, Tensor sets __array_ufunc__ = None
         version=np.__version__,
         native=np,
     )
-    from . import kernels
-
-    kernels.register()
-    return backend
