@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import optree
 
+from polyad import exits
 from polyad.api.arguments import (
     _check_callable,
     _check_has_aux,
@@ -23,6 +24,7 @@ from polyad.api.arguments import (
     _leaf_name,
     _lower_tree,
     _partial,
+    _reconnect_tree,
     _split_aux,
 )
 from polyad.core import Tensor, _tls, current_level, new_level
@@ -48,7 +50,12 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
         leaf_ids = [leaf._aux for leaf in leaves]
         out = func(*optree.tree_unflatten(tree, leaves))
         out, aux = _split_aux(out, has_aux, what)
+        out = _reconnect_tree(out)
         out_flat, out_tree = _flatten(out)
+        if interp.numbers:
+            exits.check_lost(
+                interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat)
+            )
         if has_aux:
             aux = _lower_tree(aux, interp)
     for i, o in enumerate(out_flat):
