@@ -44,6 +44,7 @@ class Interpreter:
     transform = "a polyad transform"
     carries = "transform data"
     exit_hint = ""
+    differentiates = False  # whether its tensors carry derivatives (grad, jvp)
 
     def __init__(self, level):
         self.level = level

@@ -14,10 +14,11 @@ is refused everywhere (``bind`` checks the same for ops).
   every derivative.
 - Python scalars. ``bool()``, ``int()`` and ``operator.index`` give plain values: branching on a value is
   exact (the derivative of a branch is the derivative of the path taken) and an integer has derivative
-  zero. ``float()`` and ``complex()`` must return exact Python numbers (CPython converts anything else),
-  so polyad remembers the number it hands out: when that object comes back into polyad (an op's argument,
+  zero. ``float()`` must return an exact Python float (CPython converts anything else), so polyad
+  remembers the very object it hands out: when that object comes back into polyad (an op's argument,
   ``xp.asarray``, ``xp.full``, a transform's output, as in scikit-learn's metrics, which end in
-  ``return float(...)``) it is its tensor again, derivative included. ``item()`` and ``tolist()`` return
+  ``return float(...)``) it is its tensor again, derivative included. ``complex()`` cannot be followed
+  (CPython rebuilds the number it returns): inside grad or jvp it warns. ``item()`` and ``tolist()`` return
   ``TracedFloat``/``TracedComplex``, numbers whose arithmetic with numbers and arrays stays traced.
   Python arithmetic on a ``float()`` result, and ``math`` functions of any of them, make plain numbers
   polyad cannot see: a differentiating transform whose output then does not depend on its inputs warns
@@ -123,7 +124,7 @@ def _tensor_of(x, mark=True):
         if t is not None and mark:
             x._note[2] = True
         return t
-    if cls is float or cls is complex:
+    if cls is float:
         entry = _LIVE.get(id(x))
         if entry is not None and entry[0] is x:
             t = entry[1]
@@ -205,6 +206,22 @@ def check_lost(interp, what, depends):
         )
 
 
+def _warn_complex(t):
+    """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned."""
+    while isinstance(t, TensorExits):
+        interp = t._interp
+        if interp is not None and interp.differentiates:
+            warnings.warn(
+                f"complex() of a value inside {interp.transform} gives a plain number: CPython rebuilds "
+                "it, so polyad cannot recognise it where it comes back and no derivative flows through "
+                "it; use .item() (a TracedComplex, which keeps it) or polyad.xp functions",
+                DerivativeLostWarning,
+                stacklevel=3,
+            )
+            return
+        t = t._value
+
+
 def _python_number(t, what):
     """The Python number for ``item`` of a transform's floating tensor ``t``, and whether it is complex."""
     v = t._scalar(what)
@@ -213,9 +230,8 @@ def _python_number(t, what):
 
 
 def handed_out(value, t, what, depth=1):
-    """``value`` (an exact float or complex) as a fresh object polyad remembers as ``t``'s number."""
-    # a fresh object, so that no other use of an equal number is mistaken for it (x * 1.0 keeps -0.0, nan)
-    value = value * 1.0 if type(value) is float else complex(value.real, value.imag)
+    """``value`` (an exact float) as a fresh object polyad remembers as ``t``'s number."""
+    value = value * 1.0  # a fresh object: no other use of an equal number is mistaken for it (keeps -0.0)
     _remember(value, t, what, depth + 1)
     return value
 
@@ -322,8 +338,9 @@ class _TracedNumber:
 
     def __complex__(self):
         t = self._live()
-        value = complex(self.real, self.imag)
-        return value if t is None else handed_out(value, t, "complex() of an item()")
+        if t is not None:
+            _warn_complex(t)
+        return complex(self.real, self.imag)
 
     __add__, __radd__ = _arithmetic("__add__"), _arithmetic("__radd__")
     __sub__, __rsub__ = _arithmetic("__sub__"), _arithmetic("__rsub__")
@@ -441,20 +458,19 @@ class TensorExits:
         return self._scalar("index").__index__()
 
     def __float__(self):
-        return self._number(float, "float()")
-
-    def __complex__(self):
-        return self._number(complex, "complex()")
-
-    def _number(self, kind, what):
-        interp = _owner_checked(self, what)
-        v = self._scalar(what.rstrip("()"))
-        value = kind(v)
+        interp = _owner_checked(self, "float()")
+        value = float(self._scalar("float"))
         if interp is None or not self.__array_namespace__().isdtype(
             self.dtype, ("real floating", "complex floating")
         ):
             return value
-        return handed_out(value, self, what, depth=2)
+        return handed_out(value, self, "float()")
+
+    def __complex__(self):
+        _owner_checked(self, "complex()")
+        value = complex(self._scalar("complex"))
+        _warn_complex(self)
+        return value
 
     def item(self):
         """The single element as a Python number (bool, int, float or complex by dtype). Inside a
@@ -468,10 +484,9 @@ class TensorExits:
         """
         interp = _owner_checked(self, "item()")
         xp = self.__array_namespace__()
+        t = self if self.ndim == 0 else xp.reshape(self, ())  # one element, any shape (as NumPy's)
         if interp is None or not xp.isdtype(self.dtype, ("real floating", "complex floating")):
-            v = self._scalar("item")
-            return v.item() if hasattr(v, "item") else _to_python(xp, v)
-        t = self if self.ndim == 0 else xp.reshape(self, ())
+            return _to_python(xp, t._scalar("item") if isinstance(t, TensorExits) else t)
         value, complex_ = _python_number(t, "item")
         n = (TracedComplex if complex_ else TracedFloat)._make(value, t, None)
         n._note = _remember(n, t, "item()", 1)
@@ -487,11 +502,10 @@ class TensorExits:
             [[1.0, 2.0]]
         """
         interp = _owner_checked(self, "tolist()")
+        v = self._scalar("tolist")  # under vmap: the examples must agree (one check, one clear error)
         if interp is None:
-            v = self._scalar("tolist")
-            return v.tolist() if hasattr(v, "tolist") else _nested_list(self)
-        self._scalar("tolist")  # under vmap: the examples must agree (one check, one clear error)
-        return _nested_list(self)
+            return v.tolist() if hasattr(v, "tolist") else _nested_list(v, self.__array_namespace__())
+        return _nested_list(self, None)
 
     # -- arrays: refused for a transform's tensor
     def __array__(self, dtype=None, copy=None):
@@ -529,10 +543,12 @@ class TensorExits:
         return out if isinstance(out, TensorExits) else type(self)(out)  # a FreshTensor's copy is one too
 
 
-def _nested_list(t):
+def _nested_list(t, xp):
+    """Nested lists of ``item()`` of a tensor's elements (of Python numbers of a raw array's, given the
+    namespace ``xp``)."""
     if t.ndim == 0:
-        return t.item()
-    return [_nested_list(t[i]) for i in range(t.shape[0])]
+        return t.item() if xp is None else _to_python(xp, t)
+    return [_nested_list(t[i, ...], xp) for i in range(t.shape[0])]
 
 
 def _to_python(xp, v):

@@ -81,6 +81,7 @@ def jvp_rule(op):
 class ForwardInterpreter(Interpreter):
     transform = "jvp (forward mode: jvp, jacfwd)"
     carries = "derivative (tangent)"
+    differentiates = True
 
     def process(self, op, args, params):
         primals, tangents, lower = split_args(self, args)

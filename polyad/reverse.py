@@ -34,6 +34,7 @@ class ReverseInterpreter(Interpreter):
 
     transform = "grad (reverse mode: grad, vjp, jacrev, linearize)"
     carries = "derivative"
+    differentiates = True
 
     def __init__(self, level, respect_no_grad=True):
         super().__init__(level)
