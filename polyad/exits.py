@@ -507,6 +507,14 @@ class TensorExits:
             return v.tolist() if hasattr(v, "tolist") else _nested_list(v, self.__array_namespace__())
         return _nested_list(self, None)
 
+    def __format__(self, spec):
+        # formatting reads the value and carries no derivative anywhere: fine inside every transform
+        _owner_checked(self, "format()")
+        if not spec:
+            return str(self)
+        xp = self.__array_namespace__()
+        return format(_to_python(xp, xp.reshape(self._scalar("format"), ())), spec)
+
     # -- arrays: refused for a transform's tensor
     def __array__(self, dtype=None, copy=None):
         _refuse(self, "np.asarray()")

@@ -195,6 +195,7 @@ def test_float_returned_or_passed_back_keeps_the_derivative():
 
 def test_branching_on_numbers_is_exact_and_quiet():
     def f(v):
+        assert f"{v[0]:.1f}|{v[0].item():.1f}" == f"{v[0].item():.1f}|{float(v[0]):.1f}"  # formatting is fine
         if float(v[0]) > 0 and int(v[1] * 0.0 + 2.0) == 2 and bool(v[2] > 1.0):
             return xp.sum(v**2)
         return xp.sum(-v)
@@ -338,6 +339,7 @@ def test_vmap_conversions_of_agreeing_examples_return_the_common_value():
         assert operator.index(xp.astype(common, BX.int64)) == 2
         assert common.tolist() == 2.5 and bool(xp.isnan(v[0] * xp.nan))
         assert math.isnan(float(v[0] * xp.nan))  # NaN agrees with NaN
+        assert f"{common:.2f}" == "2.50"
         return v * float(common)
 
     assert_close(pa.vmap(scalars)(batch), 2.5 * to_numpy(batch))

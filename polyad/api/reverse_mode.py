@@ -185,7 +185,9 @@ def grad(func, argnums=0, has_aux=False):
     """The gradient of a scalar function, as a function.
 
     Args:
-        func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``).
+        func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``); ``float()`` of a traced
+            value counts when returned or passed back to polyad (scikit-learn's metrics end in
+            ``return float(...)``): the number is its tensor again (see ``polyad.exits``).
         argnums: which positional argument(s) to differentiate: an int (negative allowed) or a tuple.
             Each may be a pytree (tuple, list, dict, namedtuple) of floating arrays.
         has_aux: whether ``func`` also returns auxiliary data, returned unchanged (not differentiated).

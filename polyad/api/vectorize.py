@@ -166,8 +166,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             1 calls ``func`` once per example, unbatched, in a Python loop.
 
     Returns:
-        The batched function. Arrays created inside ``func`` (``xp.zeros``...) may be updated in place
-        with batched values (``x[0] = y``): the update is functionalised and ``x`` becomes batched.
+        The batched function. Python control flow on a batched value (``bool``, ``int``, ``float``,
+        ``item``: input validation such as ``if xp.any(x < 0): raise``) works where every example agrees,
+        with their common value; where they differ it raises, naming the conversion. Arrays created inside
+        ``func`` (``xp.zeros``...) may be updated in place with batched values (``x[0] = y``): the update is
+        functionalised and ``x`` becomes batched.
 
     Example:
         >>> import numpy as np, polyad as pa
