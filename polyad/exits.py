@@ -148,7 +148,7 @@ def reconnect_call(op, args, params):
     takes the dtype of the first floating array among the other arguments, as the Python number would.
     A number among ``params`` (metadata: it carries no derivative) is refused."""
     for name, v in params.items():
-        t = _tensor_of(v, mark=False)
+        t = _tensor_of(v, mark=False) if type(v) in _NUMBER_TYPES else None
         if t is not None:
             raise TypeError(
                 f"op {op.name!r} got, as its parameter {name}, a number taken from a value inside "
@@ -157,7 +157,7 @@ def reconnect_call(op, args, params):
             )
     new = None
     for i, a in enumerate(args):
-        t = _tensor_of(a)
+        t = _tensor_of(a) if type(a) in _NUMBER_TYPES else None  # most arguments are arrays: one set lookup
         if t is not None:
             if new is None:
                 new = list(args)
@@ -422,6 +422,9 @@ class TracedComplex(_TracedNumber, complex):
 
     __slots__ = ("_tensor", "_note")
     _base = complex
+
+
+_NUMBER_TYPES = frozenset((float, TracedFloat, TracedComplex))  # what polyad hands out
 
 
 # ------------------------------------------------------------------------------ the tensor's exits
