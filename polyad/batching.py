@@ -19,7 +19,9 @@ import threading
 import warnings
 
 from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, split_args
-from polyad.ops.base import stack, take_index
+from polyad.ops.base import expand_dims, stack, take_index
+from polyad.ops.elementwise import equal, isnan, logical_and, logical_or
+from polyad.ops.reductions import all as all_of
 
 BATCH = rule_kind(
     "batch",
@@ -39,13 +41,30 @@ class BatchedTensor(Tensor):
         return s[: self._aux] + s[self._aux + 1 :]
 
     def _scalar(self, what):
-        raise ConcretizationError(
-            f"{what}() of a batched tensor inside vmap: the value differs per batch element, so Python "
-            "control flow cannot branch on it; use pa.xp.where, or vmap with chunk_size=1 to loop"
-        )
-
-    def concrete(self):
-        self._scalar("a concrete value")
+        """The value common to every example, for ``what()`` (bool, int, float, index, item...): when all
+        examples agree, Python takes the same branch for each, so the result is exact (NaN agrees with
+        NaN). Otherwise a ConcretizationError naming ``what``."""
+        v, d = self._value, self._aux
+        n = v.shape[d]
+        if n == 0:
+            raise ConcretizationError(f"{what}() of a batched tensor inside vmap over an empty batch")
+        first = take_index(v, 0, axis=d)
+        if n > 1:
+            ref = expand_dims(first, axis=d)
+            same = equal(v, ref)
+            if self.__array_namespace__().isdtype(self.dtype, ("real floating", "complex floating")):
+                same = logical_or(same, logical_and(isnan(v), isnan(ref)))
+            try:
+                agree = bool(all_of(same))  # an outer vmap's examples must all agree too
+            except ConcretizationError:
+                agree = False
+            if not agree:
+                raise ConcretizationError(
+                    f"{what}() of a batched tensor inside vmap: its value differs between the batch's "
+                    "examples, so Python cannot take one branch for all of them; use pa.xp.where to compute "
+                    "both sides, or vmap(..., chunk_size=1) to call the function once per example"
+                )
+        return first._scalar(what) if isinstance(first, Tensor) else first
 
 
 class _BatchState(threading.local):
@@ -87,6 +106,10 @@ class LoopLevel(_VmapLevel):
 
 class BatchInterpreter(_VmapLevel):
     """A vmap level: ``info`` of every batch rule it runs."""
+
+    transform = "vmap"
+    carries = "batch (one value per example)"
+    exit_hint = "; to call func with plain per-example values, use vmap(..., chunk_size=1)"
 
     def process(self, op, args, params):
         values, dims, _ = split_args(self, args)

@@ -11,8 +11,11 @@ import functools
 import threading
 from contextlib import contextmanager
 
-from polyad import backends, dispatch
+from polyad import backends, dispatch, exits
 from polyad.dispatch import _BY_TYPE
+from polyad.exits import TensorExits, unusable
+
+_get_ident = threading.get_ident
 
 # --------------------------------------------------------------------------------------------- levels
 
@@ -36,10 +39,18 @@ class Interpreter:
     # a transform runs a higher-order op's body on its own tensors; a capture (graph, eval_shape) sees
     # the op as one
     transforms_bodies = True
+    # for messages about values leaving it (polyad.exits): what the transform is called, what its tensors
+    # carry, and a hint of the fix
+    transform = "a polyad transform"
+    carries = "transform data"
+    exit_hint = ""
+    differentiates = False  # whether its tensors carry derivatives (grad, jvp)
 
     def __init__(self, level):
         self.level = level
         self.active = True
+        self.owner = _get_ident()  # the thread running the transform: no other may use its tensors
+        self.numbers = None  # ids of the Python numbers it handed out (polyad.exits)
 
     def process(self, op, args, params):
         raise NotImplementedError
@@ -58,7 +69,10 @@ def new_level(cls, *args):
         yield interp
     finally:
         interp.active = False
+        interp.owner = None
         interp.close()
+        if interp.numbers is not None:
+            exits.forget(interp)
         # restore exactly: anything pushed above us by a failing inner transform goes too
         del stack[interp.level :]
 
@@ -76,7 +90,7 @@ def active_interpreters():
 # --------------------------------------------------------------------------------------------- tensor
 
 
-class Tensor:
+class Tensor(TensorExits):
     """A polyad tensor: a backend array (or a lower-level tensor) seen through one transform level.
 
     Every tensor has the same three slots, so that an in-place update can turn a tensor into another
@@ -87,6 +101,8 @@ class Tensor:
     - ``_aux``: per-transform data (tape node, tangent, batch dimension).
 
     A plain ``Tensor(array)`` lives at level 0 and makes any backend array speak polyad's namespace.
+    Conversions and copies (``float``, ``item``, ``np.asarray``, DLPack, pickle, ``deepcopy``...), every
+    way a value leaves a transform, come from ``polyad.exits.TensorExits``.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -152,46 +168,6 @@ class Tensor:
 
     def to_device(self, device, /, *, stream=None):
         return _xp._to_device(self, device=device, stream=stream)
-
-    def concrete(self):
-        """The backend array underneath all levels (errors where a batched value has no single value)."""
-        v = self._value
-        return v.concrete() if isinstance(v, Tensor) else v
-
-    def __bool__(self):
-        return bool(self._scalar("bool"))
-
-    def __float__(self):
-        return float(self._scalar("float"))
-
-    def __int__(self):
-        return int(self._scalar("int"))
-
-    def __complex__(self):
-        return complex(self._scalar("complex"))
-
-    def __index__(self):
-        return self._scalar("index").__index__()
-
-    def _scalar(self, what):
-        return self.concrete()
-
-    def __array__(self, dtype=None, copy=None):
-        # np.asarray(tensor): a plain tensor hands over its array; a transform's tensor refuses, since a
-        # NumPy copy would silently drop its derivative or batch (use polyad.xp functions instead)
-        if self._interp is not None:
-            raise TypeError(
-                f"cannot convert a {type(self).__name__} (a value inside a polyad transform) to a NumPy "
-                "array: the derivative or batch it carries would be lost; use polyad.xp functions on it"
-            )
-        v = self.concrete()
-        return v.__array__() if dtype is None else v.__array__(dtype)
-
-    def __dlpack__(self, **kwargs):
-        return self.concrete().__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.concrete().__dlpack_device__()
 
     def __len__(self):
         if not self.shape:
@@ -523,19 +499,41 @@ backends.subscribe(_on_backend)
 
 
 _pre_dispatch = None  # set while make_graph(pre_dispatch=True) captures: sees every call first
+_hook = None  # what bind calls first: _pre_dispatch, or _reconnecting while polyad's numbers are alive
 PASS = object()  # what the pre-dispatch hook returns for a call it does not record
 
 
 def set_pre_dispatch_hook(hook):
     """Install ``hook(op, args, params) -> result | PASS`` at the top of the dispatcher (None removes it)."""
     global _pre_dispatch
-    _pre_dispatch = hook
+    with exits._LOCK:
+        _pre_dispatch = hook
+        _update_hook()
+
+
+def _update_hook():
+    """Called under ``exits._LOCK`` when the pre-dispatch hook changes, or polyad's numbers appear or go:
+    with none alive and no capture, ``bind`` calls nothing first (the eager path pays nothing)."""
+    global _hook
+    _hook = _reconnecting if exits._LIVE else _pre_dispatch
+
+
+def _reconnecting(op, args, params):
+    """``bind``'s hook while numbers polyad handed out are alive (``float(t)``, ``t.item()``): such a
+    number reaching an op is its tensor again, so its derivative is kept (``polyad.exits``)."""
+    new = exits.reconnect_call(op, args, params)
+    if new is not None:
+        return bind(op, *new, **params)
+    return PASS if _pre_dispatch is None else _pre_dispatch(op, args, params)
+
+
+exits._on_live_change = _update_hook
 
 
 def bind(op, *args, **params):
     """Apply ``op`` to positional arrays ``args`` with keyword metadata ``params``, through every level."""
-    if _pre_dispatch is not None:
-        out = _pre_dispatch(op, args, params)
+    if _hook is not None:
+        out = _hook(op, args, params)
         if out is not PASS:
             return out
     top = None
@@ -548,11 +546,8 @@ def bind(op, *args, **params):
             elif top is None or i.level > top.level:
                 top = i
     if top is not None:
-        if not top.active:
-            raise RuntimeError(
-                f"a tensor of a finished {type(top).__name__} (level {top.level}) reached op "
-                f"{op.name!r}: a tracer escaped the transform that made it (stored in a global or closure?)"
-            )
+        if top.owner != _get_ident():  # finished (an escaped tracer), or another thread's transform
+            raise unusable(top, f"op {op.name!r}")
         if op.higher_order is not None and top.transforms_bodies:
             return op.higher_order(*args, **params)
         return top.process(op, args, params)

@@ -79,6 +79,10 @@ def jvp_rule(op):
 
 
 class ForwardInterpreter(Interpreter):
+    transform = "jvp (forward mode: jvp, jacfwd)"
+    carries = "derivative (tangent)"
+    differentiates = True
+
     def process(self, op, args, params):
         primals, tangents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)

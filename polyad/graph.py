@@ -282,6 +282,8 @@ def _param_to_backend(value, backend):
 
 class GraphInterpreter(Interpreter):
     transforms_bodies = False  # a higher-order op is recorded as one node
+    transform = "make_graph"
+    carries = "place in the captured graph"
 
     def __init__(self, level):
         super().__init__(level)

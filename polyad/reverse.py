@@ -32,6 +32,10 @@ class ReverseInterpreter(Interpreter):
     mode in torch.func's semantics, where ``no_grad`` does not apply).
     """
 
+    transform = "grad (reverse mode: grad, vjp, jacrev, linearize)"
+    carries = "derivative"
+    differentiates = True
+
     def __init__(self, level, respect_no_grad=True):
         super().__init__(level)
         self.tape = []  # (op, params, parent ids, primals, out, out ids)

@@ -35,6 +35,8 @@ def _aval(x, interp):
 
 class AbstractInterpreter(Interpreter):
     transforms_bodies = False  # a higher-order op is one op here, evaluated by its abstract_eval rule
+    transform = "eval_shape"
+    carries = "abstract shape (it has no data)"
 
     def __init__(self, level, backend):
         super().__init__(level)

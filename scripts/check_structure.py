@@ -22,7 +22,7 @@ OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba",
 # lowest first; a module belongs to the first layer whose prefix matches its name
 LAYERS = [
     ("backends", ("polyad.backends",)),
-    ("core", ("polyad.dispatch", "polyad.core", "polyad.standard")),
+    ("core", ("polyad.dispatch", "polyad.exits", "polyad.core", "polyad.standard")),
     ("ops", ("polyad.ops", "polyad.xp")),
     (
         "transforms",

@@ -1,6 +1,10 @@
 """Shared test helpers."""
 
 import contextlib
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -61,6 +65,18 @@ def diff_fn(row, sample):
         return tuple(out) if isinstance(out, tuple) else out
 
     return fn, tuple(sample.args[n] for n in nums)
+
+
+def run_array_api_consumer(script):
+    """Run ``script`` in a subprocess with SCIPY_ARRAY_API=1 (SciPy and scikit-learn read it once, when
+    first imported) and the backend under test; it prints one line ``RESULTS<json>``, returned parsed."""
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS"))
+    return json.loads(line[len("RESULTS") :])
 
 
 def assert_close(got, expected, rtol=1e-7, atol=1e-10):

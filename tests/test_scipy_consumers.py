@@ -8,13 +8,10 @@ reported by name as an expected failure, so the gap stays visible.
 """
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_array_api_consumer
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="needs scipy")
 
@@ -100,13 +97,7 @@ print("RESULTS" + json.dumps(results))
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS"))
-    return json.loads(line[len("RESULTS") :])
+    return run_array_api_consumer(_SCRIPT)
 
 
 def _get(results, name):

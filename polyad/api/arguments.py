@@ -7,7 +7,7 @@ is fixed from the message alone.
 
 import optree
 
-from polyad import dispatch
+from polyad import dispatch, exits
 from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
@@ -90,6 +90,14 @@ def _split_aux(out, has_aux, transform):
             "pass has_aux=False if func returns only its output"
         )
     return out
+
+
+def _reconnect_tree(out):
+    """A function's output with each number polyad handed out (``float(t)``, ``t.item()``: scikit-learn's
+    metrics end in ``return float(...)``) turned back into its tensor, so its derivative is kept."""
+    if not exits._LIVE:
+        return out
+    return optree.tree_map(exits.reconnect, out, none_is_leaf=True)
 
 
 def _lower_tree(tree, interp):

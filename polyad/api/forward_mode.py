@@ -3,6 +3,7 @@ tape recorded once, then replayed forwards with the JVP rules for each tangent).
 
 import optree
 
+from polyad import exits
 from polyad.api.arguments import (
     _check_callable,
     _check_has_aux,
@@ -14,6 +15,7 @@ from polyad.api.arguments import (
     _is_array,
     _leaf_name,
     _lower_tree,
+    _reconnect_tree,
     _split_aux,
 )
 from polyad.api.reverse_mode import _record
@@ -77,7 +79,10 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         duals = [DualTensor(p, interp, t) for p, t in zip(p_flat, t_flat)]
         out = func(*optree.tree_unflatten(p_tree, duals))
         out, aux = _split_aux(out, has_aux, what)
+        out = _reconnect_tree(out)
         o_flat, o_tree = _flatten(out)
+        if interp.numbers:
+            exits.check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in o_flat))
         if has_aux:
             aux = _lower_tree(aux, interp)
     outs, tans = [], []

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import optree
 
+from polyad import exits
 from polyad.api.arguments import (
     _check_callable,
     _check_has_aux,
@@ -23,6 +24,7 @@ from polyad.api.arguments import (
     _leaf_name,
     _lower_tree,
     _partial,
+    _reconnect_tree,
     _split_aux,
 )
 from polyad.core import Tensor, _tls, current_level, new_level
@@ -48,7 +50,12 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
         leaf_ids = [leaf._aux for leaf in leaves]
         out = func(*optree.tree_unflatten(tree, leaves))
         out, aux = _split_aux(out, has_aux, what)
+        out = _reconnect_tree(out)
         out_flat, out_tree = _flatten(out)
+        if interp.numbers:
+            exits.check_lost(
+                interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat)
+            )
         if has_aux:
             aux = _lower_tree(aux, interp)
     for i, o in enumerate(out_flat):
@@ -178,7 +185,9 @@ def grad(func, argnums=0, has_aux=False):
     """The gradient of a scalar function, as a function.
 
     Args:
-        func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``).
+        func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``); ``float()`` of a traced
+            value counts when returned or passed back to polyad (scikit-learn's metrics end in
+            ``return float(...)``): the number is its tensor again (see ``polyad.exits``).
         argnums: which positional argument(s) to differentiate: an int (negative allowed) or a tuple.
             Each may be a pytree (tuple, list, dict, namedtuple) of floating arrays.
         has_aux: whether ``func`` also returns auxiliary data, returned unchanged (not differentiated).

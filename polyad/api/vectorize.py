@@ -6,7 +6,7 @@ import functools
 import optree
 
 from polyad import random
-from polyad.api.arguments import _check_callable, _fname, _is_array, _is_dim
+from polyad.api.arguments import _check_callable, _fname, _is_array, _is_dim, _reconnect_tree
 from polyad.batching import BatchedTensor, BatchInterpreter, LoopLevel
 from polyad.core import new_level
 from polyad.core import plain as _plain
@@ -71,6 +71,7 @@ def _map_inputs(flat, dims, call):
 def _move_out(out, interp, size, out_dims, call):
     """Outputs of the vmapped function with their batch dimension at ``out_dims`` (unbatched ones are
     broadcast along a new one)."""
+    out = _reconnect_tree(out)
     o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=True)
     odims = _dims_leaves(out_dims, out, len(o_flat), "out_dims", call, "outputs")
     res = []
@@ -135,7 +136,7 @@ def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
             if snapshot is not None and i:
                 random._restore(snapshot)
             args = [x if d is None else take_index(x, i, axis=d) for x, d in zip(flat, dims)]
-            out = func(*optree.tree_unflatten(tree, args), **kwargs)
+            out = _reconnect_tree(func(*optree.tree_unflatten(tree, args), **kwargs))
             for j, o in enumerate(optree.tree_leaves(out, none_is_leaf=True)):
                 if o is not None and not _is_array(o):
                     raise TypeError(
@@ -165,8 +166,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             1 calls ``func`` once per example, unbatched, in a Python loop.
 
     Returns:
-        The batched function. Arrays created inside ``func`` (``xp.zeros``...) may be updated in place
-        with batched values (``x[0] = y``): the update is functionalised and ``x`` becomes batched.
+        The batched function. Python control flow on a batched value (``bool``, ``int``, ``float``,
+        ``item``: input validation such as ``if xp.any(x < 0): raise``) works where every example agrees,
+        with their common value; where they differ it raises, naming the conversion. Arrays created inside
+        ``func`` (``xp.zeros``...) may be updated in place with batched values (``x[0] = y``): the update is
+        functionalised and ``x`` becomes batched.
 
     Example:
         >>> import numpy as np, polyad as pa

@@ -12,6 +12,7 @@ import array_api_compat
 
 from polyad import dispatch
 from polyad.core import Tensor, bind, fresh
+from polyad.exits import reconnect
 from polyad.ops.base import (
     _full,
     _like,
@@ -45,7 +46,9 @@ def empty(shape, *, dtype=None, device=None):
 
 def full(shape, fill_value, *, dtype=None, device=None):
     """An array of ``shape`` filled with ``fill_value``. A 0-d array or tensor ``fill_value`` is broadcast
-    (on its own library), so the result is differentiable in it."""
+    (on its own library), so the result is differentiable in it, as is a number taken from a traced value
+    (``float(t)``)."""
+    fill_value = reconnect(fill_value)
     if _is_array(fill_value):
         out = broadcast_to(astype_like(fill_value, dtype), _shape_tuple(shape))
         return out if device is None else to_device(out, device)
@@ -97,7 +100,9 @@ def empty_like(x, /, *, dtype=None, device=None):
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``, on ``x``'s library and device and with its dtype unless
-    given. A 0-d array or tensor ``fill_value`` is broadcast, so the result is differentiable in it."""
+    given. A 0-d array or tensor ``fill_value`` is broadcast, so the result is differentiable in it (a
+    number taken from a traced value, ``float(t)``, too)."""
+    fill_value = reconnect(fill_value)
     if _is_array(fill_value):
         fill = astype_like(fill_value, dtype if dtype is not None else x.dtype)
         out = broadcast_to(fill, tuple(x.shape))
@@ -116,9 +121,11 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
 
     A tensor stays a tensor: moved to ``device``, cast to ``dtype`` and copied (``copy=True``) by
     differentiable ops. A (nested) list holding tensors is stacked, so ``asarray([x0, x1])`` of traced
-    scalars is differentiable. Anything else is converted by the library of ``obj`` when it is an array,
-    else by the backend owning ``device`` (the default backend when None).
+    scalars is differentiable; a number taken from a traced value (``float(t)``, ``t.item()``,
+    ``t.tolist()``) is its tensor again. Anything else is converted by the library of ``obj`` when it is an
+    array, else by the backend owning ``device`` (the default backend when None).
     """
+    obj = reconnect(obj)
     if isinstance(obj, Tensor):
         x = obj
         if device is not None and not _same_device(x.device, device):
@@ -155,7 +162,11 @@ _copy = define(
 
 def _contains_tensor(obj):
     for o in obj:
-        if isinstance(o, Tensor) or (isinstance(o, list | tuple) and _contains_tensor(o)):
+        if (
+            isinstance(o, Tensor)
+            or reconnect(o) is not o
+            or (isinstance(o, list | tuple) and _contains_tensor(o))
+        ):
             return True
     return False
 

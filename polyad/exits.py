@@ -1,0 +1,569 @@
+"""Every way a value can leave a transform, guarded in one place (``Tensor`` inherits ``TensorExits``).
+
+A transform's tensor carries what a bare value cannot: its derivative (grad, jvp), its batch (vmap), its
+place in a graph (make_graph). Each exit either keeps that or refuses with a message naming the transform
+and the fix. A plain level-0 ``Tensor`` and a ``FreshTensor`` (an array created inside a transform) carry
+nothing and leave freely. A tensor of a finished transform, or of a transform running in another thread,
+is refused everywhere (``bind`` checks the same for ops).
+
+- Arrays: ``np.asarray`` (``__array__``), DLPack (``__dlpack__``, ``__dlpack_device__``), the buffer
+  protocol (``__buffer__``), pickle (``__reduce__``, ``__reduce_ex__``) and ``concrete()`` refuse: a NumPy
+  array, a capsule or bytes cannot carry a derivative or a batch.
+- Copies keep it: ``copy.copy`` is the same value; ``copy.deepcopy`` is an op of the transform (as in
+  JAX), which differentiates, batches and records like any other, so a dict of tracers deep-copied keeps
+  every derivative.
+- Python scalars. ``bool()``, ``int()`` and ``operator.index`` give plain values: branching on a value is
+  exact (the derivative of a branch is the derivative of the path taken) and an integer has derivative
+  zero. ``float()`` must return an exact Python float (CPython converts anything else), so polyad
+  remembers the very object it hands out: when that object comes back into polyad (an op's argument,
+  ``xp.asarray``, ``xp.full``, a transform's output, as in scikit-learn's metrics, which end in
+  ``return float(...)``) it is its tensor again, derivative included. ``complex()`` cannot be followed
+  (CPython rebuilds the number it returns): inside grad or jvp it warns. ``item()`` and ``tolist()`` return
+  ``TracedFloat``/``TracedComplex``, numbers whose arithmetic with numbers and arrays stays traced.
+  Python arithmetic on a ``float()`` result, and ``math`` functions of any of them, make plain numbers
+  polyad cannot see: a differentiating transform whose output then does not depend on its inputs warns
+  (``DerivativeLostWarning``), naming the conversion. Printing, formatting and comparing are fine.
+- vmap: a conversion of a batched value whose examples all agree returns the common value, so a branch
+  on it is the same for every example and exact (``BatchedTensor._scalar``); else a ConcretizationError.
+"""
+
+import sys
+import threading
+import warnings
+
+_get_ident = threading.get_ident
+_LOCK = threading.Lock()
+
+
+class DerivativeLostWarning(UserWarning):
+    """A differentiating transform's output does not depend on its inputs, while a number taken from one
+    of its values (``float()``, ``item()``...) never came back to polyad: if the output was computed from
+    that number, its derivative was lost."""
+
+
+# ------------------------------------------------------------------------------ ownership
+
+
+def _thread_name(ident):
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return repr(names.get(ident, f"thread id {ident}"))
+
+
+def unusable(interp, what):
+    """The error for a tensor of ``interp`` reaching ``what`` where it cannot be used: its transform has
+    finished (an escaped tracer) or it belongs to another thread."""
+    if not interp.active:
+        return RuntimeError(
+            f"a tensor of a finished {type(interp).__name__} (level {interp.level}) reached {what}: a tracer "
+            "escaped the transform that made it (stored in a global or closure?)"
+        )
+    return RuntimeError(
+        f"a tensor of {interp.transform} (level {interp.level}, run by thread {_thread_name(interp.owner)}) "
+        f"reached {what} in thread {_thread_name(_get_ident())}: a transform's values belong to the thread "
+        "that runs it, and its record must not be written from another; run the transform inside that "
+        "thread, or hand the thread plain arrays"
+    )
+
+
+def _owner_checked(tensor, what):
+    """``tensor``'s interpreter (None for a plain tensor), after checking it may be used here."""
+    interp = tensor._interp
+    if interp is not None and interp.owner != _get_ident():
+        raise unusable(interp, what)
+    return interp
+
+
+def _refuse(tensor, what):
+    """Refuse an exit that would drop what a transform's tensor carries; a plain tensor passes."""
+    interp = _owner_checked(tensor, what)
+    if interp is not None:
+        raise TypeError(
+            f"{what} of a {type(tensor).__name__} (a value inside {interp.transform}) is refused: it would "
+            f"drop the {interp.carries} the value carries. Compute on it with polyad.xp functions "
+            f"(pa.xp.asarray and pa.xp.from_dlpack keep it){interp.exit_hint}"
+        )
+
+
+# ------------------------------------------------------------------------------ numbers handed out
+
+# id -> (number, tensor, note): numbers polyad handed out for transforms' tensors, each alive as long as
+# its level (``forget``); note is [what, where, came_back]. While any is alive, bind runs reconnect_call.
+_LIVE = {}
+_on_live_change = None  # core's callback: turns bind's hook on and off with ``bool(_LIVE)``
+
+
+def _remember(number, tensor, what, depth):
+    frame = sys._getframe(depth + 1)
+    note = [what, f"{frame.f_code.co_filename}:{frame.f_lineno}", False]
+    interp = tensor._interp
+    with _LOCK:
+        _LIVE[id(number)] = (number, tensor, note)
+        if interp.numbers is None:
+            interp.numbers = []
+        interp.numbers.append(id(number))
+        if len(_LIVE) == 1:
+            _on_live_change()
+    return note
+
+
+def forget(interp):
+    """``interp``'s level has closed: the numbers it handed out are plain numbers from now on."""
+    with _LOCK:
+        for i in interp.numbers:
+            _LIVE.pop(i, None)
+        interp.numbers = None
+        if not _LIVE:
+            _on_live_change()
+
+
+def _tensor_of(x, mark=True):
+    """The live tensor behind ``x`` if polyad handed ``x`` out, else None."""
+    cls = type(x)
+    if cls is TracedFloat or cls is TracedComplex:
+        t = x._live()
+        if t is not None and mark:
+            x._note[2] = True
+        return t
+    if cls is float:
+        entry = _LIVE.get(id(x))
+        if entry is not None and entry[0] is x:
+            t = entry[1]
+            if mark:
+                entry[2][2] = True
+            return t if t.ndim == 0 else t.__array_namespace__().reshape(t, ())
+    return None
+
+
+def reconnect(x):
+    """``x``'s tensor if ``x`` is a number polyad handed out for a live tensor (``float(t)``,
+    ``t.item()``...), else ``x`` itself. Cheap when none is alive."""
+    if not _LIVE:
+        return x
+    t = _tensor_of(x)
+    return x if t is None else t
+
+
+def reconnect_call(op, args, params):
+    """``args`` with polyad's numbers replaced by their tensors, or None where there are none. The tensor
+    takes the dtype of the first floating array among the other arguments, as the Python number would.
+    A number among ``params`` (metadata: it carries no derivative) is refused."""
+    for name, v in params.items():
+        t = _tensor_of(v, mark=False) if type(v) in _NUMBER_TYPES else None
+        if t is not None:
+            raise TypeError(
+                f"op {op.name!r} got, as its parameter {name}, a number taken from a value inside "
+                f"{t._interp.transform} (float(), item()...): a parameter carries no {t._interp.carries}; "
+                "pass the value as an array argument, or compute with polyad.xp functions on the tensor"
+            )
+    new = None
+    for i, a in enumerate(args):
+        t = _tensor_of(a) if type(a) in _NUMBER_TYPES else None  # most arguments are arrays: one set lookup
+        if t is not None:
+            if new is None:
+                new = list(args)
+            new[i] = t
+    if new is None:
+        return None
+    ref = next((a for a, n in zip(args, new) if a is n and hasattr(a, "dtype") and hasattr(a, "shape")), None)
+    if ref is not None:
+        for i, (a, n) in enumerate(zip(args, new)):
+            if a is not n:
+                new[i] = _weak_dtype(n, ref.dtype)
+    return new
+
+
+def _weak_dtype(t, dtype):
+    """``t`` (the tensor of a Python number) cast to ``dtype`` of the array it meets where the standard's
+    rule for Python scalars would give that dtype (a real number meeting any floating array, a complex one
+    meeting a complex array)."""
+    if t.dtype == dtype:
+        return t
+    xp = t.__array_namespace__()
+    if xp.isdtype(dtype, "complex floating") or (
+        xp.isdtype(dtype, "real floating") and xp.isdtype(t.dtype, "real floating")
+    ):
+        return xp.astype(t, dtype)
+    return t
+
+
+def check_lost(interp, what, depends):
+    """Warn when a differentiating transform's outputs do not depend on its inputs (``depends`` False)
+    while a number taken from one of its values never came back: the zero derivative may be a lost one."""
+    if depends or not interp.numbers:
+        return
+    lost = [_LIVE[i][2] for i in interp.numbers if i in _LIVE and not _LIVE[i][2][2]]
+    if lost:
+        kind, where, _ = lost[0]
+        more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+        warnings.warn(
+            f"{what}: the output does not depend on the inputs, and {kind} at {where}{more} turned a traced "
+            "value into a Python number that never came back to polyad. If the output was computed from it "
+            "by Python arithmetic or math functions, its derivative was lost: compute with polyad.xp on the "
+            "value, or hand the number itself back (return it, or pass it to an xp function). Harmless if "
+            "the number only chose a branch",
+            DerivativeLostWarning,
+            stacklevel=4,
+        )
+
+
+def _warn_complex(t):
+    """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned."""
+    while isinstance(t, TensorExits):
+        interp = t._interp
+        if interp is not None and interp.differentiates:
+            warnings.warn(
+                f"complex() of a value inside {interp.transform} gives a plain number: CPython rebuilds "
+                "it, so polyad cannot recognise it where it comes back and no derivative flows through "
+                "it; use .item() (a TracedComplex, which keeps it) or polyad.xp functions",
+                DerivativeLostWarning,
+                stacklevel=3,
+            )
+            return
+        t = t._value
+
+
+def _python_number(t, what):
+    """The Python number for ``item`` of a transform's floating tensor ``t``, and whether it is complex."""
+    v = t._scalar(what)
+    complex_ = t.__array_namespace__().isdtype(t.dtype, "complex floating")
+    return complex(v) if complex_ else float(v), complex_
+
+
+def handed_out(value, t, what, depth=1):
+    """``value`` (an exact float) as a fresh object polyad remembers as ``t``'s number."""
+    value = value * 1.0  # a fresh object: no other use of an equal number is mistaken for it (keeps -0.0)
+    _remember(value, t, what, depth + 1)
+    return value
+
+
+# ------------------------------------------------------------------------------ traced numbers
+
+
+def _plain_operand(x):
+    return x._plain() if isinstance(x, _TracedNumber) else x
+
+
+def _operand(x):
+    """What a traced number's arithmetic hands its tensor: numbers, tensors and arrays; else
+    NotImplemented."""
+    if isinstance(x, _TracedNumber):
+        t = x._live()
+        return x._plain() if t is None else t
+    if isinstance(x, int | float | complex | TensorExits) or hasattr(x, "__array_namespace__"):
+        return x
+    return NotImplemented
+
+
+def _arithmetic(name):
+    def method(self, other):
+        t = self._live()
+        if t is None:  # its transform has finished: a plain number
+            if isinstance(other, _TracedNumber) and other._live() is not None:
+                return NotImplemented  # the other one is traced: its reflected method keeps that
+            return getattr(self._base, name)(self._plain(), _plain_operand(other))
+        o = _operand(other)
+        if o is NotImplemented:
+            return NotImplemented
+        out = getattr(t, name)(o)
+        if out is NotImplemented or not isinstance(other, int | float | complex):
+            return out  # with an array: the array result
+        return _traced_result(out, self)
+
+    method.__name__ = name
+    return method
+
+
+def _unary(name):
+    def method(self):
+        t = self._live()
+        if t is None:
+            return getattr(self._base, name)(self._plain())
+        return _traced_result(getattr(t, name)(), self)
+
+    method.__name__ = name
+    return method
+
+
+def _traced_result(out, origin):
+    """A traced number for the 0-d result ``out`` of arithmetic on ``origin``, or a plain number where
+    the result carries nothing (an integer result, or one the transform did not record)."""
+    xp = origin._tensor.__array_namespace__()
+    if not isinstance(out, TensorExits) or out._interp is None:
+        return _to_python(xp, out._scalar("item") if isinstance(out, TensorExits) else out)
+    if xp.isdtype(out.dtype, "complex floating"):
+        cls = TracedComplex
+    elif xp.isdtype(out.dtype, "real floating"):
+        cls = TracedFloat
+    else:
+        return _to_python(xp, out._scalar("item"))
+    value, _ = _python_number(out, "item")
+    return cls._make(value, out, origin._note)
+
+
+_UFUNC_OPERATORS = {
+    "add": "__add__",
+    "subtract": "__sub__",
+    "multiply": "__mul__",
+    "divide": "__truediv__",
+    "true_divide": "__truediv__",
+    "floor_divide": "__floordiv__",
+    "remainder": "__mod__",
+    "power": "__pow__",
+}
+
+
+class _TracedNumber:
+    """What ``TracedFloat`` and ``TracedComplex`` share: while the transform of their tensor runs,
+    arithmetic with numbers gives traced numbers and with arrays polyad tensors; polyad turns them back
+    into their tensors where they reach an op or a transform's output. Comparisons, ``int()``, ``round()``
+    and formatting are the plain number's (a branch, or an integer: no derivative lost). Once the
+    transform has finished they are plain numbers."""
+
+    __slots__ = ()
+    _base = float
+
+    @classmethod
+    def _make(cls, value, tensor, note):
+        n = cls._base.__new__(cls, value)
+        n._tensor, n._note = tensor, note
+        return n
+
+    def _live(self):
+        t = self._tensor
+        i = t._interp
+        return t if i is not None and i.active else None
+
+    def _plain(self):
+        return self.real if self._base is float else complex(self.real, self.imag)
+
+    def __complex__(self):
+        t = self._live()
+        if t is not None:
+            _warn_complex(t)
+        return complex(self.real, self.imag)
+
+    __add__, __radd__ = _arithmetic("__add__"), _arithmetic("__radd__")
+    __sub__, __rsub__ = _arithmetic("__sub__"), _arithmetic("__rsub__")
+    __mul__, __rmul__ = _arithmetic("__mul__"), _arithmetic("__rmul__")
+    __truediv__, __rtruediv__ = _arithmetic("__truediv__"), _arithmetic("__rtruediv__")
+    __floordiv__, __rfloordiv__ = _arithmetic("__floordiv__"), _arithmetic("__rfloordiv__")
+    __mod__, __rmod__ = _arithmetic("__mod__"), _arithmetic("__rmod__")
+    __rpow__ = _arithmetic("__rpow__")
+    _pow = _arithmetic("__pow__")
+    __neg__, __pos__, __abs__ = _unary("__neg__"), _unary("__pos__"), _unary("__abs__")
+
+    def __pow__(self, other, mod=None):
+        if mod is not None:
+            return NotImplemented
+        return self._pow(other)
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # NumPy meets a traced number: arithmetic goes through polyad; other functions would compute on
+        # the bare number and drop what it carries, so they are refused while the transform runs
+        traced = [i for i in inputs if isinstance(i, _TracedNumber) and i._live() is not None]
+        if not traced:
+            return getattr(ufunc, method)(*(_plain_operand(i) for i in inputs), **kwargs)
+        name = _UFUNC_OPERATORS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
+        if name is None or len(inputs) != 2:
+            interp = traced[0]._tensor._interp
+            raise TypeError(
+                f"NumPy's {ufunc.__name__} got a number taken (item(), tolist()) from a value inside "
+                f"{interp.transform}: NumPy would drop the {interp.carries} it carries; use "
+                f"polyad.xp.{ufunc.__name__} instead"
+            )
+        a, b = (_operand(i) for i in inputs)
+        out = getattr(a, name)(b) if isinstance(a, TensorExits) else getattr(b, "__r" + name[2:])(a)
+        return (
+            _traced_result(out, traced[0])
+            if all(isinstance(i, int | float | complex) for i in inputs)
+            else out
+        )
+
+    def __reduce__(self):
+        t = self._live()
+        if t is not None:
+            _refuse(t, "pickle")
+        return (self._base, (self._plain(),))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class TracedFloat(_TracedNumber, float):
+    """A Python float from ``item()``/``tolist()`` of a real floating value inside a transform, which
+    keeps its tensor (see ``_TracedNumber``).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.grad(lambda x: 3.0 * x[0].item() ** 2)(np.array([2.0]))
+        array([12.])
+    """
+
+    __slots__ = ("_tensor", "_note")
+    _base = float
+
+    def __float__(self):
+        t = self._live()
+        return self._plain() if t is None else handed_out(self._plain(), t, "float() of an item()")
+
+
+class TracedComplex(_TracedNumber, complex):
+    """A Python complex from ``item()``/``tolist()`` of a complex value inside a transform (see
+    ``_TracedNumber``)."""
+
+    __slots__ = ("_tensor", "_note")
+    _base = complex
+
+
+_NUMBER_TYPES = frozenset((float, TracedFloat, TracedComplex))  # what polyad hands out
+
+
+# ------------------------------------------------------------------------------ the tensor's exits
+
+
+class TensorExits:
+    """The conversion and copy methods of ``core.Tensor``: every way a value leaves polyad."""
+
+    __slots__ = ()
+
+    def _scalar(self, what):
+        """The backend array underneath all levels, for ``what`` (a batched or abstract tensor overrides
+        this: the common value of agreeing examples, or an error naming ``what``). No exit check."""
+        v = self._value
+        return v._scalar(what) if isinstance(v, TensorExits) else v
+
+    def concrete(self):
+        """The backend array underneath (a plain tensor's array; refused for a transform's tensor, whose
+        derivative or batch it would drop)."""
+        _refuse(self, "concrete()")
+        return self._scalar("concrete()")
+
+    # -- Python scalars: plain for branches and integers, remembered for float and complex
+    def __bool__(self):
+        _owner_checked(self, "bool()")
+        return bool(self._scalar("bool"))
+
+    def __int__(self):
+        _owner_checked(self, "int()")
+        return int(self._scalar("int"))
+
+    def __index__(self):
+        _owner_checked(self, "operator.index()")
+        return self._scalar("index").__index__()
+
+    def __float__(self):
+        interp = _owner_checked(self, "float()")
+        value = float(self._scalar("float"))
+        if interp is None or not self.__array_namespace__().isdtype(
+            self.dtype, ("real floating", "complex floating")
+        ):
+            return value
+        return handed_out(value, self, "float()")
+
+    def __complex__(self):
+        _owner_checked(self, "complex()")
+        value = complex(self._scalar("complex"))
+        _warn_complex(self)
+        return value
+
+    def item(self):
+        """The single element as a Python number (bool, int, float or complex by dtype). Inside a
+        transform a floating value gives a ``TracedFloat``/``TracedComplex``, which keeps its derivative
+        through arithmetic and where it comes back to polyad (see ``polyad.exits``).
+
+        Example:
+            >>> import numpy as np, polyad as pa
+            >>> pa.Tensor(np.array([2.5])).item()
+            2.5
+        """
+        interp = _owner_checked(self, "item()")
+        xp = self.__array_namespace__()
+        t = self if self.ndim == 0 else xp.reshape(self, ())  # one element, any shape (as NumPy's)
+        if interp is None or not xp.isdtype(self.dtype, ("real floating", "complex floating")):
+            return _to_python(xp, t._scalar("item") if isinstance(t, TensorExits) else t)
+        value, complex_ = _python_number(t, "item")
+        n = (TracedComplex if complex_ else TracedFloat)._make(value, t, None)
+        n._note = _remember(n, t, "item()", 1)
+        return n
+
+    def tolist(self):
+        """The values as nested Python lists of Python numbers (``item()`` of each element inside a
+        transform, so that each keeps its derivative).
+
+        Example:
+            >>> import numpy as np, polyad as pa
+            >>> pa.Tensor(np.array([[1.0, 2.0]])).tolist()
+            [[1.0, 2.0]]
+        """
+        interp = _owner_checked(self, "tolist()")
+        v = self._scalar("tolist")  # under vmap: the examples must agree (one check, one clear error)
+        if interp is None:
+            return v.tolist() if hasattr(v, "tolist") else _nested_list(v, self.__array_namespace__())
+        return _nested_list(self, None)
+
+    def __format__(self, spec):
+        # formatting reads the value and carries no derivative anywhere: fine inside every transform
+        _owner_checked(self, "format()")
+        if not spec:
+            return str(self)
+        xp = self.__array_namespace__()
+        return format(_to_python(xp, xp.reshape(self._scalar("format"), ())), spec)
+
+    # -- arrays: refused for a transform's tensor
+    def __array__(self, dtype=None, copy=None):
+        _refuse(self, "np.asarray()")
+        v = self._scalar("np.asarray")
+        return v.__array__() if dtype is None else v.__array__(dtype)
+
+    def __dlpack__(self, **kwargs):
+        _refuse(self, "__dlpack__ (from_dlpack)")
+        return self._scalar("__dlpack__").__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        _refuse(self, "__dlpack_device__ (from_dlpack)")
+        return self._scalar("__dlpack_device__").__dlpack_device__()
+
+    def __buffer__(self, flags):
+        _refuse(self, "memoryview() (the buffer protocol)")
+        return memoryview(self._scalar("memoryview"))
+
+    def __reduce__(self):
+        _refuse(self, "pickle")
+        return (type(self), (self._value,))
+
+    def __reduce_ex__(self, protocol):
+        return self.__reduce__()
+
+    # -- copies: the same value (copy), or an op of the transform (deepcopy)
+    def __copy__(self):
+        _owner_checked(self, "copy.copy()")
+        return type(self)(self._value, self._interp, self._aux)
+
+    def __deepcopy__(self, memo):
+        _owner_checked(self, "copy.deepcopy()")
+        out = self.__array_namespace__().asarray(self, copy=True)
+        return out if isinstance(out, TensorExits) else type(self)(out)  # a FreshTensor's copy is one too
+
+
+def _nested_list(t, xp):
+    """Nested lists of ``item()`` of a tensor's elements (of Python numbers of a raw array's, given the
+    namespace ``xp``)."""
+    if t.ndim == 0:
+        return t.item() if xp is None else _to_python(xp, t)
+    return [_nested_list(t[i, ...], xp) for i in range(t.shape[0])]
+
+
+def _to_python(xp, v):
+    for kind, cast in (("bool", bool), ("integral", int), ("real floating", float)):
+        if xp.isdtype(v.dtype, kind):
+            return cast(v)
+    return complex(v)
