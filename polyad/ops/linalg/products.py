@@ -11,6 +11,7 @@ from polyad.ops.base import (
     expand_dims,
     move_to_front,
     permute_dims,
+    real_part_for,
     reshape,
     unbroadcast,
 )
@@ -181,11 +182,13 @@ def _tensordot_vjp(g, y, x1, x2, *, axes):
 
     def g1():
         r = tensordot(g, _cj(x2), axes=(tuple(range(nf1, nf1 + nf2)), tuple(f2)))
-        return _permute_back(r, f1 + [a1[j] for j in sorted(range(len(a2)), key=lambda j: a2[j])])
+        r = _permute_back(r, f1 + [a1[j] for j in sorted(range(len(a2)), key=lambda j: a2[j])])
+        return real_part_for(r, x1)
 
     def g2():
         r = tensordot(_cj(x1), g, axes=(tuple(f1), tuple(range(nf1))))
-        return _permute_back(r, [a2[j] for j in sorted(range(len(a1)), key=lambda j: a1[j])] + f2)
+        r = _permute_back(r, [a2[j] for j in sorted(range(len(a1)), key=lambda j: a1[j])] + f2)
+        return real_part_for(r, x2)
 
     return g1, g2
 
@@ -320,7 +323,10 @@ _outer = define(
     abstract_eval=lambda xp, x1, x2: ShapeDtype(
         (x1.shape[0], x2.shape[0]), xp.result_type(x1.dtype, x2.dtype), x1.device
     ),
-    vjp=lambda g, y, x1, x2: (lambda: matmul(g, _cj(x2)), lambda: matmul(_cj(x1), g)),
+    vjp=lambda g, y, x1, x2: (
+        lambda: real_part_for(matmul(g, _cj(x2)), x1),
+        lambda: real_part_for(matmul(_cj(x1), g), x2),
+    ),
     jvp=lambda ts, y, x1, x2: _add(
         None if ts[0] is None else outer(ts[0], x2), None if ts[1] is None else outer(x1, ts[1])
     ),
