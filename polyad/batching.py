@@ -92,7 +92,11 @@ class BatchInterpreter(_VmapLevel):
         values, dims, _ = split_args(self, args)
         rule = op.rules.get("batch")
         if rule is not None:
-            result = rule(self, tuple(dims), *values, **params)
+            try:
+                result = rule(self, tuple(dims), *values, **params)
+            except Exception:
+                raise_as_eager(op, dims, values, params)
+                raise
             if result is NotImplemented:  # a case the rule cannot batch (data-dependent shapes)
                 result = loop_fallback(op, dims, values, params)
         elif op.decomposition is not None:
@@ -103,6 +107,20 @@ class BatchInterpreter(_VmapLevel):
         if op.multiple_results:
             return type(out)(o if d is None else BatchedTensor(o, self, d) for o, d in zip(out, out_dim))
         return out if out_dim is None else BatchedTensor(out, self, out_dim)
+
+
+def raise_as_eager(op, dims, values, params):
+    """A batch rule failed: raise the error the op gives on one example, in per-example shapes (a
+    rule sees the batched rank, so its own message, and often its type, differ from eager's: NumPy's
+    AxisError against a rule's ValueError). Returns if the example succeeds (the rule's error stands)."""
+    size = next((v.shape[d] for v, d in zip(values, dims) if d is not None), 0)
+    if not size:
+        return
+    example = [v if d is None else take_index(v, 0, axis=d) for v, d in zip(values, dims)]
+    try:
+        bind(op, *example, **params)
+    except Exception as eager:
+        raise eager from None
 
 
 # ------------------------------------------------------------------------------ loop fallback

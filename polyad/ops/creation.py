@@ -247,12 +247,19 @@ _triu = _tri("triu")
 
 def tril(x, /, *, k=0):
     """The lower triangle of ``x`` (last two axes) on and below diagonal ``k``."""
-    return bind(_tril, x, k=k)
+    return bind(_tril, _matrices("tril", x), k=k)
 
 
 def triu(x, /, *, k=0):
     """The upper triangle of ``x`` (last two axes) on and above diagonal ``k``."""
-    return bind(_triu, x, k=k)
+    return bind(_triu, _matrices("triu", x), k=k)
+
+
+def _matrices(name, x):
+    # the standard's rule (NumPy would read a 1-D x as a matrix of repeated rows)
+    if len(shape_of(x)) < 2:
+        raise ValueError(f"{name}: x must have at least 2 dimensions, got shape {tuple(shape_of(x))}")
+    return x
 
 
 # ------------------------------------------------------------------------------ to_device, from_dlpack

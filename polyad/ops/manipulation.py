@@ -263,8 +263,9 @@ def _repeat_vjp(g, y, x, repeats, *, axis):
 
 def _repeat_batch(info, dims, x, repeats, *, axis):
     xd, rd = dims
-    if rd is not None:
-        # per-example repeats give per-example output lengths: only a loop can tell
+    if rd is not None or ndim_of(x) == 1:
+        # per-example repeats give per-example output lengths, and NumPy repeats a 0-d example along
+        # axis 0: only a loop can tell
         return NotImplemented
     return bind(_repeat, move_to_front(x, xd), repeats, axis=axis + 1), 0
 

@@ -74,6 +74,8 @@ def _matmul_batch(info, dims, a, b):
     da, db = dims
     a_nd = ndim_of(a) - (da is not None)
     b_nd = ndim_of(b) - (db is not None)
+    if not (a_nd and b_nd):  # the batch axis must not pass for a vector axis
+        raise ValueError(f"matmul: examples of shapes {_example_shape(a, da)} and {_example_shape(b, db)}")
     # one matrix against a batch: fold the batch into a single GEMM (a broadcast batched matmul runs
     # one small product per example in NumPy, ~10x slower for per-example vectors, as in jacrev)
     if db is None and a_nd == 1 and ndim_of(b) == 2:
@@ -309,6 +311,11 @@ def cross(x1, x2, /, *, axis=-1):
 # ------------------------------------------------------------------------------ outer
 
 
+def _example_shape(x, d):
+    s = shape_of(x)
+    return s if d is None else s[:d] + s[d + 1 :]
+
+
 def _outer_batch(info, dims, x1, x2):
     d1, d2 = dims
     if d1 is not None:
@@ -335,5 +342,8 @@ _outer = define(
 
 
 def outer(x1, x2, /):
-    """Outer product of two 1-D arrays."""
+    """Outer product of two 1-D arrays (others are refused, as the standard says: NumPy would flatten
+    them)."""
+    if ndim_of(x1) != 1 or ndim_of(x2) != 1:
+        raise ValueError(f"outer: x1 and x2 must be 1-D, got shapes {shape_of(x1)} and {shape_of(x2)}")
     return bind(_outer, x1, x2)

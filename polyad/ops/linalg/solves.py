@@ -25,7 +25,15 @@ from polyad.ops.creation import eye
 from polyad.ops.elementwise import imag
 from polyad.ops.linalg.diagonals import trace
 from polyad.ops.linalg.products import _mH, matmul, matrix_transpose
-from polyad.ops.linalg.shared import _add, _cj, _real_dtype, _times_i, leading_batch, leading_batch_multi
+from polyad.ops.linalg.shared import (
+    _add,
+    _cj,
+    _real_dtype,
+    _times_i,
+    check_example_ndim,
+    leading_batch,
+    leading_batch_multi,
+)
 from polyad.ops.manipulation import squeeze
 
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -330,6 +338,8 @@ def _rtol_batch(op):
 
     def rule(info, dims, x, rtol):
         dx, dr = dims
+        if dx is not None:
+            check_example_ndim(op, x, 2)
         if dr is None:
             return bind(op, move_to_front(x, dx), rtol), 0
         rtol = move_to_front(rtol, dr)
