@@ -7,7 +7,8 @@ level (``info``: ``batch_size``, ``randomness``), the values and their batch dim
 output and its batch dimension. An op without a rule is computed by its ``decomposition`` (other ops,
 each batched by its rule) where it has one, else by a per-example loop that stacks the results and warns
 once per op; a rule that returns ``NotImplemented`` for the case at hand (a data-dependent shape) gets
-the loop too.
+the loop too. A rule that raises is answered with the error the op raises on one example
+(``raise_as_eager``), so errors inside vmap have eager's type and speak in per-example shapes.
 
 In-place updates: arrays made by creation functions inside vmap (``xp.zeros(3)``, ``xp.asarray([...])``)
 come back as ``core.FreshTensor``s, plain level-0 tensors, so that ``x[0] = batched_value`` reaches

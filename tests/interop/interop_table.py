@@ -264,98 +264,38 @@ SCIPY_OTHER = [
 # the regression and classification metrics: float(...) of the result, validation on values
 _METRIC = {**_on(FLOAT_DROPS, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")}
 
+
+def _metric(name, fn, inputs=None, **kwargs):
+    """A regression metric ``fn(y_true, y_pred)``, differentiated and mapped in both (rows share
+    ``_METRIC``'s failures)."""
+    fn = getattr(metrics, name) if fn is None else fn
+    inputs = _two() if inputs is None else inputs
+    return Row(f"sklearn.metrics.{name}", fn, inputs, argnums=(0, 1), known_failures=_METRIC, **kwargs)
+
+
+_POSITIVE = _two(low=0.2, high=2.0)
+
 SKLEARN_METRICS = [
-    Row(
-        "sklearn.metrics.mean_squared_error",
-        metrics.mean_squared_error,
-        _two(),
-        argnums=(0, 1),
-        fast=True,
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.root_mean_squared_error",
-        metrics.root_mean_squared_error,
-        _two(),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.mean_absolute_error",
-        metrics.mean_absolute_error,
-        _two(),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row("sklearn.metrics.r2_score", metrics.r2_score, _two(), argnums=(0, 1), known_failures=_METRIC),
-    Row(
-        "sklearn.metrics.explained_variance_score",
-        metrics.explained_variance_score,
-        _two(),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.mean_tweedie_deviance(power=1.5)",
-        lambda y, p: metrics.mean_tweedie_deviance(y, p, power=1.5),
-        _two(low=0.2, high=2.0),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.mean_poisson_deviance",
-        metrics.mean_poisson_deviance,
-        _two(low=0.2, high=2.0),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.mean_gamma_deviance",
-        metrics.mean_gamma_deviance,
-        _two(low=0.2, high=2.0),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.d2_tweedie_score(power=1.5)",
-        lambda y, p: metrics.d2_tweedie_score(y, p, power=1.5),
-        _two(low=0.2, high=2.0),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.mean_absolute_percentage_error",
-        metrics.mean_absolute_percentage_error,
-        _two(low=0.2, high=2.0),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.mean_squared_log_error",
-        metrics.mean_squared_log_error,
-        _two(low=0.2, high=2.0),
-        argnums=(0, 1),
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.log_loss",
-        lambda p: metrics.log_loss(LABELS, p),
-        _probabilities,
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.brier_score_loss",
-        lambda p: metrics.brier_score_loss(LABELS, p),
-        _probabilities,
-        known_failures=_METRIC,
-    ),
-    Row(
-        "sklearn.metrics.hinge_loss",
-        lambda d: metrics.hinge_loss(SIGNS, d),
-        _vec(low=-0.5, high=0.5),
-        known_failures={**_on(SKLEARN_NUMPY_ONLY, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")},
-    ),
-]
+    _metric("mean_squared_error", None, fast=True),
+    _metric("root_mean_squared_error", None),
+    _metric("mean_absolute_error", None),
+    _metric("r2_score", None),
+    _metric("explained_variance_score", None),
+    _metric("mean_tweedie_deviance(power=1.5)", lambda y, p: metrics.mean_tweedie_deviance(y, p, power=1.5),
+            _POSITIVE),
+    _metric("mean_poisson_deviance", None, _POSITIVE),
+    _metric("mean_gamma_deviance", None, _POSITIVE),
+    _metric("d2_tweedie_score(power=1.5)", lambda y, p: metrics.d2_tweedie_score(y, p, power=1.5), _POSITIVE),
+    _metric("mean_absolute_percentage_error", None, _POSITIVE),
+    _metric("mean_squared_log_error", None, _POSITIVE),
+    # classification: labels fixed, the probabilities or decisions differentiated
+    Row("sklearn.metrics.log_loss", lambda p: metrics.log_loss(LABELS, p), _probabilities,
+        known_failures=_METRIC),
+    Row("sklearn.metrics.brier_score_loss", lambda p: metrics.brier_score_loss(LABELS, p), _probabilities,
+        known_failures=_METRIC),
+    Row("sklearn.metrics.hinge_loss", lambda d: metrics.hinge_loss(SIGNS, d), _vec(low=-0.5, high=0.5),
+        known_failures={**_on(SKLEARN_NUMPY_ONLY, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")}),
+]  # fmt: skip
 
 SKLEARN_PAIRWISE = [
     Row(
