@@ -6,7 +6,7 @@ TEST := $(VENV)/.installed-test
 BENCH := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-numpy test-strict bench lint format info
+.PHONY: demo test test-numpy test-strict test-interop bench lint format info
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -29,11 +29,22 @@ demo: $(BASE)
 
 test: test-numpy test-strict
 
+# SciPy reads SCIPY_ARRAY_API once, when first imported: the interop suite (tests/interop) runs in a
+# process of its own with it set, the rest without it; `make test` runs the interop suite's fast subset
+INTEROP := SCIPY_ARRAY_API=1 $(PY) -m pytest -q tests/interop
+
 test-numpy: $(TEST)
-	POLYAD_BACKEND=numpy $(PY) -m pytest -q tests polyad --doctest-modules $(PYTEST_ARGS)
+	POLYAD_BACKEND=numpy $(PY) -m pytest -q tests polyad --doctest-modules --ignore=tests/interop $(PYTEST_ARGS)
+	POLYAD_BACKEND=numpy $(INTEROP) $(PYTEST_ARGS)
 
 test-strict: $(TEST)
-	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q tests $(PYTEST_ARGS)
+	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q tests --ignore=tests/interop $(PYTEST_ARGS)
+	POLYAD_BACKEND=array_api_strict $(INTEROP) $(PYTEST_ARGS)
+
+# every row of the SciPy/scikit-learn interop table under grad, jvp and vmap, on both backends
+test-interop: $(TEST)
+	POLYAD_BACKEND=numpy $(INTEROP) -m interop $(PYTEST_ARGS)
+	POLYAD_BACKEND=array_api_strict $(INTEROP) -m interop $(PYTEST_ARGS)
 
 bench: $(BENCH)
 	$(PY) scripts/bench.py $(ARGS)

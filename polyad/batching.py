@@ -7,7 +7,8 @@ level (``info``: ``batch_size``, ``randomness``), the values and their batch dim
 output and its batch dimension. An op without a rule is computed by its ``decomposition`` (other ops,
 each batched by its rule) where it has one, else by a per-example loop that stacks the results and warns
 once per op; a rule that returns ``NotImplemented`` for the case at hand (a data-dependent shape) gets
-the loop too.
+the loop too. A rule that raises is answered with the error the op raises on one example
+(``raise_as_eager``), so errors inside vmap have eager's type and speak in per-example shapes.
 
 In-place updates: arrays made by creation functions inside vmap (``xp.zeros(3)``, ``xp.asarray([...])``)
 come back as ``core.FreshTensor``s, plain level-0 tensors, so that ``x[0] = batched_value`` reaches
@@ -115,7 +116,11 @@ class BatchInterpreter(_VmapLevel):
         values, dims, _ = split_args(self, args)
         rule = op.rules.get("batch")
         if rule is not None:
-            result = rule(self, tuple(dims), *values, **params)
+            try:
+                result = rule(self, tuple(dims), *values, **params)
+            except Exception:
+                raise_as_eager(op, dims, values, params)
+                raise
             if result is NotImplemented:  # a case the rule cannot batch (data-dependent shapes)
                 result = loop_fallback(op, dims, values, params)
         elif op.decomposition is not None:
@@ -126,6 +131,20 @@ class BatchInterpreter(_VmapLevel):
         if op.multiple_results:
             return type(out)(o if d is None else BatchedTensor(o, self, d) for o, d in zip(out, out_dim))
         return out if out_dim is None else BatchedTensor(out, self, out_dim)
+
+
+def raise_as_eager(op, dims, values, params):
+    """A batch rule failed: raise the error the op gives on one example, in per-example shapes (a
+    rule sees the batched rank, so its own message, and often its type, differ from eager's: NumPy's
+    AxisError against a rule's ValueError). Returns if the example succeeds (the rule's error stands)."""
+    size = next((v.shape[d] for v, d in zip(values, dims) if d is not None), 0)
+    if not size:
+        return
+    example = [v if d is None else take_index(v, 0, axis=d) for v, d in zip(values, dims)]
+    try:
+        bind(op, *example, **params)
+    except Exception as eager:
+        raise eager from None
 
 
 # ------------------------------------------------------------------------------ loop fallback

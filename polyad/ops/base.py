@@ -52,8 +52,8 @@ def unbroadcast(g, x):
     if xd is g.dtype and g.shape == x.shape:  # nothing to do: the common case, kept cheap
         return g
     xs = shape_of(x)
-    if xd is not None and xd is not g.dtype and _kind(g.dtype) == "c" and _kind(xd) != "c":
-        g = real(g)  # a real input's cotangent is the real part (complex convention of elementwise.py)
+    if xd is not None and xd is not g.dtype:
+        g = real_part_for(g, x)
     gs = g.shape
     if tuple(gs) == xs:
         return g
@@ -63,6 +63,14 @@ def unbroadcast(g, x):
     if lead:
         out = reshape(out, xs)
     return out
+
+
+def real_part_for(g, x):
+    """Cotangent ``g`` of input ``x``: its real part when ``x`` is real and ``g`` complex (a real input of
+    an op with a complex output, as in ``real * complex``: the complex convention of elementwise.py)."""
+    if _kind(g.dtype) == "c" and hasattr(x, "dtype") and _kind(x.dtype) != "c":
+        return real(g)
+    return g
 
 
 def move_to_front(v, d):
@@ -413,6 +421,8 @@ def reduction_batch(op):
     def rule(info, dims, x, *, axis=None, **params):
         x = move_to_front(x, dims[0])
         n = ndim_of(x) - 1
+        if n == 0 and axis is not None:
+            return NotImplemented  # what axis 0 of a 0-d array means differs by op and backend: loop
         axes = tuple(a + 1 for a in reduced_axes(axis, n))
         return bind(op, x, axis=axes, **params), 0
 
@@ -532,7 +542,7 @@ _stack = define(
         xp.result_type(*[a.dtype for a in avals]),
         avals[0].device,
     ),
-    vjp=lambda g, y, *arrays, axis=0: unstack(g, axis=axis),
+    vjp=lambda g, y, *arrays, axis=0: tuple(map(real_part_for, unstack(g, axis=axis), arrays)),
     linear=True,
     batch=_stack_batch,
 )

@@ -21,13 +21,25 @@ from polyad.ops.base import (
     astype,
     broadcast_to,
     move_to_front,
+    reshape,
     stack,
+    where,
 )
-from polyad.ops.base import arange as arange
+from polyad.ops.base import arange as _arange_values
 from polyad.ops.base import ones_like as ones_like
 from polyad.ops.base import zeros as zeros
 from polyad.ops.base import zeros_like as zeros_like
-from polyad.ops.common import ShapeDtype, _creator, _dtype_name, _on_device, _shape_tuple, define
+from polyad.ops.common import (
+    ShapeDtype,
+    _creator,
+    _device,
+    _dtype_name,
+    _on_device,
+    _shape_tuple,
+    define,
+    is_floating,
+    shape_of,
+)
 from polyad.ops.dtypes import _owns_dtype
 
 _ones = _creator("ones", lambda shape: _shape_tuple(shape))
@@ -70,8 +82,60 @@ _eye = _creator("eye", lambda n_rows, n_cols=None, k=0: (n_rows, n_rows if n_col
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    """``num`` evenly spaced values from ``start`` to ``stop``."""
+    """``num`` evenly spaced values from ``start`` to ``stop``. A tensor ``start`` or ``stop`` (of any
+    shape; the values then run along a new first axis) makes the result differentiable in it."""
+    if _traced(start, stop):
+        div = (num - 1) if endpoint else num
+        start, stop = _floating(start), _floating(stop)
+        i = _steps(num, start, stop)
+        if div > 0:
+            out = i * ((stop - start) / div) + start  # the backends' order of operations
+            if endpoint and num > 1:  # the last value is exactly stop
+                out = where(i == num - 1, stop + 0 * start, out)
+        else:
+            out = i * 0 + start
+        return _finish(out, dtype, device)
     return _on_device(_linspace, start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
+    """Evenly spaced values in ``[start, stop)``. A tensor ``start`` or ``step`` makes the values
+    differentiable in it (the length is read from the values, as a constant)."""
+    out = _arange_values(start, stop, step, dtype=dtype, device=device)
+    if not _traced(start, stop, step):
+        return out
+    if stop is None:
+        start = 0.0
+    i = astype(_arange_values(shape_of(out)[0], device=_device(out)), _result_dtype(start, stop, step))
+    return _finish(i * _floating(step) + _floating(start), dtype, device)
+
+
+def _traced(*values):
+    """Whether a polyad tensor of a floating dtype is among ``values`` (creation is then differentiable)."""
+    return any(isinstance(v, Tensor) and is_floating(v) for v in values)
+
+
+def _floating(v):
+    """A tensor as it is; a Python number or array as a tensor-compatible constant (floats only)."""
+    return v if isinstance(v, Tensor) or not isinstance(v, int) or isinstance(v, bool) else float(v)
+
+
+def _result_dtype(*values):
+    """The dtype of the first floating tensor among ``values`` (the one the values are computed in)."""
+    return next(v.dtype for v in values if isinstance(v, Tensor) and is_floating(v))
+
+
+def _steps(n, *values):
+    """The step counts ``0, 1, ..., n - 1`` in the floating dtype of ``values``, shaped to broadcast
+    against their shapes along a new first axis."""
+    ndim = max(len(shape_of(v)) for v in values)
+    i = astype(_arange_values(n, device=_device(values[0])), _result_dtype(*values))
+    return reshape(i, (n,) + (1,) * ndim) if ndim else i
+
+
+def _finish(out, dtype, device):
+    out = astype_like(out, dtype)
+    return out if device is None else to_device(out, device)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
@@ -194,12 +258,19 @@ _triu = _tri("triu")
 
 def tril(x, /, *, k=0):
     """The lower triangle of ``x`` (last two axes) on and below diagonal ``k``."""
-    return bind(_tril, x, k=k)
+    return bind(_tril, _matrices("tril", x), k=k)
 
 
 def triu(x, /, *, k=0):
     """The upper triangle of ``x`` (last two axes) on and above diagonal ``k``."""
-    return bind(_triu, x, k=k)
+    return bind(_triu, _matrices("triu", x), k=k)
+
+
+def _matrices(name, x):
+    # the standard's rule (NumPy would read a 1-D x as a matrix of repeated rows)
+    if len(shape_of(x)) < 2:
+        raise ValueError(f"{name}: x must have at least 2 dimensions, got shape {tuple(shape_of(x))}")
+    return x
 
 
 # ------------------------------------------------------------------------------ to_device, from_dlpack

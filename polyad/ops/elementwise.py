@@ -9,6 +9,7 @@ family's ops, live in ``ops.base`` (the transforms and the shared rules need the
 from here.
 """
 
+import cmath
 import math
 
 from polyad.core import bind
@@ -22,6 +23,7 @@ from polyad.ops.base import (
     unary,
     unbroadcast,
     where,
+    zeros_like,
 )
 from polyad.ops.base import add as add
 from polyad.ops.common import _BOOL, _REAL, _SAME, ShapeDtype, define, is_complex, unary_batch
@@ -62,7 +64,14 @@ reciprocal = unary("reciprocal", lambda x, y: -(y * y))
 # Linear ops: the JVP is the op itself; the VJP is written once here.
 negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True)
 positive = unary("positive", vjp=lambda g, y, x: (g,), linear=True)
-imag = unary("imag", vjp=lambda g, y, x: (_complex_like(g, x) * 1j,), linear=True, abstract_eval=_REAL)
+
+
+def _imag_vjp(g, y, x):
+    # the imaginary part of a real array is 0 whatever x is: its cotangent is 0, not 1j * g
+    return (_complex_like(g, x) * 1j,) if is_complex(x) else (zeros_like(g),)
+
+
+imag = unary("imag", vjp=_imag_vjp, linear=True, abstract_eval=_REAL)
 
 
 def _abs_vjp(g, y, x):
@@ -130,7 +139,8 @@ def _cj(x):
 
 
 def _pow_da(a, b):
-    """d(a**b)/da = b * a**(b-1); for the common Python exponents without a second power."""
+    """d(a**b)/da = b * a**(b-1); for the common Python exponents without a second power. Where b is 0
+    the derivative is 0, also at a = 0 (where b * a**(b-1) would be 0 * inf)."""
     if isinstance(b, int | float) and not isinstance(b, bool):
         if b == 2:
             return a * 2.0
@@ -138,7 +148,11 @@ def _pow_da(a, b):
             return 1.0 + 0.0 * a
         if b == 0.5:
             return 0.5 / sqrt(a)
-    return b * pow(a, b - 1)
+        if b == 0:
+            return zeros_like(a)
+        return b * pow(a, b - 1)
+    b0 = b == 0
+    return where(b0, 0.0, b * pow(where(b0, 1.0, a), b - 1))
 
 
 def _pow_vjp(g, y, a, b):
@@ -150,6 +164,12 @@ def _pow_vjp(g, y, a, b):
 
 def _log_base(a):
     # d(a**b)/db = log(a) * a**b; where a == 0 the product is 0 (for b > 0), not nan
+    if not hasattr(a, "shape"):  # a Python number as the base (2.0 ** x): its log is a number too
+        if a == 0:
+            return 0.0
+        if isinstance(a, complex):
+            return cmath.log(a)
+        return math.log(a) if a > 0 else math.nan  # a real negative base has no real log
     return where(a == 0, 0, log(where(a == 0, 1, a)))
 
 

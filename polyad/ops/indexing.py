@@ -423,6 +423,8 @@ def _take_vjp(g, y, x, indices, *, axis):
 
 def _take_batch(info, dims, x, indices, *, axis):
     xd, idim = dims
+    if xd is not None and ndim_of(x) == 1:
+        return NotImplemented  # a 0-d example: what NumPy's take does with it, the loop does
     if idim is None:
         a = axis + 1 if xd <= axis else axis
         return bind(_take, x, indices, axis=a), xd

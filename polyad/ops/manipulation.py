@@ -15,6 +15,7 @@ from polyad.ops.base import (
     arange,
     broadcast_to,
     move_to_front,
+    real_part_for,
     reshape,
     zeros_like,
 )
@@ -95,14 +96,14 @@ def _concat_vjp(g, y, *arrays, axis=0):
         pieces, start = [], 0
         for a in arrays:
             n = _size(shape_of(a))
-            pieces.append(reshape(g[start : start + n], shape_of(a)))
+            pieces.append(real_part_for(reshape(g[start : start + n], shape_of(a)), a))
             start += n
         return tuple(pieces)
     a = _norm(axis, ndim_of(g))
     pieces, start = [], 0
     for x in arrays:
         n = shape_of(x)[a]
-        pieces.append(g[(slice(None),) * a + (slice(start, start + n), ...)])
+        pieces.append(real_part_for(g[(slice(None),) * a + (slice(start, start + n), ...)], x))
         start += n
     return tuple(pieces)
 
@@ -262,8 +263,9 @@ def _repeat_vjp(g, y, x, repeats, *, axis):
 
 def _repeat_batch(info, dims, x, repeats, *, axis):
     xd, rd = dims
-    if rd is not None:
-        # per-example repeats give per-example output lengths: only a loop can tell
+    if rd is not None or ndim_of(x) == 1:
+        # per-example repeats give per-example output lengths, and NumPy repeats a 0-d example along
+        # axis 0: only a loop can tell
         return NotImplemented
     return bind(_repeat, move_to_front(x, xd), repeats, axis=axis + 1), 0
 

@@ -27,6 +27,7 @@ from polyad.ops.base import (
     expand_reduced,
     move_to_front,
     permute_dims,
+    real,
     reduced_axes,
     reduction_abstract,
     reduction_batch,
@@ -36,7 +37,7 @@ from polyad.ops.base import (
 )
 from polyad.ops.base import reduction_shape as reduction_shape
 from polyad.ops.base import sum as sum
-from polyad.ops.common import ShapeDtype, _device, define, is_complex, ndim_of, shape_of
+from polyad.ops.common import ShapeDtype, _device, _dtype_real, define, is_complex, ndim_of, shape_of
 from polyad.ops.creation import full
 from polyad.ops.indexing import getitem
 from polyad.ops.manipulation import concat
@@ -245,9 +246,16 @@ def _var_vjp(g, y, x, *, axis=None, correction=0.0, keepdims=False):
     return (lambda: ge * _centered(x, axis) * _over_dof(2.0, x, axis, correction),)
 
 
+def _deviation_dot(t, x, axis, keepdims):
+    """``sum(Re(conj(x - mean) * t))``: half the tangent of the sum of squared deviations (the deviations
+    of a complex ``x`` count by their modulus)."""
+    c = _centered(x, axis)
+    prod = real(conj(c) * t) if is_complex(x) else t * c
+    return sum(prod, axis=axis, keepdims=keepdims)
+
+
 def _var_jvp(ts, y, x, *, axis=None, correction=0.0, keepdims=False):
-    s = sum(ts[0] * _centered(x, axis), axis=axis, keepdims=keepdims)
-    return s * _over_dof(2.0, x, axis, correction)
+    return _deviation_dot(ts[0], x, axis, keepdims) * _over_dof(2.0, x, axis, correction)
 
 
 def _std_vjp(g, y, x, *, axis=None, correction=0.0, keepdims=False):
@@ -256,13 +264,14 @@ def _std_vjp(g, y, x, *, axis=None, correction=0.0, keepdims=False):
 
 
 def _std_jvp(ts, y, x, *, axis=None, correction=0.0, keepdims=False):
-    s = sum(ts[0] * _centered(x, axis), axis=axis, keepdims=keepdims)
+    s = _deviation_dot(ts[0], x, axis, keepdims)
     return _safe_div(s, y) * _over_dof(1.0, x, axis, correction)
 
 
-_var = define("var", abstract_eval=reduction_abstract(), vjp=_var_vjp, jvp=_var_jvp)
+# var and std of a complex array (where the backend allows one) are real
+_var = define("var", abstract_eval=reduction_abstract(_dtype_real), vjp=_var_vjp, jvp=_var_jvp)
 _var.rules["batch"] = reduction_batch(_var)
-_std = define("std", abstract_eval=reduction_abstract(), vjp=_std_vjp, jvp=_std_jvp)
+_std = define("std", abstract_eval=reduction_abstract(_dtype_real), vjp=_std_vjp, jvp=_std_jvp)
 _std.rules["batch"] = reduction_batch(_std)
 
 

@@ -53,6 +53,8 @@ def _arg_reduce_batch(op):
     def rule(info, dims, x, *, axis=None, keepdims=False):
         x = move_to_front(x, dims[0])
         n = ndim_of(x) - 1
+        if n == 0 and axis is not None:
+            return NotImplemented  # NumPy takes axis 0 of a 0-d array: the loop gives what eager gives
         if axis is None:
             size = shape_of(x)[0]
             out = bind(op, reshape(x, (size, -1)), axis=1, keepdims=False)

@@ -32,6 +32,11 @@ def _filled(xp, shape, value, dtype=None):
 # ------------------------------------------------------------------------------ references
 
 
+def _number(v):
+    """A 0-d array sample as a Python float (the references compute on Python numbers)."""
+    return float(v) if hasattr(v, "shape") else v
+
+
 def _arange_ref(xp, start, stop=None, step=1, *, dtype=None, device=None):
     if stop is None:
         start, stop = 0, start
@@ -44,6 +49,7 @@ def _arange_ref(xp, start, stop=None, step=1, *, dtype=None, device=None):
 
 
 def _linspace_ref(xp, start, stop, num, *, dtype=None, device=None, endpoint=True):
+    start, stop = _number(start), _number(stop)
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
     vals = [start + i * step for i in range(num)]
@@ -118,6 +124,10 @@ def linspace_samples(s):
         Sample((2.0, 2.0, 1), name="one"),
         Sample((0.0, 1.0, 0), name="empty"),
         Sample((0, 3, 4), {"dtype": s.xp.float32}, name="dtype"),
+        # array start and stop: the values are differentiable in them
+        Sample((s.float(), s.float(), 5), name="array start stop"),
+        Sample((s.float(), 2.0, 4), {"endpoint": False}, name="array start, no endpoint"),
+        Sample((1.0, s.float(), 1), name="array stop, one"),
     ]
 
 
@@ -229,8 +239,10 @@ def tri_samples(s):
 
 ND = {"differentiable": False}
 ROWS = [
+    # differentiable in traced start/step (tests/test_edges.py: the length depends on the values, so
+    # neither eval_shape nor vmap without a loop can take an array start)
     OpInfo("arange", arange_samples, ref=_arange_ref, **ND),
-    OpInfo("linspace", linspace_samples, ref=_linspace_ref, rtol=1e-12, atol=1e-14, **ND),
+    OpInfo("linspace", linspace_samples, ref=_linspace_ref, rtol=1e-12, atol=1e-14),
     OpInfo("eye", eye_samples, ref=_eye_ref, **ND),
     OpInfo("zeros", shape_samples, ref=_zeros_ref, **ND),
     OpInfo("ones", shape_samples, ref=_ones_ref, **ND),

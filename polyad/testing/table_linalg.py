@@ -49,6 +49,7 @@ def matmul_samples(s):
         Sample((s.float(0, 3), s.float(3, 2)), name="empty"),
         Sample((s.noncontiguous(2, 3), s.float(3, 2)), name="non-contiguous"),
         Sample((s.complex(2, 3), s.complex(3, 2)), name="complex"),
+        Sample((s.float(2, 3), s.complex(3)), name="real @ complex"),
     ]
 
 
@@ -69,6 +70,8 @@ def tensordot_samples(s):
         Sample((s.float(3, 4, 2), s.float(2, 3, 5)), {"axes": ((0, 2), (1, 0))}, name="axis pairs"),
         Sample((s.float(4, 3), s.float(2, 4)), {"axes": ([0], [-1])}, name="one pair"),
         Sample((s.complex(2, 3), s.complex(3, 2)), {"axes": 1}, name="complex"),
+        Sample((s.float(2, 3), s.complex(3, 2)), {"axes": 1}, name="real x complex"),
+        Sample((s.complex(3), s.float(3, 2)), {"axes": 1}, name="complex x real"),
     ]
 
 
@@ -79,6 +82,7 @@ def vecdot_samples(s):
         Sample((s.float(4), s.float(4)), name="1-d"),
         Sample((s.float(2, 0), s.float(2, 0)), name="empty"),
         Sample((s.complex(2, 3), s.complex(2, 3)), name="complex"),
+        Sample((s.complex(2, 3), s.float(3)), name="complex . real"),
     ]
 
 
@@ -262,6 +266,8 @@ def outer_samples(s):
         Sample((s.float(3), s.float(2)), name="1-d"),
         Sample((s.float(0), s.float(2)), name="empty"),
         Sample((s.complex(2), s.complex(3)), name="complex"),
+        Sample((s.float(2), s.complex(3)), name="real x complex"),
+        Sample((s.complex(2), s.float(3)), name="complex x real"),
     ]
 
 

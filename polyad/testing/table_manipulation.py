@@ -87,6 +87,7 @@ def stack_samples(s):
         Sample((s.float(), s.float()), name="0-d"),
         Sample((s.float(0, 2), s.float(0, 2)), {"axis": 1}, name="empty"),
         Sample((s.noncontiguous(2, 3), s.float(2, 3)), {"axis": 1}, name="non-contiguous"),
+        Sample((s.float(2), s.complex(2)), name="real and complex"),
     ]
 
 
@@ -97,6 +98,8 @@ def concat_samples(s):
         Sample((s.float(2, 3), s.float(4)), {"axis": None}, name="axis None"),
         Sample((s.float(0, 2), s.float(3, 2)), name="empty"),
         Sample((s.noncontiguous(2, 3), s.float(2, 3)), {"axis": 1}, name="non-contiguous"),
+        Sample((s.complex(2), s.float(3)), name="complex and real"),
+        Sample((s.float(2, 1), s.complex(2, 2)), {"axis": None}, name="real and complex, axis None"),
     ]
 
 

@@ -17,10 +17,11 @@
   derivatives that match finite differences.
 """
 
+import math
 from collections import namedtuple
 
 from polyad.core import bind
-from polyad.ops.base import expand_dims
+from polyad.ops.base import expand_dims, where
 from polyad.ops.base import sum as _sum
 from polyad.ops.common import ShapeDtype, _device, define, is_complex, shape_of
 from polyad.ops.creation import eye, tril, triu
@@ -39,6 +40,7 @@ from polyad.ops.linalg.shared import (
 )
 from polyad.ops.linalg.solves import _right_solve, _right_solve_h, solve
 from polyad.ops.manipulation import concat
+from polyad.ops.reductions import any as _any
 
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
@@ -327,22 +329,31 @@ def _qr_check(x, mode):
     return m, n
 
 
+def _rank_deficient(r):
+    """Where the square ``r`` has a zero on its diagonal (x not of full rank), shaped (..., 1, 1): Q's
+    derivative does not exist there (Q itself jumps), so the rules give nan (module notes)."""
+    return expand_dims(_any(diagonal(r) == 0, axis=-1, keepdims=True), axis=-1)
+
+
 def _qr_tall_vjp(gq, gr, q, r):
     """Cotangent of ``a = q r`` (m >= n, q m x n, r n x n upper triangular with real diagonal)."""
     m0 = matmul(gr, _mH(r)) - matmul(_mH(q), gq)
     up = triu(m0, k=1)
     c = up + _mH(up) + _diag_sq(_re(diagonal(m0)))
-    return _right_solve_h(gq + matmul(q, c), r)  # (gq + q c) r^-H
+    bad = _rank_deficient(r)
+    out = _right_solve_h(gq + matmul(q, c), where(bad, _eye(shape_of(r)[-1], r), r))  # (gq + q c) r^-H
+    return where(bad, math.nan, out)
 
 
 def _qr_tall_jvp(ta, q, r):
-    b = _right_solve(ta, r)  # ta r^-1
+    bad = _rank_deficient(r)
+    b = _right_solve(ta, where(bad, _eye(shape_of(r)[-1], r), r))  # ta r^-1
     c = matmul(_mH(q), b)
     lo = tril(c, k=-1)
     om = lo - _mH(lo)
     if is_complex(c):
         om = om + _diag_sq(_times_i(imag(diagonal(c)), c))
-    return matmul(q, om - c) + b, matmul(c - om, r)
+    return where(bad, math.nan, matmul(q, om - c) + b), where(bad, math.nan, matmul(c - om, r))
 
 
 def _qr_vjp(g, out, x, *, mode="reduced"):
@@ -385,6 +396,8 @@ def qr(x, /, *, mode="reduced"):
 
     Derivatives: for full-rank ``x`` in "reduced" mode (any shape) and in "complete" mode when
     ``m <= n`` (then it is the same factorisation); "complete" with ``m > n`` raises NotImplementedError.
-    They hold for the backend's gauge, R with a real diagonal.
+    They hold for the backend's gauge, R with a real diagonal. Where ``x`` is rank-deficient (a zero on
+    R's diagonal, as for the zero matrix) Q is not determined by ``x`` and has no derivative: derivatives
+    through it come back as nan, without an error (JAX and PyTorch give inf or nan there).
     """
     return QRResult(*bind(_qr, x, mode=mode))

@@ -29,7 +29,7 @@ _diag_embed = define(
     vjp=lambda g, y, d, *, offset, n, m: (diagonal(g, offset=offset),),
     linear=True,
 )
-_diag_embed.rules["batch"] = leading_batch(_diag_embed)
+_diag_embed.rules["batch"] = leading_batch(_diag_embed, min_ndim=1)
 
 
 def diag_embed(d, *, offset=0, n, m):

@@ -11,6 +11,7 @@ from polyad.ops.base import (
     expand_dims,
     move_to_front,
     permute_dims,
+    real_part_for,
     reshape,
     unbroadcast,
 )
@@ -73,6 +74,8 @@ def _matmul_batch(info, dims, a, b):
     da, db = dims
     a_nd = ndim_of(a) - (da is not None)
     b_nd = ndim_of(b) - (db is not None)
+    if not (a_nd and b_nd):  # the batch axis must not pass for a vector axis
+        raise ValueError(f"matmul: examples of shapes {_example_shape(a, da)} and {_example_shape(b, db)}")
     # one matrix against a batch: fold the batch into a single GEMM (a broadcast batched matmul runs
     # one small product per example in NumPy, ~10x slower for per-example vectors, as in jacrev)
     if db is None and a_nd == 1 and ndim_of(b) == 2:
@@ -181,11 +184,13 @@ def _tensordot_vjp(g, y, x1, x2, *, axes):
 
     def g1():
         r = tensordot(g, _cj(x2), axes=(tuple(range(nf1, nf1 + nf2)), tuple(f2)))
-        return _permute_back(r, f1 + [a1[j] for j in sorted(range(len(a2)), key=lambda j: a2[j])])
+        r = _permute_back(r, f1 + [a1[j] for j in sorted(range(len(a2)), key=lambda j: a2[j])])
+        return real_part_for(r, x1)
 
     def g2():
         r = tensordot(_cj(x1), g, axes=(tuple(f1), tuple(range(nf1))))
-        return _permute_back(r, [a2[j] for j in sorted(range(len(a1)), key=lambda j: a1[j])] + f2)
+        r = _permute_back(r, [a2[j] for j in sorted(range(len(a1)), key=lambda j: a1[j])] + f2)
+        return real_part_for(r, x2)
 
     return g1, g2
 
@@ -306,6 +311,11 @@ def cross(x1, x2, /, *, axis=-1):
 # ------------------------------------------------------------------------------ outer
 
 
+def _example_shape(x, d):
+    s = shape_of(x)
+    return s if d is None else s[:d] + s[d + 1 :]
+
+
 def _outer_batch(info, dims, x1, x2):
     d1, d2 = dims
     if d1 is not None:
@@ -320,7 +330,10 @@ _outer = define(
     abstract_eval=lambda xp, x1, x2: ShapeDtype(
         (x1.shape[0], x2.shape[0]), xp.result_type(x1.dtype, x2.dtype), x1.device
     ),
-    vjp=lambda g, y, x1, x2: (lambda: matmul(g, _cj(x2)), lambda: matmul(_cj(x1), g)),
+    vjp=lambda g, y, x1, x2: (
+        lambda: real_part_for(matmul(g, _cj(x2)), x1),
+        lambda: real_part_for(matmul(_cj(x1), g), x2),
+    ),
     jvp=lambda ts, y, x1, x2: _add(
         None if ts[0] is None else outer(ts[0], x2), None if ts[1] is None else outer(x1, ts[1])
     ),
@@ -329,5 +342,8 @@ _outer = define(
 
 
 def outer(x1, x2, /):
-    """Outer product of two 1-D arrays."""
+    """Outer product of two 1-D arrays (others are refused, as the standard says: NumPy would flatten
+    them)."""
+    if ndim_of(x1) != 1 or ndim_of(x2) != 1:
+        raise ValueError(f"outer: x1 and x2 must be 1-D, got shapes {shape_of(x1)} and {shape_of(x2)}")
     return bind(_outer, x1, x2)

@@ -7,18 +7,38 @@ with several results (eigh, qr, slogdet, svd).
 
 from polyad.core import bind
 from polyad.ops.base import conj, move_to_front, real, where
-from polyad.ops.common import is_complex
+from polyad.ops.common import is_complex, ndim_of
 from polyad.ops.creation import full_like
 
 
-def leading_batch(op):
-    """Batching rule of a one-array op that broadcasts over leading dimensions."""
-    return lambda info, dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), 0)
+def leading_batch(op, min_ndim=2):
+    """Batching rule of a one-array op that broadcasts over leading dimensions (over the dimensions
+    before its last ``min_ndim``, which each example must have)."""
+
+    def rule(info, dims, x, **params):
+        check_example_ndim(op, x, min_ndim)
+        return bind(op, move_to_front(x, dims[0]), **params), 0
+
+    return rule
 
 
 def leading_batch_multi(op, n):
     """``leading_batch`` for an op with ``n`` results: every result is batched at 0."""
-    return lambda info, dims, x, **params: (bind(op, move_to_front(x, dims[0]), **params), (0,) * n)
+
+    def rule(info, dims, x, **params):
+        check_example_ndim(op, x, 2)
+        return bind(op, move_to_front(x, dims[0]), **params), (0,) * n
+
+    return rule
+
+
+def check_example_ndim(op, x, min_ndim):
+    """Refuse a batched ``x`` whose examples have fewer than ``min_ndim`` dimensions: the batch axis
+    would pass for a matrix axis (vmap then raises the error the op gives on one example)."""
+    if ndim_of(x) - 1 < min_ndim:
+        raise ValueError(
+            f"{op.name}: each example needs at least {min_ndim} dimensions, got {ndim_of(x) - 1}"
+        )
 
 
 def _cj(x):

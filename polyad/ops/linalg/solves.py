@@ -3,6 +3,7 @@
 solve).
 """
 
+import math
 from collections import namedtuple
 
 from polyad.core import bind
@@ -15,13 +16,24 @@ from polyad.ops.base import (
     real,
     reshape,
     unbroadcast,
+    where,
     zeros_like,
 )
-from polyad.ops.common import ShapeDtype, _broadcast, define, is_complex, ndim_of, shape_of
+from polyad.ops.base import sum as _sum
+from polyad.ops.common import ShapeDtype, _broadcast, _device, define, is_complex, ndim_of, shape_of
+from polyad.ops.creation import eye
 from polyad.ops.elementwise import imag
 from polyad.ops.linalg.diagonals import trace
-from polyad.ops.linalg.products import _mH, matmul
-from polyad.ops.linalg.shared import _add, _cj, _real_dtype, _times_i, leading_batch, leading_batch_multi
+from polyad.ops.linalg.products import _mH, matmul, matrix_transpose
+from polyad.ops.linalg.shared import (
+    _add,
+    _cj,
+    _real_dtype,
+    _times_i,
+    check_example_ndim,
+    leading_batch,
+    leading_batch_multi,
+)
 from polyad.ops.manipulation import squeeze
 
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -47,22 +59,88 @@ def inv(x, /):
     return bind(_inv, x)
 
 
+def _adjugate_kernel(xp, x):
+    """``adj(x) = det(x) inv(x)``, also where ``x`` is singular (the LU behind ``inv`` met a zero pivot,
+    so ``det`` is exactly 0): there by the SVD ``x = U S Vh``, ``adj(x) = det(U) det(Vh) V diag(p) U^H``
+    with ``p_i`` the product of the singular values other than ``s_i``."""
+    d = xp.linalg.det(x)
+    singular = (d == 0)[..., None, None]
+    eye = xp.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+    out = d[..., None, None] * xp.linalg.inv(xp.where(singular, eye, x))
+    if not bool(xp.any(singular)):
+        return out
+    u, s, vh = xp.linalg.svd(x)
+    s_row = s[..., None, :]
+    k = xp.arange(x.shape[-1], device=x.device)
+    others = xp.prod(xp.where(k[:, None] == k[None, :], xp.ones_like(s_row), s_row), axis=-1)
+    phase = xp.linalg.det(u) * xp.linalg.det(vh)
+    vhh, uh = xp.matrix_transpose(vh), xp.matrix_transpose(u)
+    if xp.isdtype(x.dtype, "complex floating"):
+        vhh, uh = xp.conj(vhh), xp.conj(uh)
+    by_svd = phase[..., None, None] * ((vhh * xp.astype(others[..., None, :], x.dtype)) @ uh)
+    return xp.where(singular, by_svd, out)
+
+
+def _adjugate_jvp(ts, y, x):
+    # d adj(x) = adj(x) tr(x^-1 dx) - adj(x) dx x^-1, for invertible x (a singular x raises in inv)
+    t = ts[0]
+    xi = inv(x)
+    return y * _trace_of_product(xi, t) - matmul(y, matmul(t, xi))
+
+
+def _adjugate_vjp(g, y, x):
+    xih = _mH(inv(x))
+    return (_trace_of_product(_cj(y), matrix_transpose(g)) * xih - matmul(_mH(y), matmul(g, xih)),)
+
+
+def _trace_of_product(a, b):
+    """``tr(a @ b)`` of the matrices in ``a`` and ``b``, kept as (..., 1, 1) to broadcast."""
+    return _sum(a * matrix_transpose(b), axis=(-2, -1), keepdims=True)
+
+
+_adjugate = define(
+    "linalg.adjugate",
+    _adjugate_kernel,
+    abstract_eval=_same,
+    vjp=_adjugate_vjp,
+    jvp=_adjugate_jvp,
+)
+_adjugate.rules["batch"] = leading_batch(_adjugate)
+
+
+def adjugate(x, /):
+    """The adjugate ``det(x) inv(x)`` of the square matrices in ``x``, finite at singular ``x`` too
+    (polyad's own, not a standard function: ``det``'s derivatives are made of it). Its derivatives need
+    an invertible ``x``; at a singular one the backend's ``inv`` raises."""
+    return bind(_adjugate, x)
+
+
 def _det_vjp(g, y, x):
-    return ((expand_dims(expand_dims(g * _cj(y), axis=-1), axis=-1)) * _mH(inv(x)),)
+    return (expand_dims(expand_dims(g, axis=-1), axis=-1) * _mH(adjugate(x)),)
 
 
 _det = define(
     "linalg.det",
     abstract_eval=lambda xp, x: ShapeDtype(x.shape[:-2], x.dtype, x.device),
     vjp=_det_vjp,
-    jvp=lambda ts, y, x: y * trace(solve(x, ts[0])),
+    jvp=lambda ts, y, x: squeeze(_trace_of_product(adjugate(x), ts[0]), axis=(-2, -1)),
 )
 _det.rules["batch"] = leading_batch(_det)
 
 
 def det(x, /):
-    """Determinant of the square matrices in ``x``."""
+    """Determinant of the square matrices in ``x``. Its derivative is the adjugate (``d det = tr(adj(x)
+    dx)``), finite at singular matrices too: ``grad(det)`` at ``[[1, 2], [2, 4]]`` is
+    ``[[4, -2], [-2, 1]]``. Second derivatives need an invertible ``x`` (at a singular one ``inv``
+    raises)."""
     return bind(_det, x)
+
+
+def _regular(x, singular):
+    """``x`` with its singular matrices (where ``singular``, shaped ``x.shape[:-2]``) replaced by the
+    identity, so that solves with it run; results there are then overwritten."""
+    mask = expand_dims(expand_dims(singular, axis=-1), axis=-1)
+    return where(mask, eye(shape_of(x)[-1], dtype=x.dtype, device=_device(x)), x)
 
 
 def _slogdet_vjp(g, out, x):
@@ -72,12 +150,15 @@ def _slogdet_vjp(g, out, x):
     if is_complex(x):
         # d sign = sign * i Im(t), d logabsdet = Re(t), with t = tr(x^-1 dx)
         ct = gl - _times_i(imag(conj(gs) * s), x)
-    return (expand_dims(expand_dims(ct, axis=-1), axis=-1) * _mH(inv(x)),)
+    singular = s == 0
+    ct = expand_dims(expand_dims(where(singular, math.nan, ct), axis=-1), axis=-1)
+    return (ct * _mH(inv(_regular(x, singular))),)
 
 
 def _slogdet_jvp(ts, out, x):
     s, _ = out
-    t = trace(solve(x, ts[0]))
+    singular = s == 0
+    t = where(singular, math.nan, trace(solve(_regular(x, singular), ts[0])))
     if is_complex(x):
         return s * _times_i(imag(t), x), real(t)
     return None, t
@@ -99,7 +180,10 @@ _slogdet.rules["batch"] = leading_batch_multi(_slogdet, 2)
 
 def slogdet(x, /):
     """Sign and natural log of the absolute determinant: a namedtuple ``(sign, logabsdet)``. The sign
-    carries no derivative for real ``x``; for complex ``x`` it moves with the phase of the determinant."""
+    carries no derivative for real ``x``; for complex ``x`` it moves with the phase of the determinant.
+
+    At a singular matrix (sign 0, logabsdet -inf) the derivatives do not exist: they come back as nan,
+    without an error (JAX and PyTorch give inf or nan there too, from their LU solves)."""
     return SlogdetResult(*bind(_slogdet, x))
 
 
@@ -254,6 +338,8 @@ def _rtol_batch(op):
 
     def rule(info, dims, x, rtol):
         dx, dr = dims
+        if dx is not None:
+            check_example_ndim(op, x, 2)
         if dr is None:
             return bind(op, move_to_front(x, dx), rtol), 0
         rtol = move_to_front(rtol, dr)

@@ -1,0 +1,399 @@
+"""The interop table: other people's Array API code (SciPy, scikit-learn) under polyad's transforms.
+
+One row per function: how to call it on the sample inputs, which inputs are differentiated and mapped,
+which transforms apply, and for each (function, transform) known to fail the cause and whose side it is
+on ("polyad", "scipy" or "scikit-learn"). tests/interop/test_interop.py checks ``grad`` and ``jvp``
+against central finite differences of the library's own eager results, and ``vmap`` against a loop of
+eager calls. Known failures are strict xfails: one that starts passing fails the run until its entry
+goes. Nothing here works around a gap: each function is called as its users call it.
+
+SciPy must have been imported with ``SCIPY_ARRAY_API=1`` (the test module checks); scikit-learn's
+functions run under ``sklearn.config_context(array_api_dispatch=True)``.
+"""
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import scipy.integrate as integrate
+import scipy.optimize as optimize
+import scipy.special as special
+import scipy.stats as stats
+import sklearn.decomposition as decomposition
+import sklearn.linear_model as linear_model
+import sklearn.metrics as metrics
+import sklearn.metrics.pairwise as pairwise
+import sklearn.preprocessing as preprocessing
+
+TRANSFORMS = ("grad", "jvp", "vmap")
+SIDES = ("polyad", "scipy", "scikit-learn")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fail:
+    """A known failure: whose side it is on and why (the xfail reason)."""
+
+    side: str
+    cause: str
+
+    def __post_init__(self):
+        assert self.side in SIDES, self.side
+
+
+@dataclasses.dataclass
+class Row:
+    """One library function.
+
+    Attributes:
+        name: dotted public name ("scipy.stats.zscore").
+        fn: ``fn(*arrays)`` calls the function as a user would (constant arguments baked in).
+        inputs: ``inputs(rng) -> tuple of NumPy float64 arrays``; the test moves them to the backend.
+        argnums: positions differentiated and mapped (the others are held fixed).
+        known_failures: ``{transform: Fail}``.
+        fast: part of the fast subset that ``make test`` runs.
+        rtol, atol: tolerances against finite differences (and the loop, for vmap).
+    """
+
+    name: str
+    fn: Callable
+    inputs: Callable
+    argnums: tuple = (0,)
+    known_failures: dict = dataclasses.field(default_factory=dict)
+    fast: bool = False
+    rtol: float = 1e-5
+    atol: float = 1e-6
+
+    @property
+    def library(self):
+        return "scikit-learn" if self.name.startswith("sklearn") else "scipy"
+
+
+# ------------------------------------------------------------------------------ sample inputs
+
+
+def _vec(n=6, low=-1.0, high=1.0):
+    return lambda rng: (rng.uniform(low, high, n),)
+
+
+def _pos(n=6):
+    return _vec(n, 0.2, 2.0)
+
+
+def _prob(n=6):
+    def make(rng):
+        p = rng.uniform(0.2, 1.0, n)
+        return (p / p.sum(),)
+
+    return make
+
+
+def _two(n=6, low=-1.0, high=1.0):
+    return lambda rng: (rng.uniform(low, high, n), rng.uniform(low, high, n))
+
+
+def _mat(m=6, n=3, low=-1.0, high=1.0):
+    return lambda rng: (rng.uniform(low, high, (m, n)),)
+
+
+def _regression(rng):
+    return rng.uniform(-1.0, 1.0, (8, 3)), rng.uniform(-1.0, 1.0, 8)
+
+
+LABELS = np.array([0, 1, 1, 0, 1, 0])
+SIGNS = np.array([-1, 1, 1, -1, 1, -1])
+
+
+def _probabilities(rng):
+    return (rng.uniform(0.1, 0.9, 6),)
+
+
+# ------------------------------------------------------------------------------ causes (grouped)
+
+# polyad's side. The first three are being closed on other branches (xp.special; non-differentiable
+# results as tensors of their transform; float() keeping the derivative): the suite is rerun then.
+NO_SPECIAL = Fail(
+    "polyad",
+    "polyad.xp has no `special` extension: SciPy falls back to NumPy on the values and np.asarray of a "
+    "tracer is refused",
+)
+MIXED_NAMESPACES = Fail(
+    "polyad",
+    "inside the transform a non-differentiable result (a comparison of a tracer, or any op on an array "
+    "created there, such as `ddof == n` after xp.asarray) comes back as a raw NumPy array: SciPy's "
+    "array_namespace then sees polyad.xp and NumPy and raises 'Multiple namespaces'",
+)
+FLOAT_DROPS = Fail(
+    "polyad",
+    "the metric returns float(...) of its result; float() of a tracer gives a plain Python float, "
+    "dropping the derivative: grad is a wrong zero gradient (no error), jvp refuses a non-array output",
+)
+SQRT_AT_ZERO = Fail(
+    "polyad",
+    "sqrt's derivative at 0 is infinite: the zero tangent of the diagonal (set to 0 before sqrt) times "
+    "inf is nan where the function is constant (JAX and PyTorch give nan too)",
+)
+# the libraries' side
+SCIPY_BRANCHES = Fail(
+    "scipy",
+    "branches in Python on data values (`if xp.any(a < 0)`, `if contains_nans`): bool() of a batched "
+    "tensor, which vmap cannot batch (JAX cannot either); vmap(chunk_size=1) loops",
+)
+SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
+SKLEARN_BRANCHES = Fail(
+    "scikit-learn",
+    "input validation branches in Python on data values (finite checks, value ranges): bool() of a "
+    "batched tensor, which vmap cannot batch; vmap(chunk_size=1) loops",
+)
+SKLEARN_NUMPY_ONLY = Fail("scikit-learn", "no array API path: the function converts with np.ravel/np.asarray")
+SKLEARN_NAN_BRANCH = Fail(
+    "scikit-learn",
+    "_incremental_mean_and_var computes 0/0 = nan in a term it then overwrites; reverse mode sends a "
+    "zero cotangent through that term, and 0 * nan is nan (as in JAX and PyTorch)",
+)
+
+
+def _on(fail, *transforms):
+    """``{transform: fail}`` for the given transforms (all of them when none are named)."""
+    return dict.fromkeys(transforms or TRANSFORMS, fail)
+
+
+# ------------------------------------------------------------------------------ rows
+
+SCIPY_SPECIAL = [
+    Row("scipy.special.logsumexp", special.logsumexp, _vec(), fast=True),
+    Row(
+        "scipy.special.logsumexp(axis=1, b=)",
+        lambda x, b: special.logsumexp(x, axis=1, b=b),
+        lambda rng: (rng.uniform(-1, 1, (3, 4)), rng.uniform(0.5, 1.5, (3, 4))),
+        argnums=(0, 1),
+    ),
+    Row("scipy.special.softmax", special.softmax, _vec()),
+    Row("scipy.special.log_softmax", special.log_softmax, _vec()),
+    Row("scipy.special.expit", special.expit, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.logit", special.logit, _vec(low=0.1, high=0.9), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.erf", special.erf, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.erfc", special.erfc, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.ndtr", special.ndtr, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.log_ndtr", special.log_ndtr, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.ndtri", special.ndtri, _vec(low=0.1, high=0.9), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.gammaln", special.gammaln, _pos(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.digamma", special.digamma, _pos(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.i0", special.i0, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.xlogy", special.xlogy, _two(low=0.2, high=2.0), argnums=(0, 1)),
+    Row(
+        "scipy.special.xlog1py",
+        special.xlog1py,
+        _two(low=0.2, high=2.0),
+        argnums=(0, 1),
+        known_failures=_on(NO_SPECIAL),
+    ),
+    Row("scipy.special.entr", special.entr, _pos(), known_failures=_on(NO_SPECIAL)),
+    Row(
+        "scipy.special.rel_entr",
+        special.rel_entr,
+        _two(low=0.2, high=2.0),
+        argnums=(0, 1),
+        known_failures=_on(MIXED_NAMESPACES, "grad", "jvp"),
+    ),
+    Row(
+        "scipy.special.kl_div",
+        special.kl_div,
+        _two(low=0.2, high=2.0),
+        argnums=(0, 1),
+        known_failures=_on(NO_SPECIAL),
+    ),
+]
+
+SCIPY_STATS = [
+    Row("scipy.stats.zscore", stats.zscore, _vec(), fast=True),
+    Row("scipy.stats.zmap", stats.zmap, _two(), argnums=(0, 1)),
+    Row("scipy.stats.variation", stats.variation, _pos(), known_failures=_on(MIXED_NAMESPACES)),
+    Row("scipy.stats.moment(order=3)", lambda x: stats.moment(x, order=3), _vec()),
+    Row("scipy.stats.skew", stats.skew, _vec()),
+    Row("scipy.stats.kurtosis", stats.kurtosis, _vec()),
+    Row("scipy.stats.entropy", stats.entropy, _prob(), known_failures=_on(NO_SPECIAL)),
+    Row(
+        "scipy.stats.entropy(qk, base=2)",
+        lambda p, q: stats.entropy(p, q, base=2),
+        lambda rng: (_prob()(rng)[0], _prob()(rng)[0]),
+        argnums=(0, 1),
+        known_failures=_on(MIXED_NAMESPACES, "grad", "jvp"),
+    ),
+    Row("scipy.stats.differential_entropy", stats.differential_entropy, _vec(8)),
+    Row("scipy.stats.gmean", stats.gmean, _pos()),
+    Row("scipy.stats.hmean", stats.hmean, _pos(), known_failures=_on(SCIPY_BRANCHES, "vmap")),
+    Row(
+        "scipy.stats.pmean(p=2)",
+        lambda x: stats.pmean(x, 2.0),
+        _pos(),
+        known_failures=_on(SCIPY_BRANCHES, "vmap"),
+    ),
+    Row("scipy.stats.sem", stats.sem, _vec()),
+    Row("scipy.stats.trim_mean", lambda x: stats.trim_mean(x, 0.2), _vec(10)),
+    Row("scipy.stats.iqr", stats.iqr, _vec(7), known_failures=_on(SCIPY_BRANCHES, "vmap")),
+    Row(
+        "scipy.stats.median_abs_deviation",
+        stats.median_abs_deviation,
+        _vec(7),
+        known_failures=_on(SCIPY_BRANCHES, "vmap"),
+    ),
+    Row("scipy.stats.circmean", stats.circmean, _vec()),
+    Row("scipy.stats.circvar", stats.circvar, _vec()),
+    Row("scipy.stats.circstd", stats.circstd, _vec()),
+    Row(
+        "scipy.stats.pearsonr",
+        lambda x, y: stats.pearsonr(x, y).statistic,
+        _two(),
+        argnums=(0, 1),
+        known_failures=_on(NO_SPECIAL),
+    ),
+    Row(
+        "scipy.stats.ttest_1samp",
+        lambda x: stats.ttest_1samp(x, 0.1).statistic,
+        _vec(),
+        known_failures={**_on(MIXED_NAMESPACES, "grad", "jvp"), **_on(NO_SPECIAL, "vmap")},
+    ),
+]
+
+SCIPY_OTHER = [
+    Row("scipy.integrate.trapezoid", integrate.trapezoid, _vec()),
+    Row("scipy.integrate.simpson", integrate.simpson, _vec(7), known_failures=_on(SCIPY_NUMPY_ONLY)),
+    Row("scipy.optimize.rosen", optimize.rosen, _vec(4)),
+]
+
+# the regression and classification metrics: float(...) of the result, validation on values
+_METRIC = {**_on(FLOAT_DROPS, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")}
+
+
+def _metric(name, fn, inputs=None, **kwargs):
+    """A regression metric ``fn(y_true, y_pred)``, differentiated and mapped in both (rows share
+    ``_METRIC``'s failures)."""
+    fn = getattr(metrics, name) if fn is None else fn
+    inputs = _two() if inputs is None else inputs
+    return Row(f"sklearn.metrics.{name}", fn, inputs, argnums=(0, 1), known_failures=_METRIC, **kwargs)
+
+
+_POSITIVE = _two(low=0.2, high=2.0)
+
+SKLEARN_METRICS = [
+    _metric("mean_squared_error", None, fast=True),
+    _metric("root_mean_squared_error", None),
+    _metric("mean_absolute_error", None),
+    _metric("r2_score", None),
+    _metric("explained_variance_score", None),
+    _metric("mean_tweedie_deviance(power=1.5)", lambda y, p: metrics.mean_tweedie_deviance(y, p, power=1.5),
+            _POSITIVE),
+    _metric("mean_poisson_deviance", None, _POSITIVE),
+    _metric("mean_gamma_deviance", None, _POSITIVE),
+    _metric("d2_tweedie_score(power=1.5)", lambda y, p: metrics.d2_tweedie_score(y, p, power=1.5), _POSITIVE),
+    _metric("mean_absolute_percentage_error", None, _POSITIVE),
+    _metric("mean_squared_log_error", None, _POSITIVE),
+    # classification: labels fixed, the probabilities or decisions differentiated
+    Row("sklearn.metrics.log_loss", lambda p: metrics.log_loss(LABELS, p), _probabilities,
+        known_failures=_METRIC),
+    Row("sklearn.metrics.brier_score_loss", lambda p: metrics.brier_score_loss(LABELS, p), _probabilities,
+        known_failures=_METRIC),
+    Row("sklearn.metrics.hinge_loss", lambda d: metrics.hinge_loss(SIGNS, d), _vec(low=-0.5, high=0.5),
+        known_failures={**_on(SKLEARN_NUMPY_ONLY, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")}),
+]  # fmt: skip
+
+SKLEARN_PAIRWISE = [
+    Row(
+        f"sklearn.metrics.pairwise.{f.__name__}",
+        f,
+        _mat(5, 3, 0.1, 1.0),
+        known_failures={
+            **_on(SKLEARN_BRANCHES, "vmap"),
+            **(_on(SQRT_AT_ZERO, "jvp") if f is pairwise.euclidean_distances else {}),
+        },
+    )
+    for f in (
+        pairwise.cosine_similarity,
+        pairwise.cosine_distances,
+        pairwise.euclidean_distances,
+        pairwise.manhattan_distances,
+        pairwise.linear_kernel,
+        pairwise.polynomial_kernel,
+        pairwise.rbf_kernel,
+        pairwise.laplacian_kernel,
+        pairwise.sigmoid_kernel,
+        pairwise.chi2_kernel,
+        pairwise.additive_chi2_kernel,
+    )
+] + [
+    Row(
+        "sklearn.metrics.pairwise.paired_euclidean_distances",
+        pairwise.paired_euclidean_distances,
+        lambda rng: (rng.uniform(-1, 1, (5, 3)), rng.uniform(-1, 1, (5, 3))),
+        argnums=(0, 1),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+]
+
+
+def _fit_transform(cls, **kwargs):
+    return lambda x: cls(**kwargs).fit_transform(x)
+
+
+SKLEARN_ESTIMATORS = [
+    Row(
+        "sklearn.preprocessing.StandardScaler",
+        _fit_transform(preprocessing.StandardScaler),
+        _mat(),
+        fast=True,
+        known_failures={**_on(SKLEARN_NAN_BRANCH, "grad"), **_on(SKLEARN_BRANCHES, "vmap")},
+    ),
+    Row(
+        "sklearn.preprocessing.MinMaxScaler",
+        _fit_transform(preprocessing.MinMaxScaler),
+        _mat(),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.preprocessing.MaxAbsScaler",
+        _fit_transform(preprocessing.MaxAbsScaler),
+        _mat(),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.preprocessing.Normalizer",
+        _fit_transform(preprocessing.Normalizer),
+        _mat(),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.preprocessing.normalize",
+        preprocessing.normalize,
+        _mat(),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.preprocessing.KernelCenterer",
+        _fit_transform(preprocessing.KernelCenterer),
+        lambda rng: ((lambda a: a @ a.T)(rng.uniform(-1, 1, (5, 3))),),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.preprocessing.PolynomialFeatures",
+        _fit_transform(preprocessing.PolynomialFeatures),
+        _mat(4, 2),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.linear_model.Ridge(solver='svd').coef_",
+        lambda x, y: linear_model.Ridge(alpha=1.0, solver="svd").fit(x, y).coef_,
+        _regression,
+        argnums=(0, 1),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+    Row(
+        "sklearn.decomposition.PCA(svd_solver='full')",
+        _fit_transform(decomposition.PCA, n_components=2, svd_solver="full"),
+        _mat(),
+        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
+    ),
+]
+
+ROWS = SCIPY_SPECIAL + SCIPY_STATS + SCIPY_OTHER + SKLEARN_METRICS + SKLEARN_PAIRWISE + SKLEARN_ESTIMATORS
+BY_NAME = {row.name: row for row in ROWS}
+assert len(BY_NAME) == len(ROWS), "row names must be unique"
