@@ -158,7 +158,7 @@ xlog1py = special_function(
 def _entr_kernel(xp, x):
     pos = x > 0
     r = -x * xp.log(xp.where(pos, x, 1.0))
-    return xp.where(pos, r, xp.where(x < 0, -_INF, 0.0 * x))  # 0 * x: 0, or nan for nan
+    return xp.where(pos, r, xp.where(x < 0, -_INF, x))  # x: 0 at 0, nan for nan
 
 
 def _relative_kernel(extra):
@@ -170,7 +170,7 @@ def _relative_kernel(extra):
         both = (x > 0) & (y > 0)
         ratio = xp.where(both, x, 1.0) / xp.where(both, y, 1.0)
         r = x * xp.where(ratio > 0, xp.log(xp.where(ratio > 0, ratio, 1.0)), -_INF)  # y = inf: -inf
-        at_zero = 0.0 * y
+        at_zero = xp.zeros_like(r)
         if extra:
             r = r - x + y
             at_zero = at_zero + y

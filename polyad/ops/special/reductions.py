@@ -149,7 +149,7 @@ public(
         ),
         "The reduced array (nan where the weighted sum is negative, unless ``return_sign``), or the "
         "pair ``(log|sum|, sign)``.",
-        ("logsumexp(np.array([0.0, 1.0, 2.0])).item()", "2.40760596444438"),
+        ("logsumexp(np.array([0.0, 1.0, 2.0])).item()", "2.4076059644443806"),
         "Derivatives: ``softmax``-like weights ``sign b exp(a - out)`` in ``a``, ``sign exp(a - out)`` "
         "in ``b``; the sign has none.",
         generic=True,
