@@ -18,7 +18,7 @@ from helpers import assert_close, raises_cleanly, to_numpy
 import polyad as pa
 from polyad import dispatch
 from polyad.ops import special as special_ops
-from polyad.testing.op_table import BY_NAME, Sampler
+from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler
 from polyad.xp import special
 
 scipy_special = pytest.importorskip("scipy.special")
@@ -339,6 +339,29 @@ def test_a_device_type_without_kernel_refuses_or_runs_the_generic_kernel():
             special.erf(x)
     finally:
         undo()
+
+
+_GENERIC_ROWS = [r for r in OP_TABLE if r.name.startswith("special.") and r.device_types is None]
+
+
+@pytest.mark.parametrize("row", _GENERIC_ROWS, ids=[r.name for r in _GENERIC_ROWS])
+def test_generic_kernels_match_scipy(row):
+    """The Array API kernels (which CPU arrays reach only without SciPy) against SciPy, on every sample of
+    the row: a stand-in device type covers every array, so the dispatcher picks the generic kernel."""
+    samples = row.samples(Sampler())
+    expected = [row.reference(BX)(*s.args, **s.kwargs) for s in samples]
+    undo = dispatch.register_device_type("xpu", lambda a: True)
+    try:
+        with pa.library.override(row.function().op, "cpu", _no_cpu_kernel):
+            got = [row.function()(*s.args, **s.kwargs) for s in samples]
+    finally:
+        undo()
+    for sample, g, e in zip(samples, got, expected):
+        assert_close(g, e, rtol=row.rtol, atol=row.atol), sample.name
+
+
+def _no_cpu_kernel(*args, **kwargs):
+    raise AssertionError("the cpu kernel ran where the generic kernel should")
 
 
 def _stand_in_cupy():

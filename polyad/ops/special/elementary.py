@@ -1,5 +1,6 @@
 """Special functions with an Array API formula, so a generic kernel that runs on every backend and
-device: the logistic functions ``expit``, ``logit``, ``log_expit``, ``softplus``; ``xlogy``, ``xlog1py``;
+device (SciPy's ufunc still serves CPU arrays where SciPy is installed: one loop, not a chain of calls):
+the logistic functions ``expit``, ``logit``, ``log_expit``, ``softplus``; ``xlogy``, ``xlog1py``;
 the entropies ``entr``, ``rel_entr``, ``kl_div``; the losses ``huber``, ``pseudo_huber``; ``sinc``,
 ``exp2``, ``exp10``, ``cbrt``. The kernels follow SciPy's values at the edges of each domain (``xlogy(0,
 0) == 0``, ``entr(-1) == -inf``, ...) without floating-point warnings: branches that are not taken are
@@ -52,7 +53,7 @@ expit = special_function(
         ELEMENTWISE,
         ("expit(np.array([0.0, 2.0]))", "array([0.5       , 0.88079708])"),
         "Derivative: ``expit(x) * (1 - expit(x))``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -68,7 +69,7 @@ logit = special_function(
         ELEMENTWISE,
         ("logit(np.array([0.5, 0.9]))", "array([0.        , 2.19722458])"),
         "Derivative: ``1 / (x (1 - x))``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -83,7 +84,7 @@ log_expit = special_function(
         ELEMENTWISE,
         ("log_expit(np.array([0.0, -50.0]))", "array([ -0.69314718, -50.        ])"),
         "Derivative: ``expit(-x)``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -98,7 +99,7 @@ softplus = special_function(
         ELEMENTWISE,
         ("softplus(np.array([0.0, 50.0]))", "array([ 0.69314718, 50.        ])"),
         "Derivative: ``expit(x)``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -133,7 +134,7 @@ xlogy = special_function(
         ELEMENTWISE,
         ("xlogy(np.array([0.0, 2.0]), np.array([0.0, 3.0]))", "array([0.        , 2.19722458])"),
         "Derivatives: ``log(y)`` in ``x``; ``x / y`` in ``y`` (0 where ``x == 0``).",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -148,7 +149,7 @@ xlog1py = special_function(
         ELEMENTWISE,
         ("xlog1py(np.array([0.0, 2.0]), np.array([-1.0, 3.0]))", "array([0.        , 2.77258872])"),
         "Derivatives: ``log1p(y)`` in ``x``; ``x / (1 + y)`` in ``y`` (0 where ``x == 0``).",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -191,7 +192,7 @@ entr = special_function(
         ELEMENTWISE,
         ("entr(np.array([0.0, 0.5]))", "array([0.        , 0.34657359])"),
         "Derivative: ``-(log(x) + 1)``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -207,7 +208,7 @@ rel_entr = special_function(
         ELEMENTWISE,
         ("rel_entr(np.array([0.0, 0.5]), np.array([0.5, 0.25]))", "array([0.        , 0.34657359])"),
         "Derivatives: ``log(x / y) + 1`` in ``x``; ``-x / y`` in ``y``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -223,7 +224,7 @@ kl_div = special_function(
         ELEMENTWISE,
         ("kl_div(np.array([0.0, 0.5]), np.array([0.5, 0.25]))", "array([0.5       , 0.09657359])"),
         "Derivatives: ``log(x / y)`` in ``x``; ``1 - x / y`` in ``y``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -269,7 +270,7 @@ huber = special_function(
         ("huber(1.0, np.array([0.5, 3.0]))", "array([0.125, 2.5  ])"),
         "Derivatives: ``r`` inside, ``delta sign(r)`` outside in ``r``; 0 inside, ``|r| - delta`` "
         "outside in ``delta``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -285,7 +286,7 @@ pseudo_huber = special_function(
         ("pseudo_huber(1.0, np.array([0.5, 3.0]))", "array([0.11803399, 2.16227766])"),
         "Derivatives: ``r / s`` in ``r`` and ``r**4 / (delta**3 s (s + 1)**2)`` in ``delta``, with "
         "``s = sqrt(1 + (r/delta)**2)``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -320,7 +321,7 @@ sinc = special_function(
         ("sinc(np.array([0.0, 0.5]))", "array([1.        , 0.63661977])"),
         "Derivative: ``(cos(pi x) - sinc(x)) / x``, from its Taylor series near 0 (so that every "
         "higher derivative is right at 0 too).",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -337,7 +338,7 @@ exp2 = special_function(
         ELEMENTWISE,
         ("exp2(np.array([0.5, 3.0]))", "array([1.41421356, 8.        ])"),
         "Derivative: ``log(2) 2**x``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -352,7 +353,7 @@ exp10 = special_function(
         ELEMENTWISE,
         ("exp10(np.array([0.5, 3.0]))", "array([   3.16227766, 1000.        ])"),
         "Derivative: ``log(10) 10**x``.",
-        generic=True,
+        kernels="both",
     ),
 )
 
@@ -367,6 +368,6 @@ cbrt = special_function(
         ELEMENTWISE,
         ("cbrt(np.array([-8.0, 2.0]))", "array([-2.        ,  1.25992105])"),
         "Derivative: ``1 / (3 cbrt(x)**2)``.",
-        generic=True,
+        kernels="both",
     ),
 )

@@ -152,7 +152,7 @@ public(
         ("logsumexp(np.array([0.0, 1.0, 2.0])).item()", "2.4076059644443806"),
         "Derivatives: ``softmax``-like weights ``sign b exp(a - out)`` in ``a``, ``sign exp(a - out)`` "
         "in ``b``; the sign has none.",
-        generic=True,
+        kernels="generic",
     ),
 )
 
@@ -225,7 +225,7 @@ public(
         "An array of ``x``'s shape whose slices along ``axis`` sum to 1.",
         ("softmax(np.array([0.0, 1.0, 2.0]))", "array([0.09003057, 0.24472847, 0.66524096])"),
         "Derivative: the VJP of ``y = softmax(x)`` is ``y (g - sum(g y))``.",
-        generic=True,
+        kernels="generic",
     ),
 )
 public(
@@ -237,7 +237,7 @@ public(
         "An array of ``x``'s shape.",
         ("log_softmax(np.array([0.0, 1.0, 2.0]))", "array([-2.40760596, -1.40760596, -0.40760596])"),
         "Derivative: the VJP of ``y = log_softmax(x)`` is ``g - exp(y) sum(g)``.",
-        generic=True,
+        kernels="generic",
     ),
 )
 softmax.op, log_softmax.op, logsumexp.op = _softmax, _log_softmax, _logsumexp

@@ -2,12 +2,13 @@
 partial derivatives, the SciPy kernel for CPU arrays, argument dtypes, the lazily raised error for a
 derivative polyad does not have, docstrings, and a series helper for removable singularities.
 
-Kernels. A function with an Array API formula has a generic kernel (any backend, any device). The others
-have a ``"cpu"`` kernel that calls ``scipy.special`` (imported on first call: SciPy is an optional extra)
-on host copies of the arrays (NumPy arrays go straight in; other CPU libraries, array_api_strict among
-them, through their backend's ``to_numpy`` and back with ``xp.asarray`` on the input's device), and the
-CuPy backend declares ``"cuda"`` kernels with ``cupyx.scipy.special`` (``backends/cupy/kernels.py``). On a
-device type with neither, the dispatcher refuses with the op's name rather than copying to the host.
+Kernels, chosen per call by the dispatcher. ``"cpu"``: ``scipy.special``'s ufunc (imported on first
+call: SciPy is an optional extra) on host copies of the arrays (NumPy arrays go straight in; other CPU
+libraries, array_api_strict among them, through their backend's ``to_numpy`` and back with
+``xp.asarray`` on the input's device). ``"cuda"``: ``cupyx.scipy.special``, declared by the CuPy backend
+(``backends/cupy/kernels.py``). Generic: an Array API formula, where the function has one, for every
+other device type and for CPU arrays without SciPy. On a device type with no kernel, a function without
+a formula is refused by the dispatcher, naming the op, rather than copied to the host.
 """
 
 import inspect
@@ -52,13 +53,23 @@ def host_call(f, args):
     return backend.xp.asarray(out, device=device)
 
 
-def scipy_kernel(name):
-    """The ``"cpu"`` kernel of ``special.<name>``: ``scipy.special.<name>`` through ``host_call``."""
-    found = []  # the SciPy function, looked up once
+def scipy_kernel(name, fallback=None):
+    """The ``"cpu"`` kernel of ``special.<name>``: ``scipy.special.<name>`` through ``host_call`` (one
+    fused ufunc: faster than a chain of Array API calls). Without SciPy (or with a SciPy too old to
+    have ``name``) the generic kernel ``fallback`` runs instead, where there is one."""
+    found = []  # the SciPy function (None: the fallback), decided on the first call
 
     def kernel(xp, *args):
         if not found:
-            found.append(scipy_function(name))
+            if fallback is None:
+                found.append(scipy_function(name))
+            else:
+                try:
+                    found.append(scipy_function(name))
+                except (ImportError, AttributeError):
+                    found.append(None)
+        if found[0] is None:
+            return fallback(xp, *args)
         return host_call(found[0], args)
 
     kernel.scipy_name = name
@@ -177,14 +188,14 @@ def abstract_float(xp, *avals):
 
 def special_op(name, argnames, partials, generic=None, scipy_name=None):
     """The op ``special.<name>``: an element-wise function of real arrays with the partial derivative in
-    each argument (``partial(*args, y)`` or a ``NoDerivative``). ``generic(xp, *args)`` is its Array API
-    kernel; without one, SciPy's function ``scipy_name`` (default: the same name, which is also the
-    public name errors give) is its ``"cpu"`` kernel (CUDA kernels come from the CuPy backend)."""
+    each argument (``partial(*args, y)`` or a ``NoDerivative``). Its kernels: SciPy's function
+    ``scipy_name`` (default: the same name, which is also the public name errors give) for CPU arrays;
+    ``generic(xp, *args)``, its Array API kernel if it has one, for other device types (and for CPU
+    arrays without SciPy); CUDA kernels come from the CuPy backend."""
     vjp, jvp = _derivative_rules(scipy_name or name, argnames, partials)
     op = Op(PREFIX + name, generic, abstract_eval=abstract_float, vjp=vjp, jvp=jvp)
     op.rules["batch"] = unary_batch(op) if len(argnames) == 1 else broadcast_batch(op)
-    if generic is None:
-        op.kernels.setdefault("cpu", scipy_kernel(scipy_name or name))
+    op.kernels.setdefault("cpu", scipy_kernel(scipy_name or name, generic))
     return op
 
 
@@ -226,14 +237,18 @@ def special_function(name, argnames, partials, *, generic=None, doc):
     return public(name, f, doc)
 
 
-def docstring(summary, args, returns, example, derivative=None, generic=False):
-    """A public function's docstring: summary, derivative, kernels, Args, Returns and a doctest example
-    (``example``: the call after ``special.`` and its printed result)."""
-    kernels = (
-        "a generic Array API kernel (every backend and device)"
-        if generic
-        else f"SciPy on CPU arrays ({SCIPY_EXTRA}), cupyx.scipy.special on CUDA arrays"
-    )
+_KERNELS = {
+    "scipy": f"SciPy on CPU arrays ({SCIPY_EXTRA}) and cupyx.scipy.special on CUDA arrays",
+    "both": "SciPy on CPU arrays and cupyx.scipy.special on CUDA arrays where they are installed, else "
+    "a generic Array API kernel (every backend and device)",
+    "generic": "a generic Array API kernel (every backend and device)",
+}
+
+
+def docstring(summary, args, returns, example, derivative=None, kernels="scipy"):
+    """A public function's docstring: summary, derivative, kernels (a key of ``_KERNELS``), Args, Returns
+    and a doctest example (``example``: the call after ``special.`` and its printed result)."""
+    kernels = _KERNELS[kernels]
     lines = [summary, ""]
     if derivative:
         lines += [derivative, ""]
