@@ -8,28 +8,15 @@ at 0 as well (the first and second kind of order 1 are regular there; ``y`` and 
 """
 
 from polyad.ops.elementwise import abs, exp, sign
-from polyad.ops.special.shared import (
-    ELEMENTWISE,
-    REAL,
-    bessel_ratio_coeffs,
-    docstring,
-    series_or,
-    special_function,
-)
+from polyad.ops.special.shared import bessel_ratio_coeffs, series_or, unary_function
 
 _I_RATIO = bessel_ratio_coeffs(1)  # i1(x) / x
 _J_RATIO = bessel_ratio_coeffs(-1)  # j1(x) / x
-_X = (("x", REAL),)
 _POSITIVE = (("x", "a real array, positive"),)
 
 
-def _bessel(name, partial, summary, example, derivative, args=_X):
-    return special_function(
-        name,
-        ("x",),
-        (partial,),
-        doc=docstring(summary, args, ELEMENTWISE, (f"{name}(np.array([0.5, 2.0]))", example), derivative),
-    )
+def _bessel(name, partial, summary, example, derivative, args=None):
+    return unary_function(name, partial, summary, ("[0.5, 2.0]", example), derivative, args=args)
 
 
 def _i1_over_x(x):

@@ -17,10 +17,10 @@ from polyad.ops.special.shared import (
     kernel_arrays,
     series_or,
     special_function,
+    unary_function,
 )
 
 _INF, _NAN = math.inf, math.nan
-_X = (("x", REAL),)
 
 # ------------------------------------------------------------------------------ logistic
 
@@ -42,65 +42,41 @@ def _log1p_exp_minus_abs(xp, x):
     return xp.log1p(xp.exp(-xp.abs(x)))
 
 
-expit = special_function(
+expit = unary_function(
     "expit",
-    ("x",),
-    (lambda x, y: y * (1.0 - y),),
+    lambda x, y: y * (1.0 - y),
+    "The logistic sigmoid ``1 / (1 + exp(-x))``, without overflow for any ``x``.",
+    ("[0.0, 2.0]", "array([0.5       , 0.88079708])"),
+    "Derivative: ``expit(x) * (1 - expit(x))``.",
     generic=_expit_kernel,
-    doc=docstring(
-        "The logistic sigmoid ``1 / (1 + exp(-x))``, without overflow for any ``x``.",
-        _X,
-        ELEMENTWISE,
-        ("expit(np.array([0.0, 2.0]))", "array([0.5       , 0.88079708])"),
-        "Derivative: ``expit(x) * (1 - expit(x))``.",
-        kernels="both",
-    ),
 )
 
-logit = special_function(
+logit = unary_function(
     "logit",
-    ("x",),
-    (lambda x, y: 1.0 / (x * (1.0 - x)),),
+    lambda x, y: 1.0 / (x * (1.0 - x)),
+    "The log-odds ``log(x / (1 - x))``, the inverse of ``expit``: -inf at 0, inf at 1, nan outside [0, 1].",
+    ("[0.5, 0.9]", "array([0.        , 2.19722458])"),
+    "Derivative: ``1 / (x (1 - x))``.",
     generic=_logit_kernel,
-    doc=docstring(
-        "The log-odds ``log(x / (1 - x))``, the inverse of ``expit``: -inf at 0, inf at 1, nan outside "
-        "[0, 1].",
-        (("x", "a real array of probabilities"),),
-        ELEMENTWISE,
-        ("logit(np.array([0.5, 0.9]))", "array([0.        , 2.19722458])"),
-        "Derivative: ``1 / (x (1 - x))``.",
-        kernels="both",
-    ),
+    args=(("x", "a real array of probabilities"),),
 )
 
-log_expit = special_function(
+log_expit = unary_function(
     "log_expit",
-    ("x",),
-    (lambda x, y: expit(-x),),
+    lambda x, y: expit(-x),
+    "``log(expit(x))``, accurate for large negative ``x`` where ``expit`` underflows.",
+    ("[0.0, -50.0]", "array([ -0.69314718, -50.        ])"),
+    "Derivative: ``expit(-x)``.",
     generic=lambda xp, x: xp.minimum(x, 0.0) - _log1p_exp_minus_abs(xp, x),
-    doc=docstring(
-        "``log(expit(x))``, accurate for large negative ``x`` where ``expit`` underflows.",
-        _X,
-        ELEMENTWISE,
-        ("log_expit(np.array([0.0, -50.0]))", "array([ -0.69314718, -50.        ])"),
-        "Derivative: ``expit(-x)``.",
-        kernels="both",
-    ),
 )
 
-softplus = special_function(
+softplus = unary_function(
     "softplus",
-    ("x",),
-    (lambda x, y: expit(x),),
+    lambda x, y: expit(x),
+    "``log(1 + exp(x))``, without overflow for large ``x``.",
+    ("[0.0, 50.0]", "array([ 0.69314718, 50.        ])"),
+    "Derivative: ``expit(x)``.",
     generic=lambda xp, x: xp.maximum(x, 0.0) + _log1p_exp_minus_abs(xp, x),
-    doc=docstring(
-        "``log(1 + exp(x))``, without overflow for large ``x``.",
-        _X,
-        ELEMENTWISE,
-        ("softplus(np.array([0.0, 50.0]))", "array([ 0.69314718, 50.        ])"),
-        "Derivative: ``expit(x)``.",
-        kernels="both",
-    ),
 )
 
 # ------------------------------------------------------------------------------ x log y
@@ -181,19 +157,13 @@ def _relative_kernel(extra):
     return kernel
 
 
-entr = special_function(
+entr = unary_function(
     "entr",
-    ("x",),
-    (lambda x, y: -(log(x) + 1.0),),
+    lambda x, y: -(log(x) + 1.0),
+    "The elementwise entropy ``-x log(x)``: 0 at 0, -inf for negative ``x``.",
+    ("[0.0, 0.5]", "array([0.        , 0.34657359])"),
+    "Derivative: ``-(log(x) + 1)``.",
     generic=_entr_kernel,
-    doc=docstring(
-        "The elementwise entropy ``-x log(x)``: 0 at 0, -inf for negative ``x``.",
-        _X,
-        ELEMENTWISE,
-        ("entr(np.array([0.0, 0.5]))", "array([0.        , 0.34657359])"),
-        "Derivative: ``-(log(x) + 1)``.",
-        kernels="both",
-    ),
 )
 
 rel_entr = special_function(
@@ -309,65 +279,41 @@ def _sinc_derivative(x, y):
     return x * series_or(x, _SINC_PRIME, lambda v: (cos(math.pi * v) - sinc(v)) / (v * v))
 
 
-sinc = special_function(
+sinc = unary_function(
     "sinc",
-    ("x",),
-    (_sinc_derivative,),
+    _sinc_derivative,
+    "The normalised sinc function ``sin(pi x) / (pi x)``, 1 at 0.",
+    ("[0.0, 0.5]", "array([1.        , 0.63661977])"),
+    "Derivative: ``(cos(pi x) - sinc(x)) / x``, from its Taylor series near 0 (so that every "
+    "higher derivative is right at 0 too).",
     generic=_sinc_kernel,
-    doc=docstring(
-        "The normalised sinc function ``sin(pi x) / (pi x)``, 1 at 0.",
-        _X,
-        ELEMENTWISE,
-        ("sinc(np.array([0.0, 0.5]))", "array([1.        , 0.63661977])"),
-        "Derivative: ``(cos(pi x) - sinc(x)) / x``, from its Taylor series near 0 (so that every "
-        "higher derivative is right at 0 too).",
-        kernels="both",
-    ),
 )
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
-exp2 = special_function(
+exp2 = unary_function(
     "exp2",
-    ("x",),
-    (lambda x, y: _LN2 * y,),
+    lambda x, y: _LN2 * y,
+    "``2**x``.",
+    ("[0.5, 3.0]", "array([1.41421356, 8.        ])"),
+    "Derivative: ``log(2) 2**x``.",
     generic=lambda xp, x: 2.0**x,
-    doc=docstring(
-        "``2**x``.",
-        _X,
-        ELEMENTWISE,
-        ("exp2(np.array([0.5, 3.0]))", "array([1.41421356, 8.        ])"),
-        "Derivative: ``log(2) 2**x``.",
-        kernels="both",
-    ),
 )
 
-exp10 = special_function(
+exp10 = unary_function(
     "exp10",
-    ("x",),
-    (lambda x, y: _LN10 * y,),
+    lambda x, y: _LN10 * y,
+    "``10**x``.",
+    ("[0.5, 3.0]", "array([   3.16227766, 1000.        ])"),
+    "Derivative: ``log(10) 10**x``.",
     generic=lambda xp, x: 10.0**x,
-    doc=docstring(
-        "``10**x``.",
-        _X,
-        ELEMENTWISE,
-        ("exp10(np.array([0.5, 3.0]))", "array([   3.16227766, 1000.        ])"),
-        "Derivative: ``log(10) 10**x``.",
-        kernels="both",
-    ),
 )
 
-cbrt = special_function(
+cbrt = unary_function(
     "cbrt",
-    ("x",),
-    (lambda x, y: 1.0 / (3.0 * y * y),),
+    lambda x, y: 1.0 / (3.0 * y * y),
+    "The real cube root, negative for negative ``x``.",
+    ("[-8.0, 2.0]", "array([-2.        ,  1.25992105])"),
+    "Derivative: ``1 / (3 cbrt(x)**2)``.",
     generic=lambda xp, x: xp.sign(x) * xp.abs(x) ** (1.0 / 3.0),
-    doc=docstring(
-        "The real cube root, negative for negative ``x``.",
-        _X,
-        ELEMENTWISE,
-        ("cbrt(np.array([-8.0, 2.0]))", "array([-2.        ,  1.25992105])"),
-        "Derivative: ``1 / (3 cbrt(x)**2)``.",
-        kernels="both",
-    ),
 )

@@ -24,74 +24,49 @@ from polyad.ops.special.shared import (
     public,
     special_function,
     special_op,
+    unary_function,
 )
 
-_X = (("x", REAL),)
 _SHAPE = NoDerivative("the derivative in a shape parameter has no closed form in polyad")
 
-gammaln = special_function(
+gammaln = unary_function(
     "gammaln",
-    ("x",),
-    (lambda x, y: digamma(x),),
-    doc=docstring(
-        "``log(|gamma(x)|)``, the log of the absolute value of the gamma function.",
-        _X,
-        ELEMENTWISE,
-        ("gammaln(np.array([0.5, 10.0]))", "array([ 0.57236494, 12.80182748])"),
-        "Derivative: ``digamma(x)``.",
-    ),
+    lambda x, y: digamma(x),
+    "``log(|gamma(x)|)``, the log of the absolute value of the gamma function.",
+    ("[0.5, 10.0]", "array([ 0.57236494, 12.80182748])"),
+    "Derivative: ``digamma(x)``.",
 )
 
-gamma = special_function(
+gamma = unary_function(
     "gamma",
-    ("x",),
-    (lambda x, y: y * digamma(x),),
-    doc=docstring(
-        "The gamma function.",
-        _X,
-        ELEMENTWISE,
-        ("gamma(np.array([0.5, 5.0]))", "array([ 1.77245385, 24.        ])"),
-        "Derivative: ``gamma(x) digamma(x)``.",
-    ),
+    lambda x, y: y * digamma(x),
+    "The gamma function.",
+    ("[0.5, 5.0]", "array([ 1.77245385, 24.        ])"),
+    "Derivative: ``gamma(x) digamma(x)``.",
 )
 
-loggamma = special_function(
+loggamma = unary_function(
     "loggamma",
-    ("x",),
-    (lambda x, y: digamma(x),),
-    doc=docstring(
-        "The principal branch of ``log(gamma(x))``: for real ``x``, nan where ``gamma(x) < 0``.",
-        _X,
-        ELEMENTWISE,
-        ("loggamma(np.array([0.5, 10.0]))", "array([ 0.57236494, 12.80182748])"),
-        "Derivative: ``digamma(x)``.",
-    ),
+    lambda x, y: digamma(x),
+    "The principal branch of ``log(gamma(x))``: for real ``x``, nan where ``gamma(x) < 0``.",
+    ("[0.5, 10.0]", "array([ 0.57236494, 12.80182748])"),
+    "Derivative: ``digamma(x)``.",
 )
 
-rgamma = special_function(
+rgamma = unary_function(
     "rgamma",
-    ("x",),
-    (lambda x, y: -y * digamma(x),),
-    doc=docstring(
-        "``1 / gamma(x)``, zero at the poles of gamma.",
-        _X,
-        ELEMENTWISE,
-        ("rgamma(np.array([0.5, 5.0]))", "array([0.56418958, 0.04166667])"),
-        "Derivative: ``-rgamma(x) digamma(x)``.",
-    ),
+    lambda x, y: -y * digamma(x),
+    "``1 / gamma(x)``, zero at the poles of gamma.",
+    ("[0.5, 5.0]", "array([0.56418958, 0.04166667])"),
+    "Derivative: ``-rgamma(x) digamma(x)``.",
 )
 
-digamma = special_function(
+digamma = unary_function(
     "digamma",
-    ("x",),
-    (lambda x, y: polygamma(1.0, x),),
-    doc=docstring(
-        "The digamma function ``d/dx log(gamma(x))`` (SciPy's ``psi``, also ``polyad.xp.special.psi``).",
-        _X,
-        ELEMENTWISE,
-        ("digamma(np.array([1.0, 0.5]))", "array([-0.57721566, -1.96351003])"),
-        "Derivative: ``polygamma(1, x)``.",
-    ),
+    lambda x, y: polygamma(1.0, x),
+    "The digamma function ``d/dx log(gamma(x))`` (SciPy's ``psi``, also ``polyad.xp.special.psi``).",
+    ("[1.0, 0.5]", "array([-0.57721566, -1.96351003])"),
+    "Derivative: ``polygamma(1, x)``.",
 )
 psi = digamma
 

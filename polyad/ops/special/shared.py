@@ -245,6 +245,15 @@ _KERNELS = {
 }
 
 
+def unary_function(name, partial, summary, example, derivative, *, generic=None, args=None):
+    """``special_function`` of one array ``x`` with its docstring: ``example`` is ``(input, printed
+    output)``, the input a list literal; ``args`` describes the argument (default: a real array)."""
+    call = (f"{name}(np.array({example[0]}))", example[1])
+    kernels = "scipy" if generic is None else "both"
+    doc = docstring(summary, args or (("x", REAL),), ELEMENTWISE, call, derivative, kernels)
+    return special_function(name, (args[0][0] if args else "x",), (partial,), generic=generic, doc=doc)
+
+
 def docstring(summary, args, returns, example, derivative=None, kernels="scipy"):
     """A public function's docstring: summary, derivative, kernels (a key of ``_KERNELS``), Args, Returns
     and a doctest example (``example``: the call after ``special.`` and its printed result)."""
