@@ -21,6 +21,7 @@ from polyad.ops.special.shared import (
     NoDerivative,
     docstring,
     float_args,
+    keeping_dtype,
     public,
     special_function,
     special_op,
@@ -82,6 +83,8 @@ polygamma = special_function(
         "Derivative: ``polygamma(n + 1, x)`` in ``x``; none in ``n``.",
     ),
 )
+
+polygamma.op.kernels["cpu"] = keeping_dtype(polygamma.op.kernels["cpu"])  # SciPy's is float64 always
 
 # ------------------------------------------------------------------------------ incomplete gamma
 

@@ -76,6 +76,19 @@ def scipy_kernel(name, fallback=None):
     return kernel
 
 
+def keeping_dtype(kernel):
+    """``kernel`` with its result cast to the arguments' floating dtype, for a SciPy function that
+    computes in float64 whatever it is given (``polygamma``), as abstract evaluation promises."""
+
+    def kept(xp, *args):
+        out = kernel(xp, *args)
+        dtype = xp.result_type(*[a.dtype for a in args if hasattr(a, "dtype")])
+        return out if out.dtype == dtype else xp.astype(out, dtype)
+
+    kept.scipy_name = kernel.scipy_name
+    return kept
+
+
 def kernel_arrays(xp, args):
     """A generic kernel's arguments with Python floats made arrays of the first array's dtype and device
     (the standard's functions take arrays)."""
