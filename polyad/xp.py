@@ -1,4 +1,5 @@
-"""polyad's Array API namespace (standard 2024.12, with the linalg and fft extensions).
+"""polyad's Array API namespace (standard 2024.12, with the linalg and fft extensions, and ``special``: the
+special functions SciPy looks up on a namespace).
 
 Every function here binds an op of the registry, so it runs on raw backend arrays (fast path: a raw
 array of the same library comes back) and on every transform's tensors alike. Dtypes are those of the
@@ -68,6 +69,9 @@ _linalg_families = [m for m in _FAMILIES if m.__name__.endswith((".linalg",))]
 _fft_families = [m for m in _FAMILIES if m.__name__.endswith(".fft")]
 linalg = _submodule("linalg", standard.LINALG, _linalg_families)
 fft = _submodule("fft", standard.FFT, _fft_families)
+# not in the standard: the functions SciPy looks up as xp.special.<name> (polyad/ops/special/)
+_special = importlib.import_module("polyad.ops.special")
+special = _submodule("special", _special.NAMES, [_special])
 
 e = math.e
 pi = math.pi

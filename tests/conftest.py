@@ -23,3 +23,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="needs CuPy and a CUDA GPU; none on this machine"))
+
+
+@pytest.fixture
+def fake_cuda():
+    """float32 arrays play the part of CUDA arrays (both backends have them): a stand-in device type."""
+    from polyad import dispatch
+
+    undo = dispatch.register_device_type("cuda", lambda a: "float32" in str(a.dtype))
+    try:
+        yield
+    finally:
+        undo()

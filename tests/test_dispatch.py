@@ -9,16 +9,6 @@ from polyad import dispatch
 from polyad.core import Op, bind
 
 
-@pytest.fixture
-def fake_cuda():
-    """float32 arrays play the part of CUDA arrays (both backends have them)."""
-    undo = dispatch.register_device_type("cuda", lambda a: "float32" in str(a.dtype))
-    try:
-        yield
-    finally:
-        undo()
-
-
 def _op(kernels, generic=True):
     calls = []
 

@@ -35,3 +35,14 @@ def test_custom_op_example_runs_on_the_cpu():
     x = scope["x"]
     np.testing.assert_allclose(scope["g"], 1 - np.tanh(x / 2.0) ** 2, rtol=1e-12)
     np.testing.assert_allclose(scope["H"], np.diag(-2 * np.tanh(x) * (1 - np.tanh(x) ** 2)), atol=1e-12)
+
+
+def test_special_functions_example_runs():
+    scope = {}
+    exec(BLOCKS[2], scope)
+    x, y = scope["x"], scope["y"]
+    # at theta = 0, d/dz log ndtr(+-z) = +-2 pdf(0): the gradient is 2 pdf(0) sum((2y - 1) x)
+    expected = 2 / np.sqrt(2 * np.pi) * ((2 * y - 1)[:, None] * x).sum(axis=0)
+    np.testing.assert_allclose(scope["g"], expected, rtol=1e-12)
+    assert scope["H"].shape == (3, 3)
+    np.testing.assert_allclose(scope["H"], scope["H"].T, rtol=1e-12)

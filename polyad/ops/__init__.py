@@ -20,6 +20,8 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 10. ``linalg``, a package in the same way: ``shared``, ``products``, ``diagonals``, ``solves``,
     ``decompositions``, ``norms``
 11. ``fft``
+12. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
+    ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
 
 Ops whose derivatives need each other live in the same file.
 """

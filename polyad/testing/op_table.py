@@ -42,6 +42,7 @@ class OpInfo:
         known_failures: ``{check: reason}`` for checks in ``CHECKS`` that are known to fail.
         batch_fallback: a reason if the function still uses vmap's loop fallback (aim: none).
         out_to_float: compare outputs after conversion (set for functions returning tuples of namedtuples).
+        device_types: the device types the function has kernels for, or None (a generic kernel: any).
     """
 
     name: str
@@ -57,6 +58,8 @@ class OpInfo:
     batch_fallback: str | None = None
     vmap_dims: tuple | None = None  # positions that vmap tests may batch; None: every array argument
     sequence_arg: bool = False  # the function takes its arrays as one sequence (stack, concat)
+    # the device types with a kernel (None: any, by a generic kernel); on others the dispatcher refuses
+    device_types: tuple | None = None
 
     def function(self):
         return self._pack(_resolve(pxp, self.name))
@@ -142,7 +145,7 @@ def _prod(shape):
 
 
 FAMILIES = ("elementwise", "creation", "dtypes", "manipulation", "indexing", "reductions", "searching",
-            "linalg", "fft")  # fmt: skip
+            "linalg", "fft", "special")  # fmt: skip
 
 
 def _collect():

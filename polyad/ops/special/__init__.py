@@ -1,0 +1,77 @@
+"""Special functions, exposed as ``polyad.xp.special``: the names SciPy looks up on an array's namespace
+(``xp.special.<name>``, with ``SCIPY_ARRAY_API=1``) before it falls back to NumPy, so that
+``scipy.special`` and the ``scipy.stats`` functions built on it run on polyad's tensors, differentiated
+and batched.
+
+One file per sub-family, each importing only the ones before it:
+
+- ``shared``: the op definer (partial derivatives -> VJP, JVP, batching, abstract evaluation), the SciPy
+  kernel for CPU arrays, argument dtypes, ``NoDerivative``, docstrings, a series helper;
+- ``elementary``: functions with a generic Array API kernel (``expit``, ``logit``, ``xlogy``, ``entr``,
+  ``sinc``, ...);
+- ``errors``: ``erf`` and relatives, the normal distribution, the exponential integrals;
+- ``gammas``: gamma, digamma, polygamma, incomplete gamma and beta, zeta, ...;
+- ``bessels``: Bessel functions of orders 0 and 1;
+- ``reductions``: ``logsumexp``, ``softmax``, ``log_softmax``.
+
+Arguments are arrays, positional, real: integer arrays are promoted to the default floating dtype (as
+SciPy's ufuncs compute them) and complex ones refused. ``NAMES`` lists the public functions.
+"""
+
+from polyad.ops.special.bessels import i0, i0e, i1, i1e, j0, j1, k0, k0e, k1, k1e, y0, y1
+from polyad.ops.special.elementary import (
+    cbrt,
+    entr,
+    exp2,
+    exp10,
+    expit,
+    huber,
+    kl_div,
+    log_expit,
+    logit,
+    pseudo_huber,
+    rel_entr,
+    sinc,
+    softplus,
+    xlog1py,
+    xlogy,
+)
+from polyad.ops.special.errors import erf, erfc, erfcx, erfinv, exp1, expi, log_ndtr, ndtr, ndtri
+from polyad.ops.special.gammas import (
+    betainc,
+    betaln,
+    binom,
+    digamma,
+    gamma,
+    gammainc,
+    gammaincc,
+    gammainccinv,
+    gammaincinv,
+    gammaln,
+    loggamma,
+    multigammaln,
+    poch,
+    polygamma,
+    psi,
+    rgamma,
+    zeta,
+)
+from polyad.ops.special.reductions import log_softmax, logsumexp, softmax
+from polyad.ops.special.shared import PUBLIC, NoDerivative, special_function
+
+ALIASES = {"psi": "digamma"}  # SciPy's names for functions polyad lists under another
+NAMES = tuple(PUBLIC) + tuple(ALIASES)  # polyad.xp.special's functions
+
+# the functions built by shared.special_function belong to no family file's namespace: doctest finds
+# their examples through this table (those written with ``def`` it finds in their own files)
+__test__ = {name: f for name, f in PUBLIC.items() if f.__module__ == special_function.__module__}
+
+__all__ = [
+    "ALIASES", "NAMES", "NoDerivative",
+    "betainc", "betaln", "binom", "cbrt", "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp1",
+    "exp10", "exp2", "expi", "expit", "gamma", "gammainc", "gammaincc", "gammainccinv", "gammaincinv",
+    "gammaln", "huber", "i0", "i0e", "i1", "i1e", "j0", "j1", "k0", "k0e", "k1", "k1e", "kl_div",
+    "log_expit", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr",
+    "ndtri", "poch", "polygamma", "pseudo_huber", "psi", "rel_entr", "rgamma", "sinc", "softmax",
+    "softplus", "xlog1py", "xlogy", "y0", "y1", "zeta",
+]  # fmt: skip
