@@ -421,7 +421,7 @@ def reduction_batch(op):
     def rule(info, dims, x, *, axis=None, **params):
         x = move_to_front(x, dims[0])
         n = ndim_of(x) - 1
-        if n == 0 and axis is not None:
+        if n == 0 and axis is not None and axis != ():
             return NotImplemented  # what axis 0 of a 0-d array means differs by op and backend: loop
         axes = tuple(a + 1 for a in reduced_axes(axis, n))
         return bind(op, x, axis=axes, **params), 0
