@@ -203,15 +203,25 @@ def check_device_type(name, where):
 def choose_kernel(op, backend, arrays):
     """The kernel for one call: the op's kernel for the highest-priority device type present, else its
     generic kernel, else an error naming the op, the device types seen and the kernels registered."""
-    seen = {device_type(a, backend_of_array(a)) for a in arrays if backend_of_array(a) is not None}
-    for dt in DEVICE_PRIORITY:
-        if dt in seen:
-            kernel = op.kernels.get(dt)
-            if kernel is not None:
-                return kernel
-            break
-    if op.generic is not None:
-        return op.generic
+    if not DEVICE_TYPE_PREDICATES and len(backend.device_types) == 1:
+        # the common case: a backend with one device type and no stand-in predicates: no per-array lookup
+        (dt,) = backend.device_types
+        kernel = op.kernels.get(dt)
+        if kernel is not None:
+            return kernel
+        if op.generic is not None:
+            return op.generic
+        seen = {dt}
+    else:
+        seen = {device_type(a, backend_of_array(a)) for a in arrays if backend_of_array(a) is not None}
+        for dt in DEVICE_PRIORITY:
+            if dt in seen:
+                kernel = op.kernels.get(dt)
+                if kernel is not None:
+                    return kernel
+                break
+        if op.generic is not None:
+            return op.generic
     raise NotImplementedError(
         f"op {op.name!r} has no kernel for device types {sorted(seen)} "
         f"(kernels registered: {sorted(op.kernels) or 'none'}, no generic kernel)"
