@@ -11,7 +11,9 @@ from polyad import dispatch
 from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
-from polyad.ops.common import is_floating
+from polyad.ops.common import is_complex, is_floating
+from polyad.ops.dtypes import astype
+from polyad.ops.elementwise import real
 from polyad.ops.manipulation import moveaxis
 
 
@@ -123,7 +125,7 @@ def _check_inputs(leaves, tree, what, root, nums=None):
         if not _is_array(x):
             raise TypeError(
                 f"{what}: {_leaf_name(tree, i, root, nums)} must be an array (numpy, cupy or "
-                f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.asarray"
+                f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.xp.asarray"
             )
         if not is_floating(x):
             raise TypeError(
@@ -157,3 +159,35 @@ def _check_like(x, ref, what, noun, ref_noun, tree, i, root):
             f"{what}: the {noun} of {_leaf_name(tree, i, root)} has shape {tuple(x.shape)}, expected "
             f"{ref_noun} shape {tuple(ref.shape)}"
         )
+
+
+def _check_real_floating(leaves, what, kind):
+    """Jacobians (jacrev, jacfwd, hessian) take and give real floating arrays only, as torch.func and JAX
+    do; ``kind`` ("input", "output") and the leaf's number name the offender."""
+    for i, x in enumerate(leaves):
+        if not _is_array(x):
+            continue
+        if is_complex(x):
+            raise TypeError(
+                f"{what}: {kind} leaf {i} is complex ({x.dtype}); jacrev, jacfwd and hessian support real "
+                "floating inputs and outputs only (as torch.func): split complex values into real and "
+                "imaginary parts"
+            )
+        if not is_floating(x):
+            raise TypeError(
+                f"{what}: {kind} leaf {i} has dtype {x.dtype}; jacrev, jacfwd and hessian differentiate real "
+                f"floating {kind}s only (integer and boolean values carry no derivative)"
+                + ("; return such outputs as aux, with has_aux=True" if kind == "output" else "")
+            )
+
+
+def _in_dtype_of(d, ref):
+    """Derivative ``d`` in the dtype of ``ref``, the primal it belongs to, as JAX and torch.func give it: the
+    cotangent of an input has the input's dtype, the tangent of an output the output's (a float32 input
+    promoted to float64 inside gets a float32 gradient). A complex derivative of a real primal is its
+    real part (PyTorch's convention)."""
+    if d.dtype == ref.dtype:
+        return d
+    if is_complex(d) and not is_complex(ref):
+        d = real(d)
+    return d if d.dtype == ref.dtype else astype(d, ref.dtype)

@@ -11,6 +11,7 @@ from polyad.api.arguments import (
     _check_structure,
     _flatten,
     _fname,
+    _in_dtype_of,
     _is_array,
     _leaf_name,
     _lower_tree,
@@ -84,7 +85,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     for i, o in enumerate(o_flat):
         if isinstance(o, Tensor) and o._interp is interp:
             outs.append(o._value)
-            tans.append(o._aux)
+            tans.append(_in_dtype_of(o._aux, o._value))
             continue
         if not _is_array(o):
             raise TypeError(
@@ -139,7 +140,7 @@ def linearize(func, *primals):
         outs = []
         for k, v in zip(ids, values):
             t = None if k is None else tans.get(k)
-            outs.append(zeros_like(v) if t is None else t)
+            outs.append(zeros_like(v) if t is None else _in_dtype_of(t, v))
         return optree.tree_unflatten(out_tree, outs)
 
     return optree.tree_unflatten(out_tree, values), jvp_fn

@@ -14,9 +14,9 @@ from polyad import dispatch
 from polyad.api.arguments import (
     _check_callable,
     _check_inputs,
+    _check_real_floating,
     _diff_args,
     _flatten,
-    _is_array,
     _is_dim,
     _partial,
 )
@@ -24,21 +24,11 @@ from polyad.api.forward_mode import jvp
 from polyad.api.reverse_mode import _vjp
 from polyad.api.vectorize import vmap
 from polyad.core import Tensor
-from polyad.ops.common import _bottom, is_complex
+from polyad.ops.common import _bottom
 from polyad.ops.creation import arange, eye, zeros
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, expand_dims, reshape
 from polyad.predispatch import recorded
-
-
-def _check_real(leaves, what, kind):
-    for i, x in enumerate(leaves):
-        if _is_array(x) and is_complex(x):
-            raise TypeError(
-                f"{what}: {kind} leaf {i} is complex ({x.dtype}); jacrev, jacfwd and hessian support real "
-                "floating inputs and outputs only (as torch.func): split complex values into real and "
-                "imaginary parts"
-            )
 
 
 def _eye_rows(start, stop, n, like):
@@ -138,10 +128,10 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     def jac_f(*args, **kwargs):
         what, single, nums, diff = _diff_args("jacrev", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
-        _check_real(in_flat, what, "input")
-        out, backward, aux, _ = _vjp(_partial(func, args, kwargs, nums), diff, has_aux, what, nums=nums)
+        _check_real_floating(in_flat, what, "input")
+        partial_func = _partial(func, args, kwargs, nums)
+        out, backward, aux, _ = _vjp(partial_func, diff, has_aux, what, nums=nums, jacobian=True)
         o_flat, o_tree = _flatten(out)
-        _check_real(o_flat, what, "output")
         sizes = [math.prod(o.shape) for o in o_flat]
         total = sum(sizes)
 
@@ -222,7 +212,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         what, single, nums, diff = _diff_args("jacfwd", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
         _check_inputs(in_flat, in_tree, what, "argument", nums)
-        _check_real(in_flat, what, "input")
+        _check_real_floating(in_flat, what, "input")
         sizes = [math.prod(x.shape) for x in in_flat]
         total = sum(sizes)
         partial_func = _partial(func, args, kwargs, nums)
@@ -240,7 +230,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         else:
             tangents = vmap(push, out_dims=-1, randomness=randomness)(basis)
         t_flat, t_tree = _flatten(tangents)  # each (*O, total)
-        _check_real(t_flat, what, "output")
+        _check_real_floating(t_flat, what, "output")
         o_shapes = [tuple(t.shape[:-1]) for t in t_flat]
         i_shapes = [tuple(x.shape) for x in in_flat]
         jac = _assemble(t_flat, o_shapes, t_tree, i_shapes, in_tree, single, by_output=True)

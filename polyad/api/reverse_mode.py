@@ -15,10 +15,12 @@ from polyad.api.arguments import (
     _check_has_aux,
     _check_inputs,
     _check_like,
+    _check_real_floating,
     _check_structure,
     _diff_args,
     _flatten,
     _fname,
+    _in_dtype_of,
     _is_array,
     _leaf_name,
     _lower_tree,
@@ -61,16 +63,19 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
     return interp, leaf_ids, values, ids, out_tree, aux  # the tape and the ids are all the callers need
 
 
-def _vjp(func, primals, has_aux, what, root="primals", nums=None):
+def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False):
     """The work of ``vjp``, ``grad`` and ``jacrev``: run ``func`` once at a new reverse level.
 
     Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume)`` returns the tuple of
-    cotangents of ``primals``, and with ``consume`` frees the tape as it walks it (``grad``).
+    cotangents of ``primals``, each in its primal's dtype, and with ``consume`` frees the tape as it walks
+    it (``grad``). ``jacobian``: every output must be real floating (jacrev), not just one (vjp).
     """
     flat, tree = _flatten(primals)
     _check_inputs(flat, tree, what, root, nums)
     interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what)
-    if values and not any(is_floating(v) for v in values):
+    if jacobian:
+        _check_real_floating(values, what, "output")
+    elif values and not any(is_floating(v) for v in values):
         got = ", ".join(str(v.dtype) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         raise TypeError(
             f"{what}: func must return a floating output to differentiate, got dtype {got}; integer and "
@@ -96,7 +101,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
         cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
         cts = interp.backward(seeds, consume=consume) if seeds else {}
         grads = [cts.get(k) for k in leaf_ids]
-        grads = [zeros_like(x) if g is None else g for g, x in zip(grads, flat)]
+        grads = [zeros_like(x) if g is None else _in_dtype_of(g, x) for g, x in zip(grads, flat)]
         return tuple(optree.tree_unflatten(tree, grads))
 
     return optree.tree_unflatten(out_tree, values), backward, aux, interp
