@@ -2,9 +2,10 @@
 
 ``check_custom_ops`` (environment: ``POLYAD_CHECK_CUSTOM_OPS=1``): every time a custom op's kernel runs,
 polyad also runs the op's fake function (``register_fake``) on the same inputs and compares the output's
-shape and dtype with the kernel's, and checks that the kernel wrote to no array argument it did not
-declare in ``mutates_args``. Off by default: it costs a copy of each array argument per call. Rule
-outputs (gradient, tangent and batch counts, shapes, dtypes, array types) are checked always.
+shape (ValueError) and dtype (TypeError) with the kernel's, and checks that the kernel wrote to no array
+argument it did not declare in ``mutates_args`` (ValueError). Off by default: it costs a copy of each
+array argument per call. Kernel outputs (one array of the inputs' library) and rule outputs (gradient,
+tangent and batch counts, shapes, dtypes, array types) are checked always.
 
 Example:
     >>> import numpy as np, polyad as pa
@@ -15,10 +16,11 @@ Example:
     >>> pa.config.check_custom_ops = True
     >>> try:
     ...     twice(np.ones(3))
-    ... except TypeError as exc:
-    ...     print(str(exc)[:60])
-    custom op 'demo::bad_fake': its fake function gives shape (1
-    >>> pa.config.check_custom_ops = False
+    ... except ValueError as exc:
+    ...     print(str(exc)[:62])
+    ... finally:
+    ...     pa.config.check_custom_ops = False
+    custom op 'demo::bad_fake': its fake function gives shape (1,)
 """
 
 import os
