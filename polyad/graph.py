@@ -141,7 +141,7 @@ class Graph:
     def lower(self, backend=None):
         """This graph with its constants moved to ``backend`` (a name; default: the default backend), as
         ``call_delegate`` expects."""
-        b = dispatch._load(backend) if backend is not None else dispatch.default_backend()
+        b = _backend_arg(backend, "Graph.lower")
         consts = [_to_backend(c, b) for c in self.consts]
         return Graph(self.inputs, self.in_tree, self.nodes, self.outputs, self.out_tree, consts)
 
@@ -161,7 +161,7 @@ class Graph:
             >>> g(np.array([0.0, np.pi]))
             array([ 1., -1.])
         """
-        b = dispatch._load(backend) if backend is not None else dispatch.default_backend()
+        b = _backend_arg(backend, "Graph.compile")
         env = {}
         names = {}
 
@@ -209,6 +209,15 @@ class Graph:
         source = "\n".join(lines)
         exec(compile(source, f"<polyad graph of {len(self.nodes)} nodes>", "exec"), env)
         return CompiledGraph(env["replay"], source, self.inputs, self.in_tree, self.out_tree, b)
+
+
+def _backend_arg(backend, where):
+    """The Backend named ``backend`` (None: the default one); errors name ``where``."""
+    if backend is None:
+        return dispatch.default_backend()
+    if not isinstance(backend, str):
+        raise TypeError(f"{where}(backend={backend!r}): backend must be None or a backend name (a str)")
+    return dispatch._load(backend)
 
 
 def _shape_only_kernel(op, like, params, backend):

@@ -516,6 +516,8 @@ def override(op, layer, impl):
         [(3,)]
     """
     target = _resolve_op(op)
+    if not callable(impl):
+        raise TypeError(f"override(impl={impl!r}): impl must be callable (a rule or a kernel)")
     if not isinstance(layer, str):
         raise TypeError(
             f"override(layer={layer!r}): layer must be a str: a rule kind "

@@ -35,9 +35,31 @@ def _check_callable(func, transform):
         raise TypeError(f"{transform}(func, ...): func must be callable, got {type(func).__name__}")
 
 
-def _check_has_aux(has_aux, transform):
+def _check_has_aux(has_aux, transform, name="has_aux"):
+    """``has_aux`` (or the flag ``name``) is True or False."""
     if not isinstance(has_aux, bool):
-        raise TypeError(f"{transform}(has_aux={has_aux!r}): has_aux must be True or False")
+        raise TypeError(f"{transform}({name}={has_aux!r}): {name} must be True or False")
+
+
+def _check_argnums(argnums, transform):
+    """``argnums`` is an int or a non-empty tuple (or list) of ints; returns them as a tuple. Their range
+    is checked at each call, when the number of arguments is known (``_normalize_argnums``)."""
+    nums = (argnums,) if _is_dim(argnums) else tuple(argnums) if isinstance(argnums, tuple | list) else None
+    if nums is None or not nums or not all(_is_dim(a) for a in nums):
+        raise TypeError(
+            f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
+        )
+    return nums
+
+
+def _check_chunk_size(chunk_size, transform):
+    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
+        raise ValueError(f"{transform}(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+
+
+def _check_randomness(randomness, transform):
+    if randomness not in ("error", "different", "same"):
+        raise ValueError(f"{transform}(randomness={randomness!r}): must be 'error', 'different' or 'same'")
 
 
 def _flatten(tree):
@@ -46,12 +68,8 @@ def _flatten(tree):
 
 def _normalize_argnums(argnums, nargs, transform):
     """``(single, nums)``: whether ``argnums`` is one int, and the argument positions it names (>= 0)."""
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, tuple | list) else None
-    if nums is None or not nums or not all(_is_dim(a) for a in nums):
-        raise TypeError(
-            f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
-        )
+    single = _is_dim(argnums)
+    nums = _check_argnums(argnums, transform)
     out = []
     for a in nums:
         if not -nargs <= a < nargs:

@@ -59,6 +59,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """
     _check_callable(func, "jvp")
     _check_has_aux(has_aux, "jvp")
+    _check_has_aux(strict, "jvp", "strict")
     what = f"jvp({_fname(func)})"
     if not isinstance(primals, tuple):
         raise TypeError(

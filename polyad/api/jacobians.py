@@ -12,12 +12,15 @@ import optree
 
 from polyad import dispatch
 from polyad.api.arguments import (
+    _check_argnums,
     _check_callable,
+    _check_chunk_size,
+    _check_has_aux,
     _check_inputs,
+    _check_randomness,
     _check_real_floating,
     _diff_args,
     _flatten,
-    _is_dim,
     _partial,
 )
 from polyad.api.forward_mode import jvp
@@ -121,8 +124,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                [0., 4.]])
     """
     _check_callable(func, "jacrev")
-    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
-        raise ValueError(f"jacrev(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+    _check_argnums(argnums, "jacrev")
+    _check_has_aux(has_aux, "jacrev")
+    _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
@@ -206,6 +210,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                [ 0., 12.]])
     """
     _check_callable(func, "jacfwd")
+    _check_argnums(argnums, "jacfwd")
+    _check_has_aux(has_aux, "jacfwd")
+    _check_randomness(randomness, "jacfwd")
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
@@ -258,4 +265,5 @@ def hessian(func, argnums=0):
                [ 0., 12.]])
     """
     _check_callable(func, "hessian")
+    _check_argnums(argnums, "hessian")
     return jacfwd(jacrev(func, argnums), argnums)

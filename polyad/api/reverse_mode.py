@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import optree
 
 from polyad.api.arguments import (
+    _check_argnums,
     _check_callable,
     _check_has_aux,
     _check_inputs,
@@ -169,6 +170,7 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
 def _grad_transform(transform, func, argnums, has_aux, arrange):
     """The function a grad-family transform returns: ``arrange(gradient, value, aux)`` of each call."""
     _check_callable(func, transform)
+    _check_argnums(argnums, transform)
     _check_has_aux(has_aux, transform)
 
     @functools.wraps(func)
