@@ -420,7 +420,7 @@ def _conform(value, ref, op_name, rule, slot, ref_noun, reduce=False):
     if value is None or not hasattr(ref, "shape") or not is_floating(ref):
         return None
     where = f"custom op {op_name!r}: {rule} returned"
-    expected = f"{ref_noun}'s shape {tuple(ref.shape)} and dtype {ref.dtype}"
+    expected = f"{ref_noun}'s shape {tuple(ref.shape)} and dtype {_dtype_name(ref.dtype)}"
     if not isinstance(value, Tensor) and dispatch.backend_of_array(value) is None:
         raise TypeError(
             f"{where} a {type(value).__name__} as {slot}; expected None or an array with {expected}"
@@ -442,7 +442,8 @@ def _conform(value, ref, op_name, rule, slot, ref_noun, reduce=False):
     if value.dtype != ref.dtype:
         if not is_floating(value) or is_complex(value) != is_complex(ref):
             raise TypeError(
-                f"{where} dtype {value.dtype} as {slot}, but {ref_noun} has dtype {ref.dtype}: a derivative "
+                f"{where} dtype {_dtype_name(value.dtype)} as {slot}, but {ref_noun} has dtype "
+                f"{_dtype_name(ref.dtype)}: a derivative "
                 "has a floating dtype of its primal's kind (real or complex)"
             )
         value = astype(value, ref.dtype)
