@@ -11,7 +11,7 @@ from polyad import dispatch
 from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
-from polyad.ops.common import is_complex, is_floating
+from polyad.ops.common import _dtype_name, is_complex, is_floating
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import real
 from polyad.ops.manipulation import moveaxis
@@ -187,13 +187,14 @@ def _check_real_floating(leaves, what, kind):
             continue
         if is_complex(x):
             raise TypeError(
-                f"{what}: {kind} leaf {i} is complex ({x.dtype}); jacrev, jacfwd and hessian support real "
+                f"{what}: {kind} leaf {i} is complex ({_dtype_name(x.dtype)}); jacrev, jacfwd and hessian support real "
                 "floating inputs and outputs only (as torch.func): split complex values into real and "
                 "imaginary parts"
             )
         if not is_floating(x):
             raise TypeError(
-                f"{what}: {kind} leaf {i} has dtype {x.dtype}; jacrev, jacfwd and hessian differentiate real "
+                f"{what}: {kind} leaf {i} has dtype {_dtype_name(x.dtype)}; jacrev, jacfwd and hessian "
+                "differentiate real "
                 f"floating {kind}s only (integer and boolean values carry no derivative)"
                 + ("; return such outputs as aux, with has_aux=True" if kind == "output" else "")
             )
