@@ -187,9 +187,9 @@ def _check_real_floating(leaves, what, kind):
             continue
         if is_complex(x):
             raise TypeError(
-                f"{what}: {kind} leaf {i} is complex ({_dtype_name(x.dtype)}); jacrev, jacfwd and hessian support real "
-                "floating inputs and outputs only (as torch.func): split complex values into real and "
-                "imaginary parts"
+                f"{what}: {kind} leaf {i} is complex ({_dtype_name(x.dtype)}); jacrev, jacfwd and hessian "
+                "support real floating inputs and outputs only (as torch.func): split complex values into "
+                "real and imaginary parts"
             )
         if not is_floating(x):
             raise TypeError(
