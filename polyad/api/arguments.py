@@ -194,8 +194,7 @@ def _check_real_floating(leaves, what, kind):
         if not is_floating(x):
             raise TypeError(
                 f"{what}: {kind} leaf {i} has dtype {_dtype_name(x.dtype)}; jacrev, jacfwd and hessian "
-                "differentiate real "
-                f"floating {kind}s only (integer and boolean values carry no derivative)"
+                f"differentiate real floating {kind}s only (integer and boolean values carry no derivative)"
                 + ("; return such outputs as aux, with has_aux=True" if kind == "output" else "")
             )
 
