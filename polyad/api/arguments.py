@@ -148,7 +148,7 @@ def _check_inputs(leaves, tree, what, root, nums=None):
         if not is_floating(x):
             raise TypeError(
                 f"{what}: {_leaf_name(tree, i, root, nums)} must have a floating dtype to be "
-                f"differentiated, got {x.dtype}"
+                f"differentiated, got {_dtype_name(x.dtype)}"
             )
 
 
@@ -179,22 +179,24 @@ def _check_like(x, ref, what, noun, ref_noun, tree, i, root):
         )
 
 
-def _check_real_floating(leaves, what, kind):
+def _check_real_floating(leaves, tree, what, root, nums=None):
     """Jacobians (jacrev, jacfwd, hessian) take and give real floating arrays only, as torch.func and JAX
-    do; ``kind`` ("input", "output") and the leaf's number name the offender."""
+    do; errors name the leaf of ``tree`` ("argument 0", "output[1]": see ``_leaf_name``)."""
+    kind = "output" if root == "output" else "input"
     for i, x in enumerate(leaves):
         if not _is_array(x):
             continue
         if is_complex(x):
             raise TypeError(
-                f"{what}: {kind} leaf {i} is complex ({_dtype_name(x.dtype)}); jacrev, jacfwd and hessian "
-                "support real floating inputs and outputs only (as torch.func): split complex values into "
-                "real and imaginary parts"
+                f"{what}: {_leaf_name(tree, i, root, nums)} is complex ({_dtype_name(x.dtype)}); jacrev, "
+                "jacfwd and hessian support real floating inputs and outputs only (as torch.func): split "
+                "complex values into real and imaginary parts"
             )
         if not is_floating(x):
             raise TypeError(
-                f"{what}: {kind} leaf {i} has dtype {_dtype_name(x.dtype)}; jacrev, jacfwd and hessian "
-                f"differentiate real floating {kind}s only (integer and boolean values carry no derivative)"
+                f"{what}: {_leaf_name(tree, i, root, nums)} has dtype {_dtype_name(x.dtype)}; jacrev, jacfwd "
+                f"and hessian differentiate real floating {kind}s only (integer and boolean values carry no "
+                "derivative)"
                 + ("; return such outputs as aux, with has_aux=True" if kind == "output" else "")
             )
 

@@ -21,6 +21,7 @@ from polyad.api.reverse_mode import _record
 from polyad.core import Tensor, new_level
 from polyad.core import plain as _plain
 from polyad.forward import DualTensor, ForwardInterpreter
+from polyad.ops.common import _dtype_name
 from polyad.ops.creation import zeros_like
 from polyad.predispatch import not_recorded, recorded_call
 
@@ -32,8 +33,8 @@ def _check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
         _check_like(t, p, what, "tangent", "its primal's", p_tree, i, root)
         if t.dtype != p.dtype:
             raise TypeError(
-                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has dtype {t.dtype}, expected its "
-                f"primal's dtype {p.dtype}"
+                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has dtype {_dtype_name(t.dtype)}, "
+                f"expected its primal's dtype {_dtype_name(p.dtype)}"
             )
 
 
@@ -60,7 +61,11 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     _check_callable(func, "jvp")
     _check_has_aux(has_aux, "jvp")
     _check_has_aux(strict, "jvp", "strict")
-    what = f"jvp({_fname(func)})"
+    return _jvp(func, primals, tangents, strict, has_aux, f"jvp({_fname(func)})")
+
+
+def _jvp(func, primals, tangents, strict, has_aux, what):
+    """The work of ``jvp`` (and of ``jacfwd``, per basis vector): errors start with ``what``."""
     if not isinstance(primals, tuple):
         raise TypeError(
             f"{what}: primals must be a tuple of the positional arguments, got {type(primals).__name__}; "

@@ -23,7 +23,7 @@ from polyad.api.arguments import (
     _flatten,
     _partial,
 )
-from polyad.api.forward_mode import jvp
+from polyad.api.forward_mode import _jvp
 from polyad.api.reverse_mode import _vjp
 from polyad.api.vectorize import vmap
 from polyad.core import Tensor
@@ -132,7 +132,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     def jac_f(*args, **kwargs):
         what, single, nums, diff = _diff_args("jacrev", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
-        _check_real_floating(in_flat, what, "input")
+        _check_real_floating(in_flat, in_tree, what, "argument", nums)
         partial_func = _partial(func, args, kwargs, nums)
         out, backward, aux, _ = _vjp(partial_func, diff, has_aux, what, nums=nums, jacobian=True)
         o_flat, o_tree = _flatten(out)
@@ -219,14 +219,14 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         what, single, nums, diff = _diff_args("jacfwd", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
         _check_inputs(in_flat, in_tree, what, "argument", nums)
-        _check_real_floating(in_flat, what, "input")
+        _check_real_floating(in_flat, in_tree, what, "argument", nums)
         sizes = [math.prod(x.shape) for x in in_flat]
         total = sum(sizes)
         partial_func = _partial(func, args, kwargs, nums)
 
         def push(basis_row):
             tangents = tuple(optree.tree_unflatten(in_tree, _split_basis(basis_row, in_flat, sizes, 0)))
-            res = jvp(partial_func, diff, tangents, has_aux=has_aux)
+            res = _jvp(partial_func, diff, tangents, False, has_aux, what)
             return (res[1], res[2]) if has_aux else res[1]
 
         if not in_flat:
@@ -237,7 +237,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         else:
             tangents = vmap(push, out_dims=-1, randomness=randomness)(basis)
         t_flat, t_tree = _flatten(tangents)  # each (*O, total)
-        _check_real_floating(t_flat, what, "output")
+        _check_real_floating(t_flat, t_tree, what, "output")
         o_shapes = [tuple(t.shape[:-1]) for t in t_flat]
         i_shapes = [tuple(x.shape) for x in in_flat]
         jac = _assemble(t_flat, o_shapes, t_tree, i_shapes, in_tree, single, by_output=True)
@@ -266,4 +266,14 @@ def hessian(func, argnums=0):
     """
     _check_callable(func, "hessian")
     _check_argnums(argnums, "hessian")
-    return jacfwd(jacrev(func, argnums), argnums)
+    forward_over_reverse = jacfwd(jacrev(func, argnums), argnums)
+
+    @functools.wraps(func)
+    def hessian_f(*args, **kwargs):
+        what, _, nums, diff = _diff_args("hessian", func, argnums, args)
+        in_flat, in_tree = _flatten(diff)
+        _check_inputs(in_flat, in_tree, what, "argument", nums)  # named as hessian's, not jacfwd's
+        _check_real_floating(in_flat, in_tree, what, "argument", nums)
+        return forward_over_reverse(*args, **kwargs)
+
+    return hessian_f

@@ -30,7 +30,7 @@ from polyad.api.arguments import (
 )
 from polyad.core import Tensor, _tls, current_level, new_level
 from polyad.core import plain as _plain
-from polyad.ops.common import is_complex, is_floating
+from polyad.ops.common import _dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones_like, zeros_like
 from polyad.ops.elementwise import add
 from polyad.predispatch import not_recorded, recorded
@@ -75,7 +75,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
     _check_inputs(flat, tree, what, root, nums)
     interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what)
     if jacobian:
-        _check_real_floating(values, what, "output")
+        _check_real_floating(values, out_tree, what, "output")
     elif values and not any(is_floating(v) for v in values):
         got = ", ".join(str(v.dtype) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         raise TypeError(
@@ -94,7 +94,8 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
             if not is_floating(c) or (is_complex(c) and not is_complex(v)):
                 raise TypeError(
                     f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has dtype "
-                    f"{c.dtype}, expected a floating dtype like the output's {v.dtype}"
+                    f"{_dtype_name(c.dtype)}, expected a floating dtype like the output's "
+                    f"{_dtype_name(v.dtype)}"
                 )
             if k is not None:
                 prev = seeds.get(k)
@@ -157,8 +158,8 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
         )
     if is_complex(out):
         raise TypeError(
-            f"{what}: func must return a real floating scalar, got {out.dtype}; differentiate a real "
-            "function of it (real, abs) or use pa.vjp"
+            f"{what}: func must return a real floating scalar, got {_dtype_name(out.dtype)}; differentiate a "
+            "real function of it (real, abs) or use pa.vjp"
         )
     try:
         grads = backward(ones_like(out), True)
