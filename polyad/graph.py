@@ -258,7 +258,10 @@ class CompiledGraph:
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.backend = backend
-        self._expected = [(v.shape, _param_to_backend(v.dtype, backend)) for v in inputs]
+        # the backend's own dtype objects, so that the check per call is one comparison of like with like
+        self._expected = [
+            (v.shape, backend.xp.empty((0,), dtype=_param_to_backend(v.dtype, backend)).dtype) for v in inputs
+        ]
 
     def __call__(self, *args):
         flat, tree = optree.tree_flatten(args, none_is_leaf=False)
@@ -290,34 +293,52 @@ def signature_error(where, inputs, in_tree, flat, tree, backend=None):
             f"{tree.num_leaves} in {tree} (capture it again for other arguments)"
         )
     for i, (v, x) in enumerate(zip(inputs, flat)):
-        name = f"{where}: input {i} ({v!r})"
-        expected = f"shape {v.shape} and dtype {_dtype_name(v.dtype)}"
-        if backend is not None and isinstance(x, Tensor):
-            return TypeError(
-                f"{name} is a {type(x).__name__}, a value inside a polyad transform or a polyad tensor; a "
-                f"compiled graph runs on raw {backend.name} arrays, outside transforms: transform the Graph "
-                "itself (pa.grad(graph)), or compile the graph of the transformed function "
-                "(pa.make_graph(pa.grad(f), x).compile())"
-            )
-        owner = None if isinstance(x, Tensor) else dispatch.backend_of_array(x)
-        if owner is None and not isinstance(x, Tensor):
-            return TypeError(f"{name} must be an array with {expected}, got a {type(x).__name__}")
-        if backend is not None and owner is not backend:
-            return TypeError(
-                f"{name} is a {owner.name} array; the graph was compiled for {backend.name} "
-                f"(compile it for this one with .compile({owner.name!r}))"
-            )
-        if tuple(x.shape) != v.shape:
-            return ValueError(
-                f"{name} has shape {tuple(x.shape)}, expected {expected}; capture the graph again for "
-                "another shape"
-            )
-        if _dtype_name(x.dtype) != _dtype_name(v.dtype):
-            return TypeError(
-                f"{name} has dtype {_dtype_name(x.dtype)}, expected {expected}; capture the graph again for "
-                "another dtype"
-            )
+        problem = _input_problem(v, x, backend)
+        if problem is not None:
+            exc, text = problem
+            return exc(f"{where}: input {i} ({v!r}) {text}")
     return None
+
+
+def _input_problem(v, x, backend):
+    """``(exception type, what is wrong)`` when ``x`` cannot stand for graph input ``v``, else None."""
+    tensor = isinstance(x, Tensor)
+    owner = None if tensor else dispatch.backend_of_array(x)
+    if backend is not None and tensor:
+        return TypeError, (
+            f"is a {type(x).__name__}, a value inside a polyad transform or a polyad tensor; a compiled "
+            f"graph runs on raw {backend.name} arrays, outside transforms: transform the Graph itself "
+            "(pa.grad(graph)), or compile the graph of the transformed function "
+            "(pa.make_graph(pa.grad(f), x).compile())"
+        )
+    if owner is None and not tensor:
+        return TypeError, f"must be an array with {_signature_of(v)}, got a {type(x).__name__}"
+    if backend is not None and owner is not backend:
+        return TypeError, (
+            f"is a {owner.name} array; the graph was compiled for {backend.name} (compile it for this one "
+            f"with .compile({owner.name!r}))"
+        )
+    if tuple(x.shape) != v.shape:
+        return ValueError, (
+            f"has shape {tuple(x.shape)}, expected {_signature_of(v)}; capture the graph again for another "
+            "shape"
+        )
+    if not _same_dtype(x.dtype, v.dtype):
+        return TypeError, (
+            f"has dtype {_dtype_name(x.dtype)}, expected {_signature_of(v)}; capture the graph again for "
+            "another dtype"
+        )
+    return None
+
+
+def _same_dtype(a, b):
+    """Whether dtypes ``a`` and ``b`` (perhaps of two libraries) are the same dtype; by name only across
+    libraries (``str`` of a NumPy dtype costs microseconds)."""
+    return a == b if type(a) is type(b) else _dtype_name(a) == _dtype_name(b)
+
+
+def _signature_of(v):
+    return f"shape {v.shape} and dtype {_dtype_name(v.dtype)}"
 
 
 def _to_backend(array, backend):

@@ -226,7 +226,6 @@ class CustomOp:
         self.register_rule("vjp", vjp)
 
     def _check_gradients(self, grads, primals):
-        rule = "register_autograd's backward"
         n = len(primals)
         if not isinstance(grads, tuple) and not (n > 1 and isinstance(grads, list)):
             grads = (grads,)
@@ -235,13 +234,10 @@ class CustomOp:
             if not keyword_nones:
                 names = ", ".join(self._positional[:n]) or "none"
                 raise ValueError(
-                    f"custom op {self.name!r}: {rule} returned {len(grads)} gradient(s) for {n} positional "
-                    f"input(s) ({names}); return one per input (None for none)"
+                    f"custom op {self.name!r}: register_autograd's backward returned {len(grads)} "
+                    f"gradient(s) for {n} positional input(s) ({names}); return one per input (None for none)"
                 )
-        return tuple(
-            _conform(g, p, self.name, rule, f"the gradient of {self._input_name(i)}", "the input", True)
-            for i, (g, p) in enumerate(zip(grads, primals))
-        )
+        return tuple(_conform(g, p, self, i) for i, (g, p) in enumerate(zip(grads, primals)))
 
     def register_jvp(self, rule):
         """Register the forward-mode rule ``rule(primals: tuple, tangents: tuple, **kwargs) ->
@@ -262,7 +258,7 @@ class CustomOp:
                     f"custom op {name!r}: the jvp rule must return (output, tangent), "
                     f"got {type(result).__name__}"
                 )
-            return _conform(result[1], out, name, "register_jvp's rule", "the tangent", "the output")
+            return _conform(result[1], out, self)
 
         self.register_rule("jvp", jvp)
 
@@ -410,26 +406,38 @@ def _broadcasts_to(shape, target):
     return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(target)))
 
 
-def _conform(value, ref, op_name, rule, slot, ref_noun, reduce=False):
-    """``value``, which a custom op's ``rule`` returned as ``slot`` (the gradient of an input, the tangent
-    of the output), made to match ``ref`` (that input, that output) or refused with an error naming the
-    op, the rule and the slot: an array of ``ref``'s library, of its shape (with ``reduce``, a shape
-    ``ref`` broadcasts to is summed back to it) and of its dtype (cast within real or complex floating,
-    an error across them). None stays None; so does anything for a non-floating ``ref``, which carries no
-    derivative."""
+def _conform(value, ref, op, index=None):
+    """``value``, which custom op ``op``'s rule returned as the gradient of input ``index``
+    (register_autograd) or, for ``index`` None, as the tangent of the output (register_jvp), made to match
+    ``ref`` (that input, that output) or refused with an error naming the op, the rule and the input: an
+    array of ``ref``'s library, of its shape (a gradient of a shape ``ref`` broadcasts to is summed back
+    to it) and of its dtype (cast within real or complex floating, an error across them). None stays
+    None; so does anything for a non-floating ``ref``, which carries no derivative."""
     if value is None or not hasattr(ref, "shape") or not is_floating(ref):
         return None
-    where = f"custom op {op_name!r}: {rule} returned"
-    expected = f"{ref_noun}'s shape {tuple(ref.shape)} and dtype {_dtype_name(ref.dtype)}"
+    bottom = _bottom(value)
+    if (
+        type(bottom) is type(_bottom(ref))
+        and value.shape == ref.shape
+        and value.dtype == ref.dtype
+        and dispatch.backend_of_array(bottom) is not None
+    ):
+        return value  # the common case, checked without building any message
+    reduce = index is not None
+    rule = "register_autograd's backward" if reduce else "register_jvp's rule"
+    slot = f"the gradient of {op._input_name(index)}" if reduce else "the tangent"
+    ref_noun = "the input" if reduce else "the output"
+    where = f"custom op {op.name!r}: {rule} returned"
     if not isinstance(value, Tensor) and dispatch.backend_of_array(value) is None:
         raise TypeError(
-            f"{where} a {type(value).__name__} as {slot}; expected None or an array with {expected}"
+            f"{where} a {type(value).__name__} as {slot}; expected None or an array with {ref_noun}'s "
+            f"shape {tuple(ref.shape)} and dtype {_dtype_name(ref.dtype)}"
         )
-    owner, ref_owner = dispatch.backend_of_array(_bottom(value)), dispatch.backend_of_array(_bottom(ref))
+    owner, ref_owner = dispatch.backend_of_array(bottom), dispatch.backend_of_array(_bottom(ref))
     if owner is not ref_owner:
         raise TypeError(
-            f"{where} a {owner.name} array as {slot}, but {ref_noun} is a {ref_owner.name} array; compute it "
-            "from the rule's arguments with polyad.xp"
+            f"{where} a {getattr(owner, 'name', type(bottom).__name__)} array as {slot}, but {ref_noun} is a "
+            f"{getattr(ref_owner, 'name', '')} array; compute it from the rule's arguments with polyad.xp"
         )
     shape, ref_shape = tuple(value.shape), tuple(ref.shape)
     if shape != ref_shape:
@@ -443,8 +451,8 @@ def _conform(value, ref, op_name, rule, slot, ref_noun, reduce=False):
         if not is_floating(value) or is_complex(value) != is_complex(ref):
             raise TypeError(
                 f"{where} dtype {_dtype_name(value.dtype)} as {slot}, but {ref_noun} has dtype "
-                f"{_dtype_name(ref.dtype)}: a derivative "
-                "has a floating dtype of its primal's kind (real or complex)"
+                f"{_dtype_name(ref.dtype)}: a derivative has a floating dtype of its primal's kind (real or "
+                "complex)"
             )
         value = astype(value, ref.dtype)
     return value
