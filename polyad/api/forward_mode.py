@@ -50,8 +50,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         has_aux: ``func`` returns ``(output, aux)``; aux is returned, not differentiated.
 
     Returns:
-        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``. For complex inputs the tangent is the ordinary
-        complex derivative ``f'(z) t`` (for holomorphic ``f``).
+        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``; each tangent has its output's dtype. For
+        complex inputs the tangent is the ordinary complex derivative ``f'(z) t`` (for holomorphic ``f``).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -124,7 +124,7 @@ def linearize(func, *primals):
 
     Returns:
         ``(output, jvp_fn)``; ``jvp_fn(*tangents)`` takes tangents with the structure, shapes and dtypes
-        of ``primals`` and returns the tangent of the output.
+        of ``primals`` and returns the tangent of the output, in the output's dtype.
 
     Example:
         >>> import numpy as np, polyad as pa

@@ -115,7 +115,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         A function returning the Jacobian (and aux). For an output leaf of shape O and an input of shape
         I the block has shape O + I. With tuple ``argnums`` each output leaf holds a tuple with one entry
         per argnum; pytree inputs give pytrees of blocks; pytree outputs give the output's structure
-        around them.
+        around them. Its rows are input cotangents: each block has its input's dtype.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -201,7 +201,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     Returns:
         A function returning the Jacobian (and aux), laid out as ``jacrev``'s: shape O + I per output leaf
-        and input.
+        and input. Its columns are output tangents: each block has its output's dtype.
 
     Example:
         >>> import numpy as np, polyad as pa

@@ -121,10 +121,10 @@ def vjp(func, *primals, has_aux=False):
 
     Returns:
         ``(output, vjp_fn)`` or ``(output, vjp_fn, aux)``. ``vjp_fn(cotangents)`` takes cotangents with the
-        structure, shapes and dtypes of ``output`` and returns a tuple with one cotangent per primal (zeros
-        for a primal the output does not depend on). It may be called many times: it keeps the recorded
-        computation alive until it is dropped. Complex inputs follow PyTorch's convention (see
-        ``polyad.ops.elementwise``): the cotangent is ``conj(J)^T g``.
+        structure, shapes and dtypes of ``output`` and returns a tuple with one cotangent per primal, in
+        the primal's dtype (zeros for a primal the output does not depend on). It may be called many
+        times: it keeps the recorded computation alive until it is dropped. Complex inputs follow PyTorch's
+        convention (see ``polyad.ops.elementwise``): the cotangent is ``conj(J)^T g``.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -195,7 +195,8 @@ def grad(func, argnums=0, has_aux=False):
         A function with ``func``'s arguments returning the gradient (the argument's structure; a tuple of
         them for tuple ``argnums``), or ``(gradient, aux)`` with ``has_aux``. Keyword arguments are passed
         through, not differentiated. For a complex input ``z = x + iy`` the gradient of the real loss ``L``
-        is ``dL/dx + i dL/dy`` (PyTorch's convention).
+        is ``dL/dx + i dL/dy`` (PyTorch's convention). The gradient has its input's dtype, whatever
+        precision ``func`` computed in (JAX's and torch.func's rule).
 
     Example:
         >>> import numpy as np, polyad as pa
