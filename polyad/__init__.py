@@ -3,7 +3,7 @@
 The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for how it fits together.
 """
 
-from polyad import dispatch, library, random, xp
+from polyad import config, dispatch, library, random, xp
 from polyad.api import (
     enable_grad,
     grad,
@@ -64,6 +64,7 @@ __all__ = [
     "Graph",
     "backend",
     "call_delegate",
+    "config",
     "make_graph",
     "custom_op",
     "library",

@@ -21,10 +21,14 @@ from polyad.backends import register_device_type as register_device_type
 
 class _DispatchState(threading.local):
     def __init__(self):
-        self.default = None  # set below from POLYAD_BACKEND
+        self.block = None  # the backend of the innermost ``with backend(...)`` block of this thread
 
 
 _state = _DispatchState()
+# The process-wide default Backend (set_backend), loaded on first use from the name in _GLOBAL_DEFAULT
+# (POLYAD_BACKEND, then the last set_backend): every thread reads it outside ``with backend`` blocks.
+_PROCESS_DEFAULT = [None]
+_DEFAULT_LOCK = threading.Lock()
 _BY_TYPE = {}  # array type -> Backend; filled on load and on first sight of a subclass
 # Python's own types: never an array (a subclass of one, such as np.float64, may be: ``is_scalar``)
 _PLAIN = frozenset((int, float, complex, bool, type(None), slice, type(Ellipsis), str, tuple, list))
@@ -42,8 +46,11 @@ def _on_backend(event, backend):
         for t, b in list(_BY_TYPE.items()):
             if b is backend:
                 del _BY_TYPE[t]
-        if _state.default is backend:
-            _state.default = None
+        with _DEFAULT_LOCK:
+            if _PROCESS_DEFAULT[0] is backend:
+                _PROCESS_DEFAULT[0] = None
+        if _state.block is backend:
+            _state.block = None
 
 
 backends.subscribe(_on_backend)
@@ -71,30 +78,56 @@ def unavailable_backends():
 
 
 def get_backend():
-    """Return the name of the default backend (used where no input array says where to create)."""
+    """Return the name of the default backend of the calling thread: the backend of its innermost
+    ``with backend(...)`` block, else the process-wide default (``set_backend``, ``POLYAD_BACKEND``).
+    It is where arrays are created when no input says where."""
     return default_backend().name
 
 
 def default_backend():
-    b = _state.default
+    """The default Backend of the calling thread (see ``get_backend``)."""
+    b = _state.block
     if b is None:
-        b = _state.default = _load(_GLOBAL_DEFAULT[0])
+        b = _PROCESS_DEFAULT[0]
+        if b is None:
+            b = _load(_GLOBAL_DEFAULT[0])
+            with _DEFAULT_LOCK:
+                if _PROCESS_DEFAULT[0] is None:
+                    _PROCESS_DEFAULT[0] = b
+                b = _PROCESS_DEFAULT[0]
     return b
 
 
 def set_backend(name):
     """Make ``name`` (one of ``polyad.backends.names()``: "numpy", "cupy", "array_api_strict", or one
-    registered) the default backend of this thread.
+    registered) the process-wide default backend: every thread, running or started later, uses it,
+    except inside a ``with polyad.backend(...)`` block, which chooses for its own thread only (and keeps
+    doing so until it exits, even in the thread that calls ``set_backend``).
 
     Raises ValueError for an unknown name and RuntimeError, with the reason, for one that cannot load here.
+
+    Example:
+        >>> import polyad as pa
+        >>> previous = pa.get_backend()
+        >>> pa.set_backend("numpy")
+        >>> pa.get_backend()
+        'numpy'
+        >>> pa.set_backend(previous)
     """
-    _state.default = _load(name)
-    _GLOBAL_DEFAULT[0] = name
+    if not isinstance(name, str):
+        raise TypeError(
+            f"set_backend(name={name!r}): name must be a str, one of {', '.join(backends.names())}"
+        )
+    b = _load(name)
+    with _DEFAULT_LOCK:
+        _PROCESS_DEFAULT[0] = b
+        _GLOBAL_DEFAULT[0] = name
 
 
 @contextmanager
 def backend(name):
-    """Context manager: use backend ``name`` as the default inside the block, restoring it on exit.
+    """Context manager: use backend ``name`` as the default inside the block, in this thread only (other
+    threads keep theirs), restoring the previous one on exit.
 
     Example:
         >>> import polyad as pa
@@ -102,12 +135,14 @@ def backend(name):
         ...     pa.get_backend()
         'numpy'
     """
-    previous = default_backend()
-    _state.default = _load(name)
+    if not isinstance(name, str):
+        raise TypeError(f"backend(name={name!r}): name must be a str, one of {', '.join(backends.names())}")
+    previous = _state.block
+    _state.block = _load(name)
     try:
-        yield _state.default
+        yield _state.block
     finally:
-        _state.default = previous
+        _state.block = previous
 
 
 def backend_of_array(x):

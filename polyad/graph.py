@@ -16,7 +16,8 @@ import optree
 
 from polyad import core, dispatch
 from polyad.core import Interpreter, Op, Tensor, bind, new_level
-from polyad.ops.common import _bottom
+from polyad.dispatch import _BY_TYPE
+from polyad.ops.common import _bottom, _dtype_name
 from polyad.tracing import eval_shape
 
 
@@ -104,13 +105,9 @@ class Graph:
 
     def __call__(self, *args):
         flat, tree = optree.tree_flatten(args, none_is_leaf=False)
-        if len(flat) != len(self.inputs):
-            raise TypeError(
-                f"graph called with {len(flat)} array(s), it was captured with {len(self.inputs)}"
-            )
-        for v, x in zip(self.inputs, flat):
-            if tuple(x.shape) != v.shape:
-                raise ValueError(f"graph input {v!r}: expected shape {v.shape}, got {tuple(x.shape)}")
+        error = signature_error("graph", self.inputs, self.in_tree, flat, tree)
+        if error is not None:
+            raise error
         return self._run(flat, {})
 
     def _run(self, flat, env):
@@ -144,7 +141,7 @@ class Graph:
     def lower(self, backend=None):
         """This graph with its constants moved to ``backend`` (a name; default: the default backend), as
         ``call_delegate`` expects."""
-        b = dispatch._load(backend) if backend is not None else dispatch.default_backend()
+        b = _backend_arg(backend, "Graph.lower")
         consts = [_to_backend(c, b) for c in self.consts]
         return Graph(self.inputs, self.in_tree, self.nodes, self.outputs, self.out_tree, consts)
 
@@ -164,7 +161,7 @@ class Graph:
             >>> g(np.array([0.0, np.pi]))
             array([ 1., -1.])
         """
-        b = dispatch._load(backend) if backend is not None else dispatch.default_backend()
+        b = _backend_arg(backend, "Graph.compile")
         env = {}
         names = {}
 
@@ -211,7 +208,16 @@ class Graph:
         lines.append(f"    return ({', '.join(name_of(r) for r in self.outputs)},)")
         source = "\n".join(lines)
         exec(compile(source, f"<polyad graph of {len(self.nodes)} nodes>", "exec"), env)
-        return CompiledGraph(env["replay"], source, self.in_tree, self.out_tree, len(self.inputs))
+        return CompiledGraph(env["replay"], source, self.inputs, self.in_tree, self.out_tree, b)
+
+
+def _backend_arg(backend, where):
+    """The Backend named ``backend`` (None: the default one); errors name ``where``."""
+    if backend is None:
+        return dispatch.default_backend()
+    if not isinstance(backend, str):
+        raise TypeError(f"{where}(backend={backend!r}): backend must be None or a backend name (a str)")
+    return dispatch._load(backend)
 
 
 def _shape_only_kernel(op, like, params, backend):
@@ -239,23 +245,100 @@ def _live_nodes(nodes, outputs):
 
 
 class CompiledGraph:
-    """A graph compiled to straight-line backend calls (``Graph.compile``); ``source`` shows the code."""
+    """A graph compiled to straight-line backend calls (``Graph.compile``); ``source`` shows the code.
 
-    def __init__(self, fn, source, in_tree, out_tree, n_inputs):
+    A call checks its inputs against the captured signature (tree structure, then each array's library,
+    shape and dtype) and raises on a mismatch, naming the input: the code was specialised to them.
+    """
+
+    def __init__(self, fn, source, inputs, in_tree, out_tree, backend):
         self.fn = fn
         self.source = source
+        self.inputs = inputs
         self.in_tree = in_tree
         self.out_tree = out_tree
-        self.n_inputs = n_inputs
+        self.backend = backend
+        # the backend's own dtype objects, so that the check per call is one comparison of like with like
+        self._expected = [
+            (v.shape, backend.xp.empty((0,), dtype=_param_to_backend(v.dtype, backend)).dtype) for v in inputs
+        ]
 
     def __call__(self, *args):
-        flat = optree.tree_leaves(args, none_is_leaf=False)
-        if len(flat) != self.n_inputs:
-            raise TypeError(f"compiled graph called with {len(flat)} array(s); it takes {self.n_inputs}")
+        flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+        if tree != self.in_tree or not self._matches(flat):
+            error = signature_error("compiled graph", self.inputs, self.in_tree, flat, tree, self.backend)
+            if error is not None:
+                raise error
         return optree.tree_unflatten(self.out_tree, list(self.fn(*flat)))
+
+    def _matches(self, flat):
+        """The fast check of the inputs (the message, if they fail it, comes from ``signature_error``)."""
+        backend = self.backend
+        for x, (shape, dtype) in zip(flat, self._expected):
+            if _BY_TYPE.get(type(x)) is not backend or x.shape != shape or x.dtype != dtype:
+                return False
+        return True
 
     def __repr__(self):
         return self.source
+
+
+def signature_error(where, inputs, in_tree, flat, tree, backend=None):
+    """The error for a call of a graph (``where``) whose arguments ``flat`` (structure ``tree``) do not
+    match the ``inputs`` it was captured with (structure ``in_tree``), or None if they match. ``backend``:
+    the one backend a compiled graph runs on (a graph replays on any)."""
+    if tree != in_tree:
+        return TypeError(
+            f"{where} takes {in_tree.num_leaves} array(s) in the structure {in_tree}; it was called with "
+            f"{tree.num_leaves} in {tree} (capture it again for other arguments)"
+        )
+    for i, (v, x) in enumerate(zip(inputs, flat)):
+        problem = _input_problem(v, x, backend)
+        if problem is not None:
+            exc, text = problem
+            return exc(f"{where}: input {i} ({v!r}) {text}")
+    return None
+
+
+def _input_problem(v, x, backend):
+    """``(exception type, what is wrong)`` when ``x`` cannot stand for graph input ``v``, else None."""
+    tensor = isinstance(x, Tensor)
+    owner = None if tensor else dispatch.backend_of_array(x)
+    if backend is not None and tensor:
+        return TypeError, (
+            f"is a {type(x).__name__}, a value inside a polyad transform or a polyad tensor; a compiled "
+            f"graph runs on raw {backend.name} arrays, outside transforms: transform the Graph itself "
+            "(pa.grad(graph)), or compile the graph of the transformed function "
+            "(pa.make_graph(pa.grad(f), x).compile())"
+        )
+    if owner is None and not tensor:
+        return TypeError, f"must be an array with {_signature_of(v)}, got a {type(x).__name__}"
+    if backend is not None and owner is not backend:
+        return TypeError, (
+            f"is a {owner.name} array; the graph was compiled for {backend.name} (compile it for this one "
+            f"with .compile({owner.name!r}))"
+        )
+    if tuple(x.shape) != v.shape:
+        return ValueError, (
+            f"has shape {tuple(x.shape)}, expected {_signature_of(v)}; capture the graph again for another "
+            "shape"
+        )
+    if not _same_dtype(x.dtype, v.dtype):
+        return TypeError, (
+            f"has dtype {_dtype_name(x.dtype)}, expected {_signature_of(v)}; capture the graph again for "
+            "another dtype"
+        )
+    return None
+
+
+def _same_dtype(a, b):
+    """Whether dtypes ``a`` and ``b`` (perhaps of two libraries) are the same dtype; by name only across
+    libraries (``str`` of a NumPy dtype costs microseconds)."""
+    return a == b if type(a) is type(b) else _dtype_name(a) == _dtype_name(b)
+
+
+def _signature_of(v):
+    return f"shape {v.shape} and dtype {_dtype_name(v.dtype)}"
 
 
 def _to_backend(array, backend):

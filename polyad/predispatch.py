@@ -22,7 +22,7 @@ import threading
 import optree
 
 from polyad import core, dispatch
-from polyad.graph import Const, Graph, Node, Var
+from polyad.graph import Const, Graph, Node, Var, signature_error
 
 
 class _State(threading.local):
@@ -158,11 +158,10 @@ class PreDispatchGraph(Graph):
         return self._run(flat, dict(zip((inner.id for _, inner in self.free), free_values)))
 
     def __call__(self, *args):
-        flat, _ = optree.tree_flatten(args, none_is_leaf=False)
-        if len(flat) != len(self.inputs):
-            raise TypeError(
-                f"graph called with {len(flat)} array(s); it was captured with {len(self.inputs)}"
-            )
+        flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+        error = signature_error("graph", self.inputs, self.in_tree, flat, tree)
+        if error is not None:
+            raise error
         return self._run(flat, {})
 
 

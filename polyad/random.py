@@ -39,11 +39,12 @@ Example:
 """
 
 import threading
+import warnings
 import weakref
 
-from polyad import dispatch
+from polyad import backends, dispatch
 from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels
-from polyad.core import fresh
+from polyad.core import Tensor, fresh
 from polyad.ops.elementwise import _broadcast
 
 _GENERATORS = weakref.WeakSet()  # every live Generator: vmap(randomness="same", chunk_size=...) replays them
@@ -65,8 +66,7 @@ class Generator:
     """
 
     def __init__(self, seed=None):
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-            raise ValueError(f"Generator(seed={seed!r}): seed must be None or a non-negative int")
+        _check_seed(seed, "Generator(seed")
         self._seed = seed
         self._impls = {}
         with _GEN_LOCK:
@@ -85,8 +85,20 @@ class Generator:
 
     def set_state(self, state):
         """Restore a snapshot from ``get_state``."""
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            raise TypeError(
+                f"set_state(state): state must be the dict get_state returned, got {type(state).__name__}"
+            )
         for name, s in state.items():
-            self._impls[name].set_state(s)
+            impl = self._impls.get(name)
+            if impl is None:
+                if name not in backends.names():
+                    raise ValueError(
+                        f"set_state(state): state names backend {name!r}, which polyad does not know (the "
+                        f"backends are {', '.join(backends.names())}); pass what get_state returned"
+                    )
+                impl = self._impl(dispatch._load(name))
+            impl.set_state(s)
 
     # -------------------------------------------------------------------------- distributions
 
@@ -96,14 +108,14 @@ class Generator:
         ``size`` defaults to the broadcast shape of ``loc`` and ``scale``; ``dtype`` to the backend's
         default real floating dtype.
         """
-        shape = _shape(size, loc, scale)
-        z = self._draw("normal", shape, _float_dtype(dtype, device, "normal"), device)
+        shape = _shape(size, "normal", loc=loc, scale=scale)
+        z = self._draw("normal", shape, _dtype_of_kind(dtype, device, "normal", "real floating"), device)
         return _affine(z, loc, scale, 0.0, 1.0)
 
     def uniform(self, low=0.0, high=1.0, size=None, *, dtype=None, device=None):
         """Uniform samples on ``[low, high)`` (``size`` defaults to the broadcast shape of the bounds)."""
-        shape = _shape(size, low, high)
-        u = self._draw("uniform", shape, _float_dtype(dtype, device, "uniform"), device)
+        shape = _shape(size, "uniform", low=low, high=high)
+        u = self._draw("uniform", shape, _dtype_of_kind(dtype, device, "uniform", "real floating"), device)
         return _affine(u, low, high - low, 0.0, 1.0)
 
     def integers(self, low, high=None, size=None, *, dtype=None, device=None):
@@ -114,9 +126,8 @@ class Generator:
             raise TypeError(f"integers(low={low!r}, high={high!r}): the bounds must be Python ints")
         if high <= low:
             raise ValueError(f"integers(low={low}, high={high}): high must be greater than low")
-        shape = () if size is None else _as_shape(size)
-        if dtype is None:
-            dtype = _info(device).default_dtypes(device=device)["integral"]
+        shape = () if size is None else _as_shape(size, "integers")
+        dtype = _dtype_of_kind(dtype, device, "integers", "integral")
         return self._draw("integers", shape, dtype, device, low, high)
 
     def _draw(self, kind, shape, dtype, device, *bounds):
@@ -154,26 +165,60 @@ def _is_int(x):
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _as_shape(size):
-    return (size,) if isinstance(size, int) else tuple(size)
+def _check_seed(seed, where):
+    if seed is not None and (not _is_int(seed) or seed < 0):
+        raise ValueError(f"{where}={seed!r}): seed must be None or a non-negative int")
 
 
-def _shape(size, a, b):
+def _as_shape(size, kind):
+    """``size`` (an int or a sequence of ints, each >= 0) as a shape tuple; errors name ``kind``."""
+    dims = (size,) if isinstance(size, int) and not isinstance(size, bool) else size
+    if not isinstance(dims, tuple | list) or not all(_is_int(d) for d in dims):
+        raise TypeError(f"{kind}(size={size!r}): size must be None, an int or a tuple of ints")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{kind}(size={size!r}): sizes must be non-negative")
+    return tuple(dims)
+
+
+def _shape(size, kind, **params):
+    """The shape of a draw: ``size``, else the broadcast shape of the array ``params`` (each a real
+    number or an array, checked here)."""
+    for name, value in params.items():
+        if not (
+            _is_number(value) or isinstance(value, Tensor) or dispatch.backend_of_array(value) is not None
+        ):
+            raise TypeError(f"{kind}({name}={value!r}): {name} must be a real number or an array")
     if size is not None:
-        return _as_shape(size)
-    return _broadcast(*[tuple(x.shape) for x in (a, b) if hasattr(x, "shape")])
+        return _as_shape(size, kind)
+    return _broadcast(*[tuple(x.shape) for x in params.values() if hasattr(x, "shape")])
 
 
-def _info(device):
+def _info(device, kind):
+    if device is not None and dispatch.owner_of_device(device) is None:
+        raise ValueError(f"{kind}(device={device!r}): no polyad backend has this device")
     return dispatch.backend_of_device(device).compat.__array_namespace_info__()
 
 
-def _float_dtype(dtype, device, kind):
+def _dtype_of_kind(dtype, device, kind, dtype_kind):
+    """``dtype``, checked to be a ``dtype_kind`` dtype ("real floating", "integral") of the backend of
+    ``device``; its default one for None."""
+    info = _info(device, kind)
     if dtype is None:
-        return _info(device).default_dtypes(device=device)["real floating"]
-    if "float" not in str(dtype) or "complex" in str(dtype):
-        raise TypeError(f"{kind}(dtype={dtype}): dtype must be a real floating dtype")
+        return info.default_dtypes(device=device)[dtype_kind]
+    if not any(_same_dtype(dtype, d) for d in info.dtypes(device=device, kind=dtype_kind).values()):
+        raise TypeError(
+            f"{kind}(dtype={dtype!r}): dtype must be a dtype of kind {dtype_kind!r} of the backend"
+        )
     return dtype
+
+
+def _same_dtype(a, b):
+    with warnings.catch_warnings():  # array_api_strict warns when its dtypes meet NumPy's
+        warnings.simplefilter("ignore")
+        try:
+            return bool(a == b)
+        except Exception:  # a dtype of another library may refuse the comparison
+            return False
 
 
 def _affine(z, shift, scale, unit_shift, unit_scale):
@@ -196,7 +241,9 @@ def default_generator():
 
 
 def seed(s):
-    """Reseed the default generator (a new ``Generator(s)`` replaces it)."""
+    """Reseed the default generator (a new ``Generator(s)`` replaces it; ``s`` a non-negative int or
+    None)."""
+    _check_seed(s, "seed(s")
     _DEFAULT[0] = Generator(s)
 
 

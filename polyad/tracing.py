@@ -70,6 +70,8 @@ def eval_shape(func, *args, **kwargs):
         >>> pa.eval_shape(lambda x: pa.xp.sum(x, axis=0), np.ones((3, 4)))
         ShapeDtype(shape=(4,), dtype=float64)
     """
+    if not callable(func):
+        raise TypeError(f"eval_shape(func, ...): func must be callable, got {type(func).__name__}")
     flat, tree = optree.tree_flatten(args, none_is_leaf=False)
     backend = dispatch.backend_of([x for x in flat if not isinstance(x, ShapeDtype)])
     with new_level(AbstractInterpreter, backend) as interp:
@@ -82,15 +84,21 @@ def eval_shape(func, *args, **kwargs):
             for x in flat
         ]
         out = func(*optree.tree_unflatten(tree, ins), **kwargs)
-        return optree.tree_map(
-            lambda o: (
-                o._value
-                if isinstance(o, Tensor) and o._interp is interp
-                else ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None))
-            ),
-            out,
-            none_is_leaf=False,
+        return optree.tree_map(lambda o: _output_aval(o, interp), out, none_is_leaf=False)
+
+
+def _output_aval(o, interp):
+    """What ``eval_shape`` returns for output leaf ``o``: its ShapeDtype; a Python number as it is."""
+    if isinstance(o, Tensor) and o._interp is interp:
+        return o._value
+    if isinstance(o, int | float | complex):
+        return o  # known without computing anything, like the non-array inputs passed through
+    if not hasattr(o, "shape") or not hasattr(o, "dtype"):
+        kind = type(o).__name__
+        raise TypeError(
+            f"eval_shape: func must return arrays, Python numbers or pytrees of them; got a {kind}"
         )
+    return ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None))
 
 
 # ------------------------------------------------------------------------------ fake arrays (custom ops)

@@ -3,7 +3,7 @@ backend; compile), call_delegate, and pre-dispatch capture (transform nodes, fre
 
 import numpy as np
 import pytest
-from helpers import assert_close
+from helpers import assert_close, raises_cleanly
 
 import polyad as pa
 from polyad import core, dispatch, predispatch, xp
@@ -168,3 +168,88 @@ def test_compiled_grad_graph_skips_what_only_the_value_needed():
     dead = {"sum", "add"} & {n.op.name for n in graph.nodes}
     assert dead and len(calls) < len(graph.nodes)  # the final add and sum of f are gone
     assert_close(compiled(x), pa.grad(f)(x))
+
+
+# ------------------------------------------------------------------------------ input signatures
+
+
+def _other_backend_array(values):
+    if pa.get_backend() == "numpy":
+        import array_api_strict
+
+        return array_api_strict.asarray(values, dtype=array_api_strict.float64)
+    return np.asarray(values, dtype=np.float64)
+
+
+def test_compiled_graph_checks_its_input_signature():
+    f = lambda v: xp.sum(xp.sin(v) * v)  # noqa: E731
+    x = _arr([0.1, 0.2, 0.3])
+    compiled = pa.make_graph(pa.grad(f), x).compile()
+    with raises_cleanly(ValueError, "input 0", "shape (1,)", "expected shape (3,) and dtype float64"):
+        compiled(_arr([1.0]))
+    with raises_cleanly(TypeError, "input 0", "dtype int64", "float64"):
+        compiled(_xp().asarray([1, 2, 3], dtype=_xp().int64))
+    with raises_cleanly(TypeError, "input 0", "dtype float32"):
+        compiled(_xp().asarray([1, 2, 3], dtype=_xp().float32))
+    with raises_cleanly(TypeError, "input 0", "got a float"):
+        compiled(1.0)
+    with raises_cleanly(TypeError, "structure"):
+        compiled({"x": x})
+    with raises_cleanly(TypeError, "input 0", "compiled for", ".compile("):
+        compiled(_other_backend_array([0.1, 0.2, 0.3]))
+    assert_close(compiled(_arr([0.5, 1.0, 1.5])), pa.grad(f)(_arr([0.5, 1.0, 1.5])))  # still usable
+
+
+def test_grad_of_a_compiled_graph_says_what_to_do():
+    f = lambda v: xp.sum(xp.sin(v))  # noqa: E731
+    x = _arr([0.1, 0.2])
+    graph = pa.make_graph(f, x)
+    compiled = graph.compile()
+    with raises_cleanly(TypeError, "ReverseTensor", "pa.grad(graph)", "compile()"):
+        pa.grad(compiled)(x)
+    with raises_cleanly(TypeError, "BatchedTensor"):
+        pa.vmap(compiled)(_xp().stack([x, x]))
+    # what the message suggests works: the graph itself, or the compiled graph of grad
+    assert_close(pa.grad(graph)(x), _xp().cos(x))
+    assert_close(pa.make_graph(pa.grad(f), x).compile()(x), _xp().cos(x))
+
+
+@pytest.mark.parametrize("pre_dispatch", [False, True])
+def test_graph_replay_checks_its_input_signature(pre_dispatch):
+    f = pa.grad(lambda v: xp.sum(v * v))
+    x = _arr([1.0, 2.0, 3.0])
+    graph = pa.make_graph(f, x, pre_dispatch=pre_dispatch)
+    with raises_cleanly(TypeError, "input 0", "dtype int64"):
+        graph(_xp().asarray([1, 2, 3], dtype=_xp().int64))  # not an int gradient
+    with raises_cleanly(ValueError, "input 0", "shape (2,)"):
+        graph(_arr([1.0, 2.0]))
+    with raises_cleanly(TypeError, "takes 1 array"):
+        graph(x, x)
+    with raises_cleanly(TypeError, "structure"):
+        graph([1.0, 2.0, 3.0])  # a list is a pytree of three leaves
+    with raises_cleanly(TypeError, "input 0", "got a float"):
+        graph(1.0)
+    assert_close(graph(_arr([0.5, 1.0, 1.5])), np.asarray([1.0, 2.0, 3.0]))
+    other = graph(_other_backend_array([0.5, 1.0, 1.5]))  # a graph still replays on any backend
+    assert dispatch.backend_of_array(other).name != pa.get_backend()
+    assert_close(other, np.asarray([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("pre_dispatch", [False, True])
+def test_make_graph_refuses_non_array_inputs_naming_them(pre_dispatch):
+    with raises_cleanly(TypeError, "make_graph", "argument 0 is a float", "pa.xp.asarray"):
+        pa.make_graph(lambda v: v * 2, 1.0, pre_dispatch=pre_dispatch)
+    with raises_cleanly(TypeError, "argument 1['scale'] is a str"):
+        pa.make_graph(lambda v, d: v, _arr([1.0]), {"scale": "big"}, pre_dispatch=pre_dispatch)
+    with raises_cleanly(TypeError, "func must be callable"):
+        pa.make_graph("f", _arr([1.0]), pre_dispatch=pre_dispatch)
+
+
+def test_eval_shape_of_python_numbers():
+    assert pa.eval_shape(lambda v: v * 2, 1.5) == 3.0  # no array: the value itself, known without data
+    out = pa.eval_shape(lambda v, s: (v * s, s + 1), _arr([1.0, 2.0]), 3)
+    assert out[0].shape == (2,) and out[1] == 4
+    with raises_cleanly(TypeError, "eval_shape", "got a str"):
+        pa.eval_shape(lambda v: "text", _arr([1.0]))
+    with raises_cleanly(TypeError, "eval_shape(func", "callable"):
+        pa.eval_shape(3, _arr([1.0]))

@@ -92,3 +92,80 @@ def test_two_pre_dispatch_captures_at_once():
         x = bx.asarray([0.5, 1.0], dtype=bx.float64)
         np.testing.assert_allclose(to_numpy(graph(x)), np.sin([0.5, 1.0]) * (k + 1) + 1.0)
     assert core._pre_dispatch is None
+
+
+# ------------------------------------------------------------------------------ the default backend
+
+
+def _other_backend():
+    return "array_api_strict" if pa.get_backend() == "numpy" else "numpy"
+
+
+def _created_on():
+    return dispatch.backend_of_array(xp.zeros(2)).name  # where a creation with no input lands
+
+
+def test_set_backend_in_a_worker_is_the_default_of_every_thread():
+    """set_backend is process-wide: threads already running, threads started later and the main thread
+    all see it (its docstring and the README say so)."""
+    default, other = pa.get_backend(), _other_backend()
+    ready, switched, seen = threading.Event(), threading.Event(), {}
+
+    def running():
+        seen["before"] = pa.get_backend()
+        ready.set()
+        switched.wait(5)
+        seen["running"], seen["running creates on"] = pa.get_backend(), _created_on()
+
+    t = threading.Thread(target=running)
+    t.start()
+    try:
+        ready.wait(5)
+        _run_threads(lambda k: pa.set_backend(other), n=1)
+        switched.set()
+        t.join()
+        later = []
+        _run_threads(lambda k: later.append(pa.get_backend()), n=1)
+        assert (pa.get_backend(), _created_on(), later) == (other, other, [other])
+    finally:
+        pa.set_backend(default)
+    assert seen == {"before": default, "running": other, "running creates on": other}
+    assert pa.get_backend() == default
+
+
+def test_backend_block_chooses_for_its_own_thread_only():
+    default, other = pa.get_backend(), _other_backend()
+    inside, looked = threading.Event(), threading.Event()
+    seen = {}
+
+    def work(k):
+        if k == 0:
+            with pa.backend(other):
+                inside.set()
+                looked.wait(5)
+                seen["in block"], seen["block creates on"] = pa.get_backend(), _created_on()
+            seen["after block"] = pa.get_backend()
+        else:
+            inside.wait(5)
+            seen["other thread"], seen["other creates on"] = pa.get_backend(), _created_on()
+            looked.set()
+
+    _run_threads(work, n=2)
+    assert seen == {
+        "in block": other,
+        "block creates on": other,
+        "after block": default,
+        "other thread": default,
+        "other creates on": default,
+    }
+
+
+def test_set_backend_inside_a_block_takes_effect_when_the_block_ends():
+    default, other = pa.get_backend(), _other_backend()
+    try:
+        with pa.backend(default):
+            pa.set_backend(other)
+            assert pa.get_backend() == default  # the block's choice holds in its thread
+        assert pa.get_backend() == other
+    finally:
+        pa.set_backend(default)

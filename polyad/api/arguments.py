@@ -11,7 +11,9 @@ from polyad import dispatch, exits
 from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
-from polyad.ops.common import is_floating
+from polyad.ops.common import _dtype_name, is_complex, is_floating
+from polyad.ops.dtypes import astype
+from polyad.ops.elementwise import real
 from polyad.ops.manipulation import moveaxis
 
 
@@ -33,9 +35,31 @@ def _check_callable(func, transform):
         raise TypeError(f"{transform}(func, ...): func must be callable, got {type(func).__name__}")
 
 
-def _check_has_aux(has_aux, transform):
+def _check_has_aux(has_aux, transform, name="has_aux"):
+    """``has_aux`` (or the flag ``name``) is True or False."""
     if not isinstance(has_aux, bool):
-        raise TypeError(f"{transform}(has_aux={has_aux!r}): has_aux must be True or False")
+        raise TypeError(f"{transform}({name}={has_aux!r}): {name} must be True or False")
+
+
+def _check_argnums(argnums, transform):
+    """``argnums`` is an int or a non-empty tuple (or list) of ints; returns them as a tuple. Their range
+    is checked at each call, when the number of arguments is known (``_normalize_argnums``)."""
+    nums = (argnums,) if _is_dim(argnums) else tuple(argnums) if isinstance(argnums, tuple | list) else None
+    if nums is None or not nums or not all(_is_dim(a) for a in nums):
+        raise TypeError(
+            f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
+        )
+    return nums
+
+
+def _check_chunk_size(chunk_size, transform):
+    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
+        raise ValueError(f"{transform}(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+
+
+def _check_randomness(randomness, transform):
+    if randomness not in ("error", "different", "same"):
+        raise ValueError(f"{transform}(randomness={randomness!r}): must be 'error', 'different' or 'same'")
 
 
 def _flatten(tree):
@@ -44,12 +68,8 @@ def _flatten(tree):
 
 def _normalize_argnums(argnums, nargs, transform):
     """``(single, nums)``: whether ``argnums`` is one int, and the argument positions it names (>= 0)."""
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, tuple | list) else None
-    if nums is None or not nums or not all(_is_dim(a) for a in nums):
-        raise TypeError(
-            f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
-        )
+    single = _is_dim(argnums)
+    nums = _check_argnums(argnums, transform)
     out = []
     for a in nums:
         if not -nargs <= a < nargs:
@@ -131,12 +151,12 @@ def _check_inputs(leaves, tree, what, root, nums=None):
         if not _is_array(x):
             raise TypeError(
                 f"{what}: {_leaf_name(tree, i, root, nums)} must be an array (numpy, cupy or "
-                f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.asarray"
+                f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.xp.asarray"
             )
         if not is_floating(x):
             raise TypeError(
                 f"{what}: {_leaf_name(tree, i, root, nums)} must have a floating dtype to be "
-                f"differentiated, got {x.dtype}"
+                f"differentiated, got {_dtype_name(x.dtype)}"
             )
 
 
@@ -165,3 +185,37 @@ def _check_like(x, ref, what, noun, ref_noun, tree, i, root):
             f"{what}: the {noun} of {_leaf_name(tree, i, root)} has shape {tuple(x.shape)}, expected "
             f"{ref_noun} shape {tuple(ref.shape)}"
         )
+
+
+def _check_real_floating(leaves, tree, what, root, nums=None):
+    """Jacobians (jacrev, jacfwd, hessian) take and give real floating arrays only, as torch.func and JAX
+    do; errors name the leaf of ``tree`` ("argument 0", "output[1]": see ``_leaf_name``)."""
+    kind = "output" if root == "output" else "input"
+    for i, x in enumerate(leaves):
+        if not _is_array(x):
+            continue
+        if is_complex(x):
+            raise TypeError(
+                f"{what}: {_leaf_name(tree, i, root, nums)} is complex ({_dtype_name(x.dtype)}); jacrev, "
+                "jacfwd and hessian support real floating inputs and outputs only (as torch.func): split "
+                "complex values into real and imaginary parts"
+            )
+        if not is_floating(x):
+            raise TypeError(
+                f"{what}: {_leaf_name(tree, i, root, nums)} has dtype {_dtype_name(x.dtype)}; jacrev, jacfwd "
+                f"and hessian differentiate real floating {kind}s only (integer and boolean values carry no "
+                "derivative)"
+                + ("; return such outputs as aux, with has_aux=True" if kind == "output" else "")
+            )
+
+
+def _in_dtype_of(d, ref):
+    """Derivative ``d`` in the dtype of ``ref``, the primal it belongs to, as JAX and torch.func give it: the
+    cotangent of an input has the input's dtype, the tangent of an output the output's (a float32 input
+    promoted to float64 inside gets a float32 gradient). A complex derivative of a real primal is its
+    real part (PyTorch's convention)."""
+    if d.dtype == ref.dtype:
+        return d
+    if is_complex(d) and not is_complex(ref):
+        d = real(d)
+    return d if d.dtype == ref.dtype else astype(d, ref.dtype)

@@ -2,6 +2,7 @@
 imports the other: below the transforms (``polyad.graph``) or at the top of the dispatcher
 (``polyad.predispatch``)."""
 
+from polyad.api.arguments import _check_callable, _flatten, _is_array, _leaf_name
 from polyad.graph import capture_graph
 from polyad.predispatch import capture_pre_dispatch_graph
 
@@ -25,6 +26,16 @@ def make_graph(func, *args, pre_dispatch=False):
         >>> g(np.array([0.0, np.pi]))
         array([ 1., -1.])
     """
+    _check_callable(func, "make_graph")
+    if not isinstance(pre_dispatch, bool):
+        raise TypeError(f"make_graph(pre_dispatch={pre_dispatch!r}): pre_dispatch must be True or False")
+    flat, tree = _flatten(args)
+    for i, x in enumerate(flat):
+        if not _is_array(x):
+            raise TypeError(
+                f"make_graph: {_leaf_name(tree, i, '', tuple(range(len(args))))} is a {type(x).__name__}; "
+                "the inputs of a graph are arrays (pa.xp.asarray(value)): close over other values in func"
+            )
     if pre_dispatch:
         return capture_pre_dispatch_graph(func, *args)
     return capture_graph(func, *args)

@@ -12,6 +12,7 @@ from polyad.api.arguments import (
     _check_structure,
     _flatten,
     _fname,
+    _in_dtype_of,
     _is_array,
     _leaf_name,
     _lower_tree,
@@ -22,6 +23,7 @@ from polyad.api.reverse_mode import _record
 from polyad.core import Tensor, new_level
 from polyad.core import plain as _plain
 from polyad.forward import DualTensor, ForwardInterpreter
+from polyad.ops.common import _dtype_name
 from polyad.ops.creation import zeros_like
 from polyad.predispatch import not_recorded, recorded_call
 
@@ -33,8 +35,8 @@ def _check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
         _check_like(t, p, what, "tangent", "its primal's", p_tree, i, root)
         if t.dtype != p.dtype:
             raise TypeError(
-                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has dtype {t.dtype}, expected its "
-                f"primal's dtype {p.dtype}"
+                f"{what}: the tangent of {_leaf_name(p_tree, i, root)} has dtype {_dtype_name(t.dtype)}, "
+                f"expected its primal's dtype {_dtype_name(p.dtype)}"
             )
 
 
@@ -50,8 +52,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         has_aux: ``func`` returns ``(output, aux)``; aux is returned, not differentiated.
 
     Returns:
-        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``. For complex inputs the tangent is the ordinary
-        complex derivative ``f'(z) t`` (for holomorphic ``f``).
+        ``(output, jvp_out)`` or ``(output, jvp_out, aux)``; each tangent has its output's dtype. For
+        complex inputs the tangent is the ordinary complex derivative ``f'(z) t`` (for holomorphic ``f``).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -60,7 +62,12 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """
     _check_callable(func, "jvp")
     _check_has_aux(has_aux, "jvp")
-    what = f"jvp({_fname(func)})"
+    _check_has_aux(strict, "jvp", "strict")
+    return _jvp(func, primals, tangents, strict, has_aux, f"jvp({_fname(func)})")
+
+
+def _jvp(func, primals, tangents, strict, has_aux, what):
+    """The work of ``jvp`` (and of ``jacfwd``, per basis vector): errors start with ``what``."""
     if not isinstance(primals, tuple):
         raise TypeError(
             f"{what}: primals must be a tuple of the positional arguments, got {type(primals).__name__}; "
@@ -89,7 +96,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     for i, o in enumerate(o_flat):
         if isinstance(o, Tensor) and o._interp is interp:
             outs.append(o._value)
-            tans.append(o._aux)
+            tans.append(_in_dtype_of(o._aux, o._value))
             continue
         if not _is_array(o):
             raise TypeError(
@@ -122,7 +129,7 @@ def linearize(func, *primals):
 
     Returns:
         ``(output, jvp_fn)``; ``jvp_fn(*tangents)`` takes tangents with the structure, shapes and dtypes
-        of ``primals`` and returns the tangent of the output.
+        of ``primals`` and returns the tangent of the output, in the output's dtype.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -144,7 +151,7 @@ def linearize(func, *primals):
         outs = []
         for k, v in zip(ids, values):
             t = None if k is None else tans.get(k)
-            outs.append(zeros_like(v) if t is None else t)
+            outs.append(zeros_like(v) if t is None else _in_dtype_of(t, v))
         return optree.tree_unflatten(out_tree, outs)
 
     return optree.tree_unflatten(out_tree, values), jvp_fn

@@ -12,33 +12,26 @@ import optree
 
 from polyad import dispatch
 from polyad.api.arguments import (
+    _check_argnums,
     _check_callable,
+    _check_chunk_size,
+    _check_has_aux,
     _check_inputs,
+    _check_randomness,
+    _check_real_floating,
     _diff_args,
     _flatten,
-    _is_array,
-    _is_dim,
     _partial,
 )
-from polyad.api.forward_mode import jvp
+from polyad.api.forward_mode import _jvp
 from polyad.api.reverse_mode import _vjp
 from polyad.api.vectorize import vmap
 from polyad.core import Tensor
-from polyad.ops.common import _bottom, is_complex
+from polyad.ops.common import _bottom
 from polyad.ops.creation import arange, eye, zeros
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, expand_dims, reshape
 from polyad.predispatch import recorded
-
-
-def _check_real(leaves, what, kind):
-    for i, x in enumerate(leaves):
-        if _is_array(x) and is_complex(x):
-            raise TypeError(
-                f"{what}: {kind} leaf {i} is complex ({x.dtype}); jacrev, jacfwd and hessian support real "
-                "floating inputs and outputs only (as torch.func): split complex values into real and "
-                "imaginary parts"
-            )
 
 
 def _eye_rows(start, stop, n, like):
@@ -122,7 +115,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         A function returning the Jacobian (and aux). For an output leaf of shape O and an input of shape
         I the block has shape O + I. With tuple ``argnums`` each output leaf holds a tuple with one entry
         per argnum; pytree inputs give pytrees of blocks; pytree outputs give the output's structure
-        around them.
+        around them. Its rows are input cotangents: each block has its input's dtype.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -131,17 +124,18 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                [0., 4.]])
     """
     _check_callable(func, "jacrev")
-    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
-        raise ValueError(f"jacrev(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+    _check_argnums(argnums, "jacrev")
+    _check_has_aux(has_aux, "jacrev")
+    _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
         what, single, nums, diff = _diff_args("jacrev", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
-        _check_real(in_flat, what, "input")
-        out, backward, aux, _ = _vjp(_partial(func, args, kwargs, nums), diff, has_aux, what, nums=nums)
+        _check_real_floating(in_flat, in_tree, what, "argument", nums)
+        partial_func = _partial(func, args, kwargs, nums)
+        out, backward, aux, _ = _vjp(partial_func, diff, has_aux, what, nums=nums, jacobian=True)
         o_flat, o_tree = _flatten(out)
-        _check_real(o_flat, what, "output")
         sizes = [math.prod(o.shape) for o in o_flat]
         total = sum(sizes)
 
@@ -207,7 +201,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     Returns:
         A function returning the Jacobian (and aux), laid out as ``jacrev``'s: shape O + I per output leaf
-        and input.
+        and input. Its columns are output tangents: each block has its output's dtype.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -216,20 +210,23 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                [ 0., 12.]])
     """
     _check_callable(func, "jacfwd")
+    _check_argnums(argnums, "jacfwd")
+    _check_has_aux(has_aux, "jacfwd")
+    _check_randomness(randomness, "jacfwd")
 
     @functools.wraps(func)
     def jac_f(*args, **kwargs):
         what, single, nums, diff = _diff_args("jacfwd", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
         _check_inputs(in_flat, in_tree, what, "argument", nums)
-        _check_real(in_flat, what, "input")
+        _check_real_floating(in_flat, in_tree, what, "argument", nums)
         sizes = [math.prod(x.shape) for x in in_flat]
         total = sum(sizes)
         partial_func = _partial(func, args, kwargs, nums)
 
         def push(basis_row):
             tangents = tuple(optree.tree_unflatten(in_tree, _split_basis(basis_row, in_flat, sizes, 0)))
-            res = jvp(partial_func, diff, tangents, has_aux=has_aux)
+            res = _jvp(partial_func, diff, tangents, False, has_aux, what)
             return (res[1], res[2]) if has_aux else res[1]
 
         if not in_flat:
@@ -240,7 +237,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         else:
             tangents = vmap(push, out_dims=-1, randomness=randomness)(basis)
         t_flat, t_tree = _flatten(tangents)  # each (*O, total)
-        _check_real(t_flat, what, "output")
+        _check_real_floating(t_flat, t_tree, what, "output")
         o_shapes = [tuple(t.shape[:-1]) for t in t_flat]
         i_shapes = [tuple(x.shape) for x in in_flat]
         jac = _assemble(t_flat, o_shapes, t_tree, i_shapes, in_tree, single, by_output=True)
@@ -268,4 +265,15 @@ def hessian(func, argnums=0):
                [ 0., 12.]])
     """
     _check_callable(func, "hessian")
-    return jacfwd(jacrev(func, argnums), argnums)
+    _check_argnums(argnums, "hessian")
+    forward_over_reverse = jacfwd(jacrev(func, argnums), argnums)
+
+    @functools.wraps(func)
+    def hessian_f(*args, **kwargs):
+        what, _, nums, diff = _diff_args("hessian", func, argnums, args)
+        in_flat, in_tree = _flatten(diff)
+        _check_inputs(in_flat, in_tree, what, "argument", nums)  # named as hessian's, not jacfwd's
+        _check_real_floating(in_flat, in_tree, what, "argument", nums)
+        return forward_over_reverse(*args, **kwargs)
+
+    return hessian_f

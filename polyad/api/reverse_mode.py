@@ -12,14 +12,17 @@ import optree
 
 from polyad import exits
 from polyad.api.arguments import (
+    _check_argnums,
     _check_callable,
     _check_has_aux,
     _check_inputs,
     _check_like,
+    _check_real_floating,
     _check_structure,
     _diff_args,
     _flatten,
     _fname,
+    _in_dtype_of,
     _is_array,
     _leaf_name,
     _lower_tree,
@@ -29,7 +32,7 @@ from polyad.api.arguments import (
 )
 from polyad.core import Tensor, _tls, current_level, new_level
 from polyad.core import plain as _plain
-from polyad.ops.common import is_complex, is_floating
+from polyad.ops.common import _dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones_like, zeros_like
 from polyad.ops.elementwise import add
 from polyad.predispatch import not_recorded, recorded
@@ -68,16 +71,19 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
     return interp, leaf_ids, values, ids, out_tree, aux  # the tape and the ids are all the callers need
 
 
-def _vjp(func, primals, has_aux, what, root="primals", nums=None):
+def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False):
     """The work of ``vjp``, ``grad`` and ``jacrev``: run ``func`` once at a new reverse level.
 
     Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume)`` returns the tuple of
-    cotangents of ``primals``, and with ``consume`` frees the tape as it walks it (``grad``).
+    cotangents of ``primals``, each in its primal's dtype, and with ``consume`` frees the tape as it walks
+    it (``grad``). ``jacobian``: every output must be real floating (jacrev), not just one (vjp).
     """
     flat, tree = _flatten(primals)
     _check_inputs(flat, tree, what, root, nums)
     interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what)
-    if values and not any(is_floating(v) for v in values):
+    if jacobian:
+        _check_real_floating(values, out_tree, what, "output")
+    elif values and not any(is_floating(v) for v in values):
         got = ", ".join(str(v.dtype) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         raise TypeError(
             f"{what}: func must return a floating output to differentiate, got dtype {got}; integer and "
@@ -95,7 +101,8 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
             if not is_floating(c) or (is_complex(c) and not is_complex(v)):
                 raise TypeError(
                     f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has dtype "
-                    f"{c.dtype}, expected a floating dtype like the output's {v.dtype}"
+                    f"{_dtype_name(c.dtype)}, expected a floating dtype like the output's "
+                    f"{_dtype_name(v.dtype)}"
                 )
             if k is not None:
                 prev = seeds.get(k)
@@ -103,7 +110,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None):
         cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
         cts = interp.backward(seeds, consume=consume) if seeds else {}
         grads = [cts.get(k) for k in leaf_ids]
-        grads = [zeros_like(x) if g is None else g for g, x in zip(grads, flat)]
+        grads = [zeros_like(x) if g is None else _in_dtype_of(g, x) for g, x in zip(grads, flat)]
         return tuple(optree.tree_unflatten(tree, grads))
 
     return optree.tree_unflatten(out_tree, values), backward, aux, interp
@@ -121,10 +128,10 @@ def vjp(func, *primals, has_aux=False):
 
     Returns:
         ``(output, vjp_fn)`` or ``(output, vjp_fn, aux)``. ``vjp_fn(cotangents)`` takes cotangents with the
-        structure, shapes and dtypes of ``output`` and returns a tuple with one cotangent per primal (zeros
-        for a primal the output does not depend on). It may be called many times: it keeps the recorded
-        computation alive until it is dropped. Complex inputs follow PyTorch's convention (see
-        ``polyad.ops.elementwise``): the cotangent is ``conj(J)^T g``.
+        structure, shapes and dtypes of ``output`` and returns a tuple with one cotangent per primal, in
+        the primal's dtype (zeros for a primal the output does not depend on). It may be called many
+        times: it keeps the recorded computation alive until it is dropped. Complex inputs follow PyTorch's
+        convention (see ``polyad.ops.elementwise``): the cotangent is ``conj(J)^T g``.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -158,8 +165,8 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
         )
     if is_complex(out):
         raise TypeError(
-            f"{what}: func must return a real floating scalar, got {out.dtype}; differentiate a real "
-            "function of it (real, abs) or use pa.vjp"
+            f"{what}: func must return a real floating scalar, got {_dtype_name(out.dtype)}; differentiate a "
+            "real function of it (real, abs) or use pa.vjp"
         )
     try:
         grads = backward(ones_like(out), True)
@@ -171,6 +178,7 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
 def _grad_transform(transform, func, argnums, has_aux, arrange):
     """The function a grad-family transform returns: ``arrange(gradient, value, aux)`` of each call."""
     _check_callable(func, transform)
+    _check_argnums(argnums, transform)
     _check_has_aux(has_aux, transform)
 
     @functools.wraps(func)
@@ -196,7 +204,8 @@ def grad(func, argnums=0, has_aux=False):
         A function with ``func``'s arguments returning the gradient (the argument's structure; a tuple of
         them for tuple ``argnums``), or ``(gradient, aux)`` with ``has_aux``. Keyword arguments are passed
         through, not differentiated. For a complex input ``z = x + iy`` the gradient of the real loss ``L``
-        is ``dL/dx + i dL/dy`` (PyTorch's convention).
+        is ``dL/dx + i dL/dy`` (PyTorch's convention). The gradient has its input's dtype, whatever
+        precision ``func`` computed in (JAX's and torch.func's rule).
 
     Example:
         >>> import numpy as np, polyad as pa

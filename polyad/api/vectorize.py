@@ -6,7 +6,15 @@ import functools
 import optree
 
 from polyad import random
-from polyad.api.arguments import _check_callable, _fname, _is_array, _is_dim, _reconnect_tree
+from polyad.api.arguments import (
+    _check_callable,
+    _check_chunk_size,
+    _check_randomness,
+    _fname,
+    _is_array,
+    _is_dim,
+    _reconnect_tree,
+)
 from polyad.batching import BatchedTensor, BatchInterpreter, LoopLevel
 from polyad.core import new_level
 from polyad.core import plain as _plain
@@ -178,10 +186,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         array([1., 1., 1.])
     """
     _check_callable(func, "vmap")
-    if randomness not in ("error", "different", "same"):
-        raise ValueError(f"vmap(randomness={randomness!r}): must be 'error', 'different' or 'same'")
-    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
-        raise ValueError(f"vmap(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
+    _check_randomness(randomness, "vmap")
+    _check_chunk_size(chunk_size, "vmap")
     if not (in_dims is None or _is_dim(in_dims) or isinstance(in_dims, tuple | list)):
         raise TypeError(
             f"vmap(in_dims={in_dims!r}): in_dims must be an int, None, or a tuple with one entry per "

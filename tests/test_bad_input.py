@@ -1,0 +1,287 @@
+"""Wrong arguments to every public function end in a clear exception, never in a deep internal one.
+
+Each call site below passes one argument a value Hypothesis draws from a pool of wrong ones (the rest of
+the call is valid), directly or from inside a running transform (grad, vmap, jvp). The call must raise
+TypeError, ValueError or NotImplementedError with a message that names the argument, and leave polyad's
+state as it was: no level on the stack, no no_grad, no vmap level, no pre-dispatch capture, the same
+default backend.
+"""
+
+import itertools
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import polyad as pa
+from polyad import batching, core, dispatch, predispatch, xp
+
+BX = dispatch.default_backend().xp
+START_BACKEND = pa.get_backend()
+X = BX.asarray([0.5, -1.0, 2.0], dtype=BX.float64)
+XB = BX.reshape(BX.arange(6, dtype=BX.float64), (2, 3)) / 7
+INTS = BX.asarray([1, 2, 3], dtype=BX.int64)
+BOOLS = BX.asarray([True, False, True])
+F32 = BX.asarray([0.5, -1.0, 2.0], dtype=BX.float32)
+SHORT = BX.asarray([1.0, 2.0], dtype=BX.float64)
+
+_names = (f"badinput::op{i}" for i in itertools.count())
+
+
+def f_scalar(v):
+    return xp.sum(xp.sin(v))
+
+
+def f_vec(v):
+    return xp.sin(v)
+
+
+# ------------------------------------------------------------------------------ pools of wrong values
+
+NOT_CALLABLE = [None, "f", 3, 2.5, [1], {"a": 1}, b"x", X]
+NOT_BOOL = [None, "yes", 1, 0, 2.5, [True], X]
+NOT_ARGNUMS = ["0", 2.5, (), [], (0, 0), (0, "1"), None, True, {0: 1}, 1j, 5, -6]
+NOT_CHUNK = [0, -1, 2.5, "3", True, [2]]
+NOT_RANDOMNESS = ["sometimes", None, 1, "ERROR"]
+NOT_INPUT = [1.0, "s", object(), b"x", 1j, INTS, BOOLS, {"w": "s"}, (1.0, X)]
+NOT_MAPPABLE = [1.0, "s", object(), b"x", 1j, BX.asarray(1.0, dtype=BX.float64)]
+BAD_IN_DIMS = ["0", 2.5, {"a": 0}, (0, 0), 5, -9, (b"x",), (1j,), [None]]
+BAD_OUT_DIMS = ["x", 2.5, {"a": 0}, (0, 0), 7, b"x"]
+BAD_TANGENTS = [X, (SHORT,), (INTS,), ("s",), (X, X), (1.0,), (F32,)]
+BAD_COTANGENT = [SHORT, INTS, BOOLS, "s", 1.0, (X,)]
+BAD_TANGENT = [SHORT, INTS, "s", 1.0, F32]
+BAD_GRAPH_INPUT = [SHORT, INTS, 1.0, "s", {"x": X}, [X, X]]
+BAD_OUTPUT = ["s", object(), b"x", [X, "s"]]
+BAD_BACKEND = [3, "nope", "", b"numpy", 2.5]
+BAD_DEVICE_TYPES = [3, None, (), ["cpu", 3], "tpu", b"cpu"]
+BAD_OP_NAMES = [3, None, "noseparator", "a::", "::b", "a::b c", "", "polyad::softplus"]
+BAD_MUTATES = ["out", (3,), ("nope",), None, 5, ("scale",)]
+BAD_SIZE = ["a", -1, 2.5, (2, 1.5), True, (None,), (-2,), {"n": 2}]
+BAD_FLOAT_DTYPE = [BX.int64, BX.bool, 3, "nope", None.__class__]
+BAD_INT_DTYPE = [BX.float64, BX.bool, 3, "nope"]
+BAD_DEVICE = ["gpu", 3, object(), "cuda:7"]
+BAD_SEED = ["x", 1.5, -1, True, [1]]
+BAD_STATE = [3, "x", None, [1], {"nope": 1}, {3: 1}]
+BAD_PARAM = ["a", None, [1.0], object(), b"x"]
+
+
+def _graph():
+    return pa.make_graph(f_vec, X)
+
+
+def _custom():
+    @pa.custom_op(next(_names))
+    def op(x, *, scale=1.0):
+        return x * scale
+
+    return op
+
+
+def _with(cm):
+    with cm:
+        pass
+
+
+# ------------------------------------------------------------------------------ the call sites
+
+# name -> (call of the bad value, pool, fragments: the message names one of them)
+SITES = {}
+
+
+def site(name, pool, *fragments):
+    def register(call):
+        SITES[name] = (call, pool, fragments)
+        return call
+
+    return register
+
+
+GRAD_FAMILY = {"grad": pa.grad, "value_and_grad": pa.value_and_grad, "grad_and_value": pa.grad_and_value}
+JACOBIANS = {"jacrev": pa.jacrev, "jacfwd": pa.jacfwd}
+
+for _n, _t in {**GRAD_FAMILY, "hessian": pa.hessian}.items():
+    site(f"{_n}.func", NOT_CALLABLE, "func")(lambda b, t=_t: t(b)(X))
+    site(f"{_n}.argnums", NOT_ARGNUMS, "argnum")(lambda b, t=_t: t(f_scalar, argnums=b)(X))
+    site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t: t(f_scalar)(b))
+for _n, _t in GRAD_FAMILY.items():
+    site(f"{_n}.has_aux", NOT_BOOL, "has_aux")(lambda b, t=_t: t(f_scalar, has_aux=b)(X))
+    site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
+for _n, _t in JACOBIANS.items():
+    site(f"{_n}.func", NOT_CALLABLE, "func")(lambda b, t=_t: t(b)(X))
+    site(f"{_n}.argnums", NOT_ARGNUMS, "argnum")(lambda b, t=_t: t(f_vec, argnums=b)(X))
+    site(f"{_n}.has_aux", NOT_BOOL, "has_aux")(lambda b, t=_t: t(f_vec, has_aux=b)(X))
+    site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t: t(f_vec)(b))
+    site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
+site("jacrev.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.jacrev(f_vec, chunk_size=b)(X))
+site("jacfwd.randomness", NOT_RANDOMNESS, "randomness")(lambda b: pa.jacfwd(f_vec, randomness=b)(X))
+
+site("vjp.func", NOT_CALLABLE, "func")(lambda b: pa.vjp(b, X))
+site("vjp.primals", NOT_INPUT, "primals")(lambda b: pa.vjp(f_vec, b))
+site("vjp.has_aux", NOT_BOOL, "has_aux")(lambda b: pa.vjp(f_vec, X, has_aux=b))
+site("vjp.output", BAD_OUTPUT, "func")(lambda b: pa.vjp(lambda v: b, X))
+site("vjp_fn.cotangents", BAD_COTANGENT, "cotangent")(lambda b: pa.vjp(f_vec, X)[1](b))
+site("jvp.func", NOT_CALLABLE, "func")(lambda b: pa.jvp(b, (X,), (X,)))
+site("jvp.primals", NOT_INPUT + [X, [X]], "primals")(
+    lambda b: pa.jvp(f_vec, b if isinstance(b, list) or b is X else (b,), (X,))
+)
+site("jvp.tangents", BAD_TANGENTS, "tangent")(lambda b: pa.jvp(f_vec, (X,), b))
+site("jvp.has_aux", NOT_BOOL, "has_aux")(lambda b: pa.jvp(f_vec, (X,), (X,), has_aux=b))
+site("jvp.strict", NOT_BOOL, "strict")(lambda b: pa.jvp(f_vec, (X,), (X,), strict=b))
+site("jvp.output", BAD_OUTPUT, "func")(lambda b: pa.jvp(lambda v: b, (X,), (X,)))
+site("linearize.func", NOT_CALLABLE, "func")(lambda b: pa.linearize(b, X))
+site("linearize.primals", NOT_INPUT, "primals")(lambda b: pa.linearize(f_vec, b))
+site("linearize.jvp_fn", BAD_TANGENT, "tangent")(lambda b: pa.linearize(f_vec, X)[1](b))
+
+site("vmap.func", NOT_CALLABLE, "func")(lambda b: pa.vmap(b)(XB))
+site("vmap.in_dims", BAD_IN_DIMS, "in_dim")(lambda b: pa.vmap(f_vec, in_dims=b)(XB))
+site("vmap.out_dims", BAD_OUT_DIMS, "out_dim")(lambda b: pa.vmap(f_vec, out_dims=b)(XB))
+site("vmap.randomness", NOT_RANDOMNESS, "randomness")(lambda b: pa.vmap(f_vec, randomness=b)(XB))
+site("vmap.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.vmap(f_vec, chunk_size=b)(XB))
+site("vmap.input", NOT_MAPPABLE, "input")(lambda b: pa.vmap(f_vec)(b))
+site("vmap.output", BAD_OUTPUT, "func")(lambda b: pa.vmap(lambda v: b)(XB))
+
+site("make_graph.func", NOT_CALLABLE, "func")(lambda b: pa.make_graph(b, X))
+site("make_graph.input", NOT_INPUT[:5] + [{"w": 2.0}], "argument 0")(lambda b: pa.make_graph(f_vec, b))
+site("make_graph.pre_dispatch", NOT_BOOL, "pre_dispatch")(lambda b: pa.make_graph(f_vec, X, pre_dispatch=b))
+site("graph.call", BAD_GRAPH_INPUT, "input", "array(s)")(lambda b: _graph()(b))
+site("pre_dispatch_graph.call", BAD_GRAPH_INPUT, "input", "array(s)")(
+    lambda b: pa.make_graph(f_vec, X, pre_dispatch=True)(b)
+)
+site("compiled_graph.call", BAD_GRAPH_INPUT + [pa.Tensor(X)], "input", "array(s)")(
+    lambda b: _graph().compile()(b)
+)
+site("graph.compile", BAD_BACKEND, "backend")(lambda b: _graph().compile(b))
+site("graph.lower", BAD_BACKEND, "backend")(lambda b: _graph().lower(b))
+site("call_delegate.lowered", NOT_CALLABLE + [f_vec], "lowered")(lambda b: pa.call_delegate(b, X))
+site("call_delegate.input", BAD_GRAPH_INPUT[:4], "input")(lambda b: pa.call_delegate(_graph().lower(), b))
+site("eval_shape.func", NOT_CALLABLE, "func")(lambda b: pa.eval_shape(b, X))
+site("eval_shape.output", BAD_OUTPUT[:3], "func")(lambda b: pa.eval_shape(lambda v: b, X))
+
+site("custom_op.name", BAD_OP_NAMES, "name", "already registered")(lambda b: pa.custom_op(b)(lambda x: x))
+site("custom_op.mutates_args", BAD_MUTATES, "mutates_args")(
+    lambda b: pa.custom_op(next(_names), mutates_args=b)(lambda x, out, *, scale=1.0: x)
+)
+site("custom_op.fn", [v for v in NOT_CALLABLE if v is not None], "function")(
+    lambda b: pa.custom_op(next(_names))(b)
+)
+site("register_kernel.device_types", BAD_DEVICE_TYPES, "device")(
+    lambda b: _custom().register_kernel(b, lambda x: x)
+)
+site("register_kernel.fn", NOT_CALLABLE[1:], "kernel")(lambda b: _custom().register_kernel("cpu", b))
+for _m in ("register_autograd", "register_jvp", "register_vmap", "register_fake"):
+    site(f"{_m}.rule", NOT_CALLABLE, _m)(lambda b, m=_m: getattr(_custom(), m)(b))
+site("register_autograd.setup_context", NOT_CALLABLE[1:], "setup_context")(
+    lambda b: _custom().register_autograd(lambda ctx, g: g, setup_context=b)
+)
+site("register_rule.kind", [3, None, "grad", "VJP"], "rule kind")(
+    lambda b: _custom().register_rule(b, lambda *a: None)
+)
+site("register_rule.rule", NOT_CALLABLE, "rule")(lambda b: _custom().register_rule("vjp", b))
+site("library.impl.name", [3, None, "nope::x"], "custom op")(lambda b: pa.library.impl(b, "cpu", lambda x: x))
+site("library.impl.device_types", BAD_DEVICE_TYPES, "device")(
+    lambda b: pa.library.impl(_custom().name, b, lambda x: x)
+)
+site("override.op", [3, None, "nope", 2.5], "op")(
+    lambda b: _with(pa.library.override(b, "vjp", lambda *a: a))
+)
+site("override.layer", [3, None, "nope"], "layer")(
+    lambda b: _with(pa.library.override(xp.sin, b, lambda *a: a))
+)
+site("override.impl", NOT_CALLABLE, "impl")(lambda b: _with(pa.library.override(xp.sin, "vjp", b)))
+
+for _n, _fn in {
+    "normal": pa.random.normal,
+    "uniform": pa.random.uniform,
+    "integers": lambda **k: pa.random.integers(5, **k),
+}.items():
+    site(f"random.{_n}.size", BAD_SIZE, "size")(lambda b, fn=_fn: fn(size=b))
+    site(f"random.{_n}.device", BAD_DEVICE, "device")(lambda b, fn=_fn: fn(device=b))
+    bad_dtypes = BAD_INT_DTYPE if _n == "integers" else BAD_FLOAT_DTYPE
+    site(f"random.{_n}.dtype", bad_dtypes, "dtype")(lambda b, fn=_fn: fn(dtype=b))
+for _p in ("loc", "scale"):
+    site(f"random.normal.{_p}", BAD_PARAM, _p)(lambda b, p=_p: pa.random.normal(**{p: b}))
+for _p in ("low", "high"):
+    site(f"random.uniform.{_p}", BAD_PARAM, _p)(lambda b, p=_p: pa.random.uniform(**{p: b}))
+site("random.integers.bounds", [1.5, "a", None, [1], -3], "low", "high")(lambda b: pa.random.integers(b))
+site("random.seed", BAD_SEED, "seed")(lambda b: pa.random.seed(b))
+site("random.Generator", BAD_SEED, "seed")(lambda b: pa.random.Generator(b))
+site("random.set_state", BAD_STATE, "state")(lambda b: pa.random.Generator(0).set_state(b))
+
+site("set_backend", BAD_BACKEND + [None], "backend")(lambda b: pa.set_backend(b))
+site("backend", BAD_BACKEND + [None], "backend")(lambda b: _with(pa.backend(b)))
+site("register_device_type.name", [3, None, "", b"xpu"], "name")(
+    lambda b: pa.register_device_type(b, lambda a: False)
+)
+site("register_device_type.predicate", NOT_CALLABLE[1:], "predicate")(
+    lambda b: pa.register_device_type("badinput_xpu", b)
+)
+site("register_device_type.above", [5, "nope", 2.5], "above")(
+    lambda b: pa.register_device_type("badinput_xpu", lambda a: False, above=b)
+)
+site("array_namespace", ["s", object(), [1], b"x"], "array_namespace")(lambda b: pa.array_namespace(b))
+
+
+# ------------------------------------------------------------------------------ the test
+
+CONTEXTS = {
+    "direct": lambda call: call(),
+    "inside grad": lambda call: pa.grad(lambda y: (call(), xp.sum(y))[1])(X),
+    "inside vmap": lambda call: pa.vmap(lambda y: (call(), y)[1])(XB),
+    "inside jvp": lambda call: pa.jvp(lambda y: (call(), y)[1], (X,), (X,)),
+}
+
+
+def _assert_state_intact():
+    assert core.current_level() == 0
+    assert core._tls.no_grad_level == 0
+    assert batching.batch_levels() == []
+    assert core._pre_dispatch is None
+    assert not predispatch._state.frames and predispatch._state.depth == 0
+    assert pa.get_backend() == START_BACKEND
+
+
+@pytest.mark.parametrize("name", sorted(SITES))
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_bad_argument_raises_a_clear_error(name, data):
+    call, pool, fragments = SITES[name]
+    bad = data.draw(st.sampled_from(pool), label="bad value")
+    context = data.draw(st.sampled_from(sorted(CONTEXTS)), label="context")
+    try:
+        CONTEXTS[context](lambda: call(bad))
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        msg = str(exc)
+        assert any(f in msg for f in fragments), (
+            f"{name}({bad!r}) {context}: {msg!r} names none of {fragments}"
+        )
+    else:
+        pytest.fail(f"{name}: the bad value {bad!r} was accepted ({context})")
+    finally:
+        _assert_state_intact()
+
+
+def test_every_public_function_has_a_site():
+    """The suite covers the public API: each name of ``polyad.__all__`` that takes arguments."""
+    covered = {name.split(".")[0] for name in SITES}
+    takes_no_bad_input = {
+        "no_grad",
+        "enable_grad",
+        "get_backend",
+        "xp",
+        "library",
+        "random",
+        "fused",
+        "config",
+    }
+    types = {"ConcretizationError", "ShapeDtype", "Tensor", "Graph", "DEVICE_PRIORITY", "stop_gradient"}
+    missing = set(pa.__all__) - covered - takes_no_bad_input - types
+    assert not missing, missing
+
+
+def test_the_hint_for_python_numbers_names_a_function_that_exists():
+    with pytest.raises(TypeError, match=r"pa\.xp\.asarray") as info:
+        pa.grad(f_scalar)(1.0)
+    hint = str(info.value).split("wrap Python numbers with ")[1]
+    assert hint == "pa.xp.asarray" and callable(pa.xp.asarray)
+    np.testing.assert_allclose(float(pa.grad(f_scalar)(pa.xp.asarray(1.0))), np.cos(1.0))
