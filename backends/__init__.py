@@ -222,6 +222,13 @@ def check(backend, name=None):
     for dt, above in dts.items():
         if dt not in DEVICE_PRIORITY and above not in DEVICE_PRIORITY and above not in dts:
             problems.append(f"device type {dt!r} is to rank above {above!r}, which is no device type")
+    if dts and not problems and callable(backend.device_type):
+        # the dispatcher trusts a backend with one declared device type to report it for every array
+        dt = _sample_device_type(backend)
+        if dt is not None and dt not in dts:
+            problems.append(
+                f"device_type gave {dt!r} for one of its arrays, which is not among its device_types {dts}"
+            )
     gen = backend.generator
     missing = [m for m in GENERATOR_METHODS if not callable(getattr(gen, m, None))]
     if not callable(gen) or missing:
@@ -248,6 +255,15 @@ def check(backend, name=None):
             f"backend {label!r} breaks the backend contract (see polyad.backends): " + "; ".join(problems)
         )
     return backend
+
+
+def _sample_device_type(backend):
+    """The device type a backend reports for a small array of its own (None if it cannot make one)."""
+    try:
+        sample = backend.compat.zeros(1)
+    except Exception:  # a library that cannot create an array here: nothing to sample
+        return None
+    return backend.device_type(sample)
 
 
 def _accepts(fn, n):

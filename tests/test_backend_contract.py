@@ -409,24 +409,32 @@ def test_unregistered_device_type_is_refused():
 
 
 def test_device_type_outside_the_priority_never_falls_to_the_generic_kernel():
-    """A backend whose arrays report an undeclared device type: kernel choice errors, naming it."""
+    """A backend whose arrays report an undeclared device type breaks the contract when it loads; an
+    array whose type is outside the priority is an error at kernel choice, never the generic kernel."""
     unregister = backends.register(
         "toy_odd", lambda: toy_backend.make_backend("toy_odd", device_type=lambda a: "odd", kernels={})
     )
     try:
-        b = backends.load("toy_odd")
-        x = b.xp.ones(3)
-        op = pa.fused.softplus.op
-        before = dict(op.kernels)
-        op.kernels["cpu"] = lambda xp_, v: v
-        try:
-            with raises_cleanly(ValueError, "'toy_odd'", "'odd'", "not a registered device type"):
-                pa.fused.softplus(x)
-        finally:
-            op.kernels.clear()
-            op.kernels.update(before)
+        with raises_cleanly(backends.BackendUnavailable, "'toy_odd'", "'odd'", "device_types"):
+            backends.load("toy_odd")
     finally:
         unregister()
+    b = backends.load(pa.get_backend())
+    x = b.xp.ones(3)
+    original = b.device_type
+    b.device_type = lambda a: "odd"  # an array of a backend with several device types may report any
+    b.device_types = {**b.device_types, "gpu-odd": "cpu"}
+    op = pa.fused.softplus.op
+    before = dict(op.kernels)
+    op.kernels["cpu"] = lambda xp_, v: v  # a device kernel, so the dispatcher must choose
+    try:
+        with raises_cleanly(ValueError, "'odd'", "not a registered device type"):
+            pa.fused.softplus(x)
+    finally:
+        op.kernels.clear()
+        op.kernels.update(before)
+        b.device_type = original
+        b.device_types = {k: v for k, v in b.device_types.items() if k != "gpu-odd"}
 
 
 # ------------------------------------------------------------------------------ the docs
