@@ -5,16 +5,22 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 
 from polyad import config, dispatch, library, random, xp
 from polyad.api import (
+    SparseJacobian,
     enable_grad,
     grad,
     grad_and_value,
     hessian,
+    hessian_sparsity,
     jacfwd,
+    jacobian_sparsity,
     jacrev,
     jvp,
     linearize,
     make_graph,
     no_grad,
+    sparse_hessian,
+    sparse_jacfwd,
+    sparse_jacrev,
     value_and_grad,
     vjp,
     vmap,
@@ -27,6 +33,7 @@ from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
 from polyad.tracing import eval_shape
+from polyad.transforms.sparsity import SparsityFallbackWarning
 
 __version__ = "0.1.0"
 
@@ -59,6 +66,8 @@ __all__ = [
     "TracedComplex",
     "TracedFloat",
     "ShapeDtype",
+    "SparseJacobian",
+    "SparsityFallbackWarning",
     "Tensor",
     "array_namespace",
     "Graph",
@@ -75,7 +84,9 @@ __all__ = [
     "grad",
     "grad_and_value",
     "hessian",
+    "hessian_sparsity",
     "jacfwd",
+    "jacobian_sparsity",
     "jacrev",
     "jvp",
     "linearize",
@@ -83,6 +94,9 @@ __all__ = [
     "random",
     "register_device_type",
     "set_backend",
+    "sparse_hessian",
+    "sparse_jacfwd",
+    "sparse_jacrev",
     "stop_gradient",
     "value_and_grad",
     "vjp",

@@ -1,0 +1,482 @@
+"""Sparse Jacobians and Hessians: the non-zero pattern found by the sparsity transform
+(``polyad.transforms.sparsity``), its columns (or rows) coloured (``coloring.py``), one JVP (or VJP) per
+colour pushed through ``vmap``, the compressed result spread back into a SciPy CSR array.
+
+Rows and columns are elements in C order: the output's leaves one after the other (rows), the
+differentiated arguments' leaves one after the other (columns); for one 1-D input and output, the usual
+Jacobian matrix. SciPy is an optional extra (``pip install polyad[scipy]``); on CUDA arrays the result is
+a ``cupyx.scipy.sparse`` matrix.
+"""
+
+import functools
+import math
+
+import optree
+
+from polyad import dispatch
+from polyad.api.arguments import (
+    _check_argnums,
+    _check_callable,
+    _check_inputs,
+    _check_real_floating,
+    _diff_args,
+    _flatten,
+    _partial,
+)
+from polyad.api.coloring import ORDERS, color_columns
+from polyad.api.forward_mode import _jvp
+from polyad.api.reverse_mode import _vjp, grad
+from polyad.api.vectorize import vmap
+from polyad.core import Tensor
+from polyad.ops.creation import arange
+from polyad.ops.dtypes import astype
+from polyad.ops.manipulation import concat, reshape
+from polyad.predispatch import not_recorded
+from polyad.transforms.sparsity import dependence
+from polyad.transforms.sparsity_rules import np, scipy_sparse
+
+# ------------------------------------------------------------------------------ arguments
+
+
+def _differentiated(transform, func, argnums, args):
+    """``(what, nums, diff, leaves, tree)`` of a call: the differentiated arguments, checked to be real
+    floating backend arrays (not another transform's tensors: the result is a SciPy matrix)."""
+    what, _, nums, diff = _diff_args(transform, func, argnums, args)
+    leaves, tree = _flatten(diff)
+    _check_inputs(leaves, tree, what, "argument", nums)
+    _check_real_floating(leaves, tree, what, "argument", nums)
+    for x in leaves:
+        if isinstance(x, Tensor):
+            raise TypeError(
+                f"{what}: the arguments must be plain arrays, got a polyad {type(x).__name__}: a sparse "
+                "Jacobian is a SciPy matrix, which no transform can carry (call it outside grad, vmap, jvp)"
+            )
+    if not leaves:
+        raise ValueError(f"{what}: the differentiated arguments hold no arrays")
+    return what, nums, diff, leaves, tree
+
+
+def _check_coloring(coloring, transform):
+    if coloring not in ORDERS:
+        raise ValueError(
+            f"{transform}(coloring={coloring!r}): coloring must be one of {', '.join(map(repr, ORDERS))}"
+        )
+
+
+def _as_pattern(sparsity, transform):
+    """A user's pattern as a canonical boolean CSR array; a clear error for anything else."""
+    sp = scipy_sparse()
+    if sp.issparse(sparsity):
+        p = sp.csr_array(sparsity)
+    elif hasattr(sparsity, "shape") and hasattr(sparsity, "dtype") and not isinstance(sparsity, Tensor):
+        backend = dispatch.backend_of_array(sparsity)
+        host = backend.to_numpy(sparsity) if backend is not None else sparsity
+        p = sp.csr_array(np.asarray(host))
+    else:
+        raise TypeError(
+            f"{transform}(sparsity=...): sparsity must be a 2-D scipy.sparse matrix or array (as "
+            f"pa.jacobian_sparsity returns) or a 2-D boolean array, got {type(sparsity).__name__}"
+        )
+    if p.ndim != 2:
+        raise ValueError(f"{transform}(sparsity=...): sparsity must be 2-D, got shape {p.shape}")
+    p = p.astype(bool)
+    p.eliminate_zeros()
+    p.sum_duplicates()
+    return p
+
+
+# ------------------------------------------------------------------------------ patterns
+
+
+def _patterns(transform, func, argnums, args, kwargs):
+    """The pattern of ``func``'s Jacobian at ``args``: ``(pattern, n_inputs)``."""
+    what, nums, diff, leaves, tree = _differentiated(transform, func, argnums, args)
+    partial_func = _partial(func, args, kwargs, nums)
+
+    def on_leaves(*xs):
+        return partial_func(*optree.tree_unflatten(tree, list(xs)))
+
+    out_tree, outs = dependence(on_leaves, leaves)
+    values = [v for v, _ in outs]
+    for i, (v, p) in enumerate(outs):
+        if p is None:
+            raise TypeError(f"{what}: func must return arrays, got {type(v).__name__} (output leaf {i})")
+    _check_real_floating(values, out_tree, what, "output")
+    n = sum(math.prod(x.shape) for x in leaves)
+    if not outs:
+        return scipy_sparse().csr_array((0, n), dtype=bool)
+    p = scipy_sparse().vstack([p for _, p in outs], format="csr").astype(bool)
+    p.sum_duplicates()
+    return p
+
+
+@not_recorded("jacobian_sparsity")
+def jacobian_sparsity(func, argnums=0):
+    """The non-zero pattern of ``func``'s Jacobian, found in one evaluation on index sets.
+
+    Every intermediate value carries, per element, the set of input elements it depends on: element-wise
+    ops unite their arguments' sets, reductions unite along their axes, indexing and reshapes move them,
+    products with a constant operand follow its non-zeros. The pattern is conservative (it never misses a
+    non-zero: an op without a rule makes every output depend on every input of its arguments, with a
+    ``SparsityFallbackWarning``) and, for the element-wise, indexing, reduction and product ops of
+    stencils and banded operators, exact. It does not depend on the values of the inputs, except through
+    Python control flow on them (``if float(x) > 0``), which takes the branch of the point given.
+
+    Args:
+        func: a function of real floating arrays (pytrees allowed) returning real floating arrays.
+        argnums: int or tuple of ints: the positional arguments to differentiate with respect to.
+
+    Returns:
+        A function of ``func``'s arguments returning a boolean ``scipy.sparse.csr_array`` of shape
+        (output elements, input elements): rows are the output's leaves flattened in C order one after
+        the other, columns those of the differentiated arguments. Needs SciPy (``polyad[scipy]``).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> f = lambda x: x[1:] - x[:-1]
+        >>> pa.jacobian_sparsity(f)(np.zeros(4)).toarray().astype(int)
+        array([[1, 1, 0, 0],
+               [0, 1, 1, 0],
+               [0, 0, 1, 1]])
+    """
+    _check_callable(func, "jacobian_sparsity")
+    _check_argnums(argnums, "jacobian_sparsity")
+
+    @functools.wraps(func)
+    def sparsity_f(*args, **kwargs):
+        return _patterns("jacobian_sparsity", func, argnums, args, kwargs)
+
+    return sparsity_f
+
+
+@not_recorded("hessian_sparsity")
+def hessian_sparsity(func, argnums=0):
+    """The non-zero pattern of ``func``'s Hessian: the Jacobian pattern of its gradient (the sparsity
+    transform runs through ``grad``'s backward pass, whose rules are polyad ops), made symmetric.
+
+    Args:
+        func: a function of real floating arrays returning a real 0-d array.
+        argnums: int or tuple of ints: the positional arguments to differentiate twice.
+
+    Returns:
+        A function of ``func``'s arguments returning a symmetric boolean ``scipy.sparse.csr_array`` of
+        shape (input elements, input elements).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> f = lambda x: pa.xp.sum(x[1:] * x[:-1])
+        >>> pa.hessian_sparsity(f)(np.ones(3)).toarray().astype(int)
+        array([[0, 1, 0],
+               [1, 0, 1],
+               [0, 1, 0]])
+    """
+    _check_callable(func, "hessian_sparsity")
+    _check_argnums(argnums, "hessian_sparsity")
+    gradient = grad(func, argnums)
+
+    @functools.wraps(func)
+    def sparsity_f(*args, **kwargs):
+        return _symmetric(_patterns("hessian_sparsity", gradient, argnums, args, kwargs))
+
+    return sparsity_f
+
+
+def _symmetric(p):
+    s = (p + p.T).tocsr().astype(bool)
+    s.sum_duplicates()
+    return s
+
+
+# ------------------------------------------------------------------------------ compressed evaluation
+
+
+class SparseJacobian:
+    """A function returning a sparse Jacobian (what ``sparse_jacfwd``, ``sparse_jacrev`` and
+    ``sparse_hessian`` return): call it like ``func``.
+
+    Attributes:
+        sparsity: the pattern it uses at every call (a boolean CSR array), or None: detected at each call.
+        colors: each column's colour (forward) or row's (reverse), or None while the pattern is unknown.
+        n_colors: the number of JVPs (or VJPs) per call, or None.
+    """
+
+    def __init__(self, transform, func, argnums, sparsity, coloring, mode, detect):
+        self.transform = transform
+        self.func = func
+        self.argnums = argnums
+        self.mode = mode  # "forward": colour columns, push JVPs; "reverse": colour rows, pull VJPs
+        self.coloring = coloring
+        self._detect = detect  # args, kwargs -> the pattern at that point
+        self._known = None if sparsity is None else self._colored(_as_pattern(sparsity, transform))
+        self.sparsity = None if sparsity is None else self._known[0]
+        functools.update_wrapper(self, func, updated=())
+
+    @property
+    def colors(self):
+        return None if self._known is None else self._known[1]
+
+    @property
+    def n_colors(self):
+        return None if self._known is None else self._known[2]
+
+    def _colored(self, pattern):
+        by = pattern if self.mode == "forward" else pattern.T
+        colors = color_columns(by, self.coloring)
+        return pattern, colors, int(colors.max(initial=-1)) + 1
+
+    def __repr__(self):
+        how = "detected at each call" if self.sparsity is None else f"{self.n_colors} colours"
+        return f"<{self.transform} of {getattr(self.func, '__name__', self.func)!r}: {how}>"
+
+    def __call__(self, *args, **kwargs):
+        if self.sparsity is not None:
+            known = self._known
+        else:  # this point's pattern; its colouring is kept while the pattern stays the same
+            pattern = self._detect(args, kwargs)
+            known = self._known
+            if known is None or not _same_structure(known[0], pattern):
+                known = self._known = self._colored(pattern)
+        return _evaluate(self, known, args, kwargs)
+
+
+def _same_structure(a, b):
+    return a.shape == b.shape and np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+
+
+def _evaluate(jac, known, args, kwargs):
+    pattern, colors, n_colors = known
+    what, nums, diff, leaves, tree = _differentiated(jac.transform, jac.func, jac.argnums, args)
+    partial_func = _partial(jac.func, args, kwargs, nums)
+    n = sum(math.prod(x.shape) for x in leaves)
+    like = leaves[0]
+    if pattern.shape[1] != n:
+        raise ValueError(
+            f"{what}: sparsity has shape {pattern.shape}, but the differentiated arguments have {n} elements "
+            "(its columns)"
+        )
+    if jac.mode == "forward":
+        compressed, m = _forward(partial_func, diff, leaves, tree, colors, n_colors, what)
+    else:
+        compressed, m = _reverse(partial_func, diff, leaves, colors, n_colors, what)
+    if pattern.shape != (m, n):
+        raise ValueError(
+            f"{what}: sparsity has shape {pattern.shape}, but the Jacobian at these arguments has shape "
+            f"{(m, n)} (output elements, input elements)"
+        )
+    return _decompress(pattern, colors, compressed, jac.mode, what, like)
+
+
+def _seeds(colors, n_colors, like):
+    """The (n_colors, len(colors)) seed matrix, row ``c`` the sum of the basis vectors of colour ``c``, on
+    ``like``'s backend and device."""
+    backend = dispatch.backend_of_array(like)
+    c = backend.xp.asarray(colors.tolist(), device=like.device) if len(colors) else arange(0)
+    return astype(reshape(arange(n_colors, device=like.device), (-1, 1)) == c, like.dtype)
+
+
+def _split(row, leaves, lead=()):
+    """Vector ``row`` cut into arrays shaped like ``leaves``, in their dtypes."""
+    parts, start = [], 0
+    for x in leaves:
+        size = math.prod(x.shape)
+        piece = reshape(row[start : start + size], tuple(x.shape))
+        parts.append(piece if piece.dtype == x.dtype else astype(piece, x.dtype))
+        start += size
+    return parts
+
+
+def _joined(tree_value):
+    leaves, _ = _flatten(tree_value)
+    flat = [reshape(x, (-1,)) for x in leaves]
+    return flat[0] if len(flat) == 1 else concat(flat)
+
+
+def _forward(partial_func, diff, leaves, tree, colors, n_colors, what):
+    """``(compressed, m)``: J @ seeds^T as (n_colors, m), one JVP per colour under vmap."""
+    out_size = []
+
+    def push(seed):
+        tangents = tuple(optree.tree_unflatten(tree, _split(seed, leaves)))
+        out, tangent = _jvp(partial_func, diff, tangents, False, False, what)
+        if not out_size:
+            o_leaves, o_tree = _flatten(out)
+            _check_real_floating(o_leaves, o_tree, what, "output")
+            out_size.append(sum(math.prod(o.shape) for o in o_leaves))
+        return _joined(tangent)
+
+    if n_colors == 0:  # no column has a non-zero: one plain evaluation gives the output's size
+        out, _ = _jvp(partial_func, diff, tuple(optree.tree_unflatten(tree, leaves)), False, False, what)
+        return None, sum(math.prod(o.shape) for o in _flatten(out)[0])
+    compressed = vmap(push)(_seeds(colors, n_colors, leaves[0]))
+    return compressed, out_size[0]
+
+
+def _reverse(partial_func, diff, leaves, colors, n_colors, what):
+    """``(compressed, m)``: seeds @ J as (n_colors, n), one VJP per colour under vmap."""
+    out, backward, _, _ = _vjp(partial_func, diff, False, what, jacobian=True)
+    o_leaves, o_tree = _flatten(out)
+    m = sum(math.prod(o.shape) for o in o_leaves)
+    if n_colors == 0:
+        return None, m
+
+    def pull(seed):
+        return _joined(backward(optree.tree_unflatten(o_tree, _split(seed, o_leaves)), False))
+
+    if len(colors) != m:
+        return None, m  # a pattern of the wrong shape: _evaluate says so
+    return vmap(pull)(_seeds(colors, n_colors, o_leaves[0])), m
+
+
+def _decompress(pattern, colors, compressed, mode, what, like):
+    """The sparse Jacobian from the compressed products: each non-zero ``(i, j)`` of ``pattern`` is
+    alone among its colour in its row (forward) or column (reverse). A non-zero of the compressed products
+    that no entry of ``pattern`` accounts for is a non-zero the pattern misses: an error, never dropped."""
+    sp = scipy_sparse()
+    rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
+    cols = pattern.indices
+    backend = dispatch.backend_of_array(like)
+    if compressed is None:
+        values = np.zeros(len(cols), dtype=np.dtype(str(like.dtype).rsplit(".", 1)[-1]))
+    else:
+        products = np.asarray(backend.to_numpy(compressed))
+        at = (colors[cols], rows) if mode == "forward" else (colors[rows], cols)
+        values = products[at]
+        unread = np.ones(products.shape, dtype=bool)
+        unread[at] = False
+        stray = np.nonzero(unread & (products != 0))
+        if len(stray[0]):
+            c, k = int(stray[0][0]), int(stray[1][0])
+            where = f"row {k}" if mode == "forward" else f"column {k}"
+            other = "columns" if mode == "forward" else "rows"
+            raise ValueError(
+                f"{what}: the Jacobian at these arguments has a non-zero in {where} among the {other} of "
+                f"colour {c} (value {products[c, k]!r}) where sparsity has none: the pattern misses a "
+                "non-zero here. Pass a pattern that holds at every point used (pa.jacobian_sparsity at "
+                "this point, or sparsity=None to detect it at each call)"
+            )
+    result = sp.csr_array((values, cols.copy(), pattern.indptr.copy()), shape=pattern.shape)
+    if backend.name == "cupy":
+        import cupyx.scipy.sparse
+
+        return cupyx.scipy.sparse.csr_matrix(result)
+    return result
+
+
+# ------------------------------------------------------------------------------ public functions
+
+
+def _sparse_transform(transform, func, argnums, sparsity, coloring, mode, detect_with):
+    _check_callable(func, transform)
+    _check_argnums(argnums, transform)
+    _check_coloring(coloring, transform)
+
+    def detect(args, kwargs):
+        return detect_with(transform, func, argnums, args, kwargs)
+
+    return SparseJacobian(transform, func, argnums, sparsity, coloring, mode, detect)
+
+
+@not_recorded("sparse_jacfwd")
+def sparse_jacfwd(func, argnums=0, *, sparsity=None, coloring="dsatur"):
+    """The Jacobian as a sparse matrix, by forward mode: one JVP per colour of its columns.
+
+    Columns that share no row get one colour; one ``jvp`` with the sum of their basis vectors gives all
+    their non-zeros at once, so a banded or stencil Jacobian costs a handful of JVPs (pushed together
+    through ``vmap``) whatever its size. Values are exact (automatic differentiation, not finite
+    differences).
+
+    Args:
+        func: a function of real floating arrays (pytrees allowed) returning real floating arrays.
+        argnums: int or tuple of ints: the positional arguments to differentiate with respect to.
+        sparsity: the Jacobian's pattern, (output elements, input elements), as ``pa.jacobian_sparsity``
+            returns (a scipy.sparse matrix or array, or a 2-D boolean array): coloured once, reused at every
+            call (Newton iterations). It must hold at every point it is used at: a non-zero it misses is an
+            error where the compressed products show it. None: detected at each call (its colouring is kept
+            while the detected pattern stays the same).
+        coloring: the colouring's vertex order, "dsatur" (fewest colours), "largest_first" or "natural"
+            (faster to colour; see ``polyad.api.coloring``).
+
+    Returns:
+        A ``SparseJacobian``: called like ``func``, it returns a ``scipy.sparse.csr_array`` with the
+        pattern's structure (a ``cupyx.scipy.sparse.csr_matrix`` on CUDA arrays); rows and columns as in
+        ``jacobian_sparsity``. Its ``sparsity``, ``colors`` and ``n_colors`` describe the colouring.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> f = lambda x: x[1:] ** 2 - x[:-1]
+        >>> x = np.arange(1000.0)
+        >>> jac = pa.sparse_jacfwd(f, sparsity=pa.jacobian_sparsity(f)(x))
+        >>> jac.n_colors  # 2 JVPs for a 999 x 1000 Jacobian
+        2
+        >>> jac(x)[:2, :3].toarray()
+        array([[-1.,  2.,  0.],
+               [ 0., -1.,  4.]])
+    """
+    return _sparse_transform("sparse_jacfwd", func, argnums, sparsity, coloring, "forward", _patterns)
+
+
+@not_recorded("sparse_jacrev")
+def sparse_jacrev(func, argnums=0, *, sparsity=None, coloring="dsatur"):
+    """The Jacobian as a sparse matrix, by reverse mode: one VJP per colour of its rows (rows that share
+    no column get one colour). Cheaper than ``sparse_jacfwd`` where rows need fewer colours than columns
+    (a few dense columns: a row colouring avoids them).
+
+    Args:
+        func, argnums, sparsity, coloring: as ``sparse_jacfwd`` (the rows are coloured).
+
+    Returns:
+        A ``SparseJacobian`` returning a ``scipy.sparse.csr_array``, as ``sparse_jacfwd``'s.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> f = lambda x: pa.xp.cumulative_sum(x)[::100]
+        >>> jac = pa.sparse_jacrev(f)
+        >>> jac(np.ones(300)).toarray()[:, [0, 99, 100, 299]]
+        array([[1., 0., 0., 0.],
+               [1., 1., 1., 0.],
+               [1., 1., 1., 0.]])
+        >>> jac.n_colors  # the rows share columns: one colour each
+        3
+    """
+    return _sparse_transform("sparse_jacrev", func, argnums, sparsity, coloring, "reverse", _patterns)
+
+
+@not_recorded("sparse_hessian")
+def sparse_hessian(func, argnums=0, *, sparsity=None, coloring="dsatur"):
+    """The Hessian as a sparse matrix: forward mode over the gradient (Hessian-vector products), one per
+    colour of the Hessian's columns (a distance-1 colouring of its column-intersection graph, the direct
+    method: it does not use symmetry to share colours, as a star colouring would, and reads every entry
+    from one product).
+
+    Args:
+        func: a function of real floating arrays returning a real 0-d array.
+        argnums: int or tuple of ints: the positional arguments to differentiate twice.
+        sparsity: the Hessian's pattern as ``pa.hessian_sparsity`` returns, reused at every call; None:
+            detected at each call.
+        coloring: as ``sparse_jacfwd``.
+
+    Returns:
+        A ``SparseJacobian`` returning the Hessian, (input elements, input elements), as a
+        ``scipy.sparse.csr_array``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> f = lambda x: pa.xp.sum(x[1:] * x[:-1] ** 2)
+        >>> pa.sparse_hessian(f)(np.array([1.0, 2.0, 3.0])).toarray()
+        array([[4., 2., 0.],
+               [2., 6., 4.],
+               [0., 4., 0.]])
+    """
+    _check_callable(func, "sparse_hessian")
+    _check_argnums(argnums, "sparse_hessian")
+    gradient = grad(func, argnums)
+
+    def detect(transform, _, argnums, args, kwargs):
+        return _symmetric(_patterns(transform, gradient, argnums, args, kwargs))
+
+    jac = _sparse_transform("sparse_hessian", gradient, argnums, sparsity, coloring, "forward", detect)
+    if sparsity is not None:  # a Hessian is symmetric: a one-sided pattern would miss entries
+        jac._known = jac._colored(_symmetric(jac.sparsity))
+        jac.sparsity = jac._known[0]
+    functools.update_wrapper(jac, func, updated=())
+    return jac
