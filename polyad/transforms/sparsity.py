@@ -79,6 +79,8 @@ def empty(rows, n):
 
 def gather(p, src):
     """Rows ``src[i] - 1`` of pattern ``p`` (an empty row where ``src[i]`` is 0)."""
+    if not p.shape[0]:
+        return empty(len(src), p.shape[1])
     none = src <= 0
     at = src - 1
     at[none] = 0

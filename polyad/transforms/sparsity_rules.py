@@ -159,13 +159,18 @@ def where_rule(traced, out, condition, x1, x2):
     return None, _masked(d1, chosen, size), _masked(d2, ~chosen, size)
 
 
+def _per_output(out, deps):
+    """``deps`` for each of an op's results (a tuple of them), else ``deps``."""
+    return tuple(deps for _ in out) if isinstance(out, tuple) else deps
+
+
 def no_dependence(traced, out, *values, **params):
-    return (None,) * len(values)
+    return _per_output(out, (None,) * len(values))
 
 
 def every_element(traced, out, *values, **params):
     """Every output element depends on every element of each array argument (value-dependent outputs)."""
-    return tuple(ALL if t else None for t in traced)
+    return _per_output(out, tuple(ALL if t else None for t in traced))
 
 
 def same(traced, out, x, *rest, **params):
@@ -352,9 +357,9 @@ def cumulative(traced, out, x, *, axis=None, include_initial=False, **params):
     a = 0 if axis is None or not shape else axis % len(shape)
     if not shape:
         return (SAME,)
-    n = shape[a]
-    o_numbers = np.moveaxis(numbers(tuple(out.shape), 0), a, -1).reshape(-1, out.shape[a])
-    i_numbers = np.moveaxis(numbers(shape, 0), a, -1).reshape(-1, n)
+    lines = math.prod(d for i, d in enumerate(shape) if i != a)
+    o_numbers = np.moveaxis(numbers(tuple(out.shape), 0), a, -1).reshape(lines, out.shape[a])
+    i_numbers = np.moveaxis(numbers(shape, 0), a, -1).reshape(lines, shape[a])
     t, s = np.tril_indices(out.shape[a], k=-1 if include_initial else 0)  # s < t, or s <= t
     rows, cols = o_numbers[:, t].ravel(), i_numbers[:, s].ravel()
     return (pattern(rows, cols, (math.prod(out.shape), math.prod(shape))),)
@@ -430,17 +435,17 @@ def contract(out_size, a, b, a_mask, b_mask, need):
     batches = tuple(np.broadcast_shapes(ba_shape, bb_shape))
     ba = np.broadcast_to(numbers(ba_shape, 0), batches).ravel()
     bb = np.broadcast_to(numbers(bb_shape, 0), batches).ravel()
-    a3, b3 = a.reshape(-1, m, k_len), b.reshape(-1, k_len, n)
+    a3, b3 = a.reshape(math.prod(ba_shape), m, k_len), b.reshape(math.prod(bb_shape), k_len, n)
     da = db = None
     if need[0]:
-        batch, k, j = np.nonzero(b_mask.reshape(-1, k_len, n))
+        batch, k, j = np.nonzero(b_mask.reshape(b3.shape))
         beta, e = _by_batch(batch, b3.shape[0], bb)
         i = np.arange(m)[None, :]
         rows = ((beta[:, None] * m + i) * n + j[e][:, None]).ravel()
         cols = a3[ba[beta][:, None], i, k[e][:, None]].ravel()
         da = pattern(rows, cols, (out_size, a.size))
     if need[1]:
-        batch, i, k = np.nonzero(a_mask.reshape(-1, m, k_len))
+        batch, i, k = np.nonzero(a_mask.reshape(a3.shape))
         beta, e = _by_batch(batch, a3.shape[0], ba)
         j = np.arange(n)[None, :]
         rows = ((beta[:, None] * m + i[e][:, None]) * n + j).ravel()
@@ -508,8 +513,8 @@ def matrices(core_ndims):
     ``core_ndims[i]`` trailing axes; batches must match, else every element)."""
 
     def rule(traced, out, *values, **params):
-        arrays = [(i, v) for i, v in enumerate(values) if hasattr(v, "shape")]
-        batch = {tuple(v.shape[: v.ndim - core_ndims[i]]) for i, v in arrays}
+        core = [core_ndims[i] if i < len(core_ndims) else 0 for i in range(len(values))]
+        batch = {tuple(v.shape[: v.ndim - core[i]]) for i, v in enumerate(values) if hasattr(v, "shape")}
         outs = out if isinstance(out, tuple) else (out,)
         n_batch = math.prod(next(iter(batch))) if len(batch) == 1 else 0
         deps = []
