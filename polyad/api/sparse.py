@@ -28,6 +28,7 @@ from polyad.api.forward_mode import _jvp
 from polyad.api.reverse_mode import _vjp, grad
 from polyad.api.vectorize import vmap
 from polyad.core import Tensor
+from polyad.ops.common import _bottom
 from polyad.ops.creation import arange
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, reshape
@@ -70,8 +71,10 @@ def _as_pattern(sparsity, transform):
         p = sp.csr_array(sparsity)
     elif hasattr(sparsity, "shape") and hasattr(sparsity, "dtype") and not isinstance(sparsity, Tensor):
         backend = dispatch.backend_of_array(sparsity)
-        host = backend.to_numpy(sparsity) if backend is not None else sparsity
-        p = sp.csr_array(np.asarray(host))
+        host = np.asarray(backend.to_numpy(sparsity) if backend is not None else sparsity)
+        if host.ndim != 2:
+            raise ValueError(f"{transform}(sparsity=...): sparsity must be 2-D, got shape {host.shape}")
+        p = sp.csr_array(host)
     else:
         raise TypeError(
             f"{transform}(sparsity=...): sparsity must be a 2-D scipy.sparse matrix or array (as "
@@ -248,33 +251,50 @@ def _evaluate(jac, known, args, kwargs):
     what, nums, diff, leaves, tree = _differentiated(jac.transform, jac.func, jac.argnums, args)
     partial_func = _partial(jac.func, args, kwargs, nums)
     n = sum(math.prod(x.shape) for x in leaves)
-    like = leaves[0]
     if pattern.shape[1] != n:
         raise ValueError(
             f"{what}: sparsity has shape {pattern.shape}, but the differentiated arguments have {n} elements "
             "(its columns)"
         )
+    # a given pattern is checked along one more direction (a detected one holds by construction); an
+    # empty pattern still needs one product, for the output's size
+    probe = jac.sparsity is not None or n_colors == 0
     if jac.mode == "forward":
-        compressed, m = _forward(partial_func, diff, leaves, tree, colors, n_colors, what)
+        products, m, like = _forward(partial_func, diff, leaves, tree, colors, n_colors, probe, what)
     else:
-        compressed, m = _reverse(partial_func, diff, leaves, colors, n_colors, what)
+        products, m, like = _reverse(
+            partial_func, diff, leaves, pattern.shape[0], colors, n_colors, probe, what
+        )
     if pattern.shape != (m, n):
         raise ValueError(
             f"{what}: sparsity has shape {pattern.shape}, but the Jacobian at these arguments has shape "
             f"{(m, n)} (output elements, input elements)"
         )
-    return _decompress(pattern, colors, compressed, jac.mode, what, like)
+    products = np.asarray(dispatch.backend_of_array(like).to_numpy(products))
+    result = _decompress(pattern, colors, products[:n_colors], jac.mode, what)
+    if probe:
+        _check_probe(result, products[n_colors], jac.mode, what)
+    return _on_device(result, like)
 
 
-def _seeds(colors, n_colors, like):
-    """The (n_colors, len(colors)) seed matrix, row ``c`` the sum of the basis vectors of colour ``c``, on
-    ``like``'s backend and device."""
+def _seeds(colors, n_colors, like, probe):
+    """The seed matrix on ``like``'s backend and device: row ``c`` the sum of the basis vectors of colour
+    ``c``; with ``probe``, one more row, ``_probe``'s vector."""
     backend = dispatch.backend_of_array(like)
     c = backend.xp.asarray(colors.tolist(), device=like.device) if len(colors) else arange(0)
-    return astype(reshape(arange(n_colors, device=like.device), (-1, 1)) == c, like.dtype)
+    seeds = astype(reshape(arange(n_colors, device=like.device), (-1, 1)) == c, like.dtype)
+    if not probe:
+        return seeds
+    row = backend.xp.asarray(_probe(len(colors)).tolist(), dtype=like.dtype, device=like.device)
+    return concat([seeds, reshape(row, (1, -1))])
 
 
-def _split(row, leaves, lead=()):
+def _probe(n):
+    """The direction a given pattern is checked along: fixed, without zeros or simple ratios."""
+    return np.random.default_rng(20260101).uniform(0.5, 1.5, n)
+
+
+def _split(row, leaves):
     """Vector ``row`` cut into arrays shaped like ``leaves``, in their dtypes."""
     parts, start = [], 0
     for x in leaves:
@@ -291,71 +311,87 @@ def _joined(tree_value):
     return flat[0] if len(flat) == 1 else concat(flat)
 
 
-def _forward(partial_func, diff, leaves, tree, colors, n_colors, what):
-    """``(compressed, m)``: J @ seeds^T as (n_colors, m), one JVP per colour under vmap."""
-    out_size = []
+def _forward(partial_func, diff, leaves, tree, colors, n_colors, probe, what):
+    """``(products, m, like)``: the JVPs with the seeds (n_colors rows, and the probe's), (rows, m), one
+    per seed under vmap; ``like``: an output, for the result's dtype and device."""
+    outputs = []
 
     def push(seed):
         tangents = tuple(optree.tree_unflatten(tree, _split(seed, leaves)))
         out, tangent = _jvp(partial_func, diff, tangents, False, False, what)
-        if not out_size:
+        if not outputs:
             o_leaves, o_tree = _flatten(out)
             _check_real_floating(o_leaves, o_tree, what, "output")
-            out_size.append(sum(math.prod(o.shape) for o in o_leaves))
+            outputs.extend(o_leaves)
         return _joined(tangent)
 
-    if n_colors == 0:  # no column has a non-zero: one plain evaluation gives the output's size
-        out, _ = _jvp(partial_func, diff, tuple(optree.tree_unflatten(tree, leaves)), False, False, what)
-        return None, sum(math.prod(o.shape) for o in _flatten(out)[0])
-    compressed = vmap(push)(_seeds(colors, n_colors, leaves[0]))
-    return compressed, out_size[0]
+    products = vmap(push)(_seeds(colors, n_colors, leaves[0], probe))
+    return products, sum(math.prod(o.shape) for o in outputs), _bottom(outputs[0]) if outputs else leaves[0]
 
 
-def _reverse(partial_func, diff, leaves, colors, n_colors, what):
-    """``(compressed, m)``: seeds @ J as (n_colors, n), one VJP per colour under vmap."""
+def _reverse(partial_func, diff, leaves, rows, colors, n_colors, probe, what):
+    """``(products, m, like)``: the VJPs with the seeds (n_colors rows, and the probe's), (rows, n)."""
     out, backward, _, _ = _vjp(partial_func, diff, False, what, jacobian=True)
     o_leaves, o_tree = _flatten(out)
     m = sum(math.prod(o.shape) for o in o_leaves)
-    if n_colors == 0:
-        return None, m
+    if rows != m:
+        return None, m, leaves[0]  # a pattern of the wrong shape: _evaluate says so
 
     def pull(seed):
         return _joined(backward(optree.tree_unflatten(o_tree, _split(seed, o_leaves)), False))
 
-    if len(colors) != m:
-        return None, m  # a pattern of the wrong shape: _evaluate says so
-    return vmap(pull)(_seeds(colors, n_colors, o_leaves[0])), m
+    return vmap(pull)(_seeds(colors, n_colors, o_leaves[0], probe)), m, leaves[0]
 
 
-def _decompress(pattern, colors, compressed, mode, what, like):
-    """The sparse Jacobian from the compressed products: each non-zero ``(i, j)`` of ``pattern`` is
-    alone among its colour in its row (forward) or column (reverse). A non-zero of the compressed products
-    that no entry of ``pattern`` accounts for is a non-zero the pattern misses: an error, never dropped."""
-    sp = scipy_sparse()
+def _decompress(pattern, colors, products, mode, what):
+    """The sparse Jacobian from the products with the colour seeds: each non-zero ``(i, j)`` of
+    ``pattern`` is alone among its colour in its row (forward) or column (reverse). A non-zero of the
+    products that no entry of ``pattern`` accounts for is one the pattern misses: an error."""
     rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
     cols = pattern.indices
-    backend = dispatch.backend_of_array(like)
-    if compressed is None:
-        values = np.zeros(len(cols), dtype=np.dtype(str(like.dtype).rsplit(".", 1)[-1]))
-    else:
-        products = np.asarray(backend.to_numpy(compressed))
-        at = (colors[cols], rows) if mode == "forward" else (colors[rows], cols)
-        values = products[at]
-        unread = np.ones(products.shape, dtype=bool)
-        unread[at] = False
-        stray = np.nonzero(unread & (products != 0))
-        if len(stray[0]):
-            c, k = int(stray[0][0]), int(stray[1][0])
-            where = f"row {k}" if mode == "forward" else f"column {k}"
-            other = "columns" if mode == "forward" else "rows"
-            raise ValueError(
-                f"{what}: the Jacobian at these arguments has a non-zero in {where} among the {other} of "
-                f"colour {c} (value {products[c, k]!r}) where sparsity has none: the pattern misses a "
-                "non-zero here. Pass a pattern that holds at every point used (pa.jacobian_sparsity at "
-                "this point, or sparsity=None to detect it at each call)"
-            )
-    result = sp.csr_array((values, cols.copy(), pattern.indptr.copy()), shape=pattern.shape)
-    if backend.name == "cupy":
+    at = (colors[cols], rows) if mode == "forward" else (colors[rows], cols)
+    values = products[at]
+    unread = np.ones(products.shape, dtype=bool)
+    unread[at] = False
+    stray = np.nonzero(unread & (products != 0))
+    if len(stray[0]):
+        c, k = int(stray[0][0]), int(stray[1][0])
+        where = f"row {k}" if mode == "forward" else f"column {k}"
+        other = "columns" if mode == "forward" else "rows"
+        _missed(what, f"a non-zero in {where} among the {other} of colour {c} ({products[c, k]!r})")
+    return scipy_sparse().csr_array((values, cols.copy(), pattern.indptr.copy()), shape=pattern.shape)
+
+
+def _missed(what, found):
+    raise ValueError(
+        f"{what}: the Jacobian at these arguments has {found} where sparsity has none: the pattern misses a "
+        "non-zero here. Pass a pattern that holds at every point it is used at (pa.jacobian_sparsity at "
+        "this point, or sparsity=None to detect it at each call)"
+    )
+
+
+def _check_probe(jac, product, mode, what):
+    """The product with ``_probe``'s vector, computed by one more JVP (VJP), against the sparse result's:
+    a non-zero the pattern lacks shows as a difference beyond rounding."""
+    r = _probe(jac.shape[1] if mode == "forward" else jac.shape[0])
+    mat = jac if mode == "forward" else jac.T
+    expected = mat @ r
+    scale = abs(mat) @ abs(r) + np.abs(product)
+    tol = 1000 * np.finfo(product.dtype).eps * scale
+    bad = np.nonzero(np.abs(product - expected) > tol)[0]
+    if len(bad):
+        k = int(bad[0])
+        where = f"row {k}" if mode == "forward" else f"column {k}"
+        _missed(
+            what,
+            f"non-zeros in {where} (its product with a test vector is {product[k]!r}, "
+            f"the pattern's entries give {expected[k]!r})",
+        )
+
+
+def _on_device(result, like):
+    """The CSR result on ``like``'s device: CuPy arrays get a ``cupyx.scipy.sparse`` matrix."""
+    if dispatch.backend_of_array(like).name == "cupy":
         import cupyx.scipy.sparse
 
         return cupyx.scipy.sparse.csr_matrix(result)
