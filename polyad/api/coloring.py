@@ -30,26 +30,38 @@ def intersection_graph(pattern):
     return g.indptr, g.indices
 
 
-def _dsatur(neighbours, ptr, n, degree):
+def _dsatur(neighbours, ptr, degree):
     """DSATUR (Brélaz): colour next the vertex with the most distinct colours among its neighbours (ties:
-    the larger degree, then the smaller number), with the smallest colour none of them has."""
-    colour = [-1] * n
-    seen = [set() for _ in range(n)]
-    heap = [(0, -d, v) for v, d in enumerate(degree)]
-    heapq.heapify(heap)
-    while heap:
-        s, _, v = heapq.heappop(heap)
-        if colour[v] >= 0 or -s != len(seen[v]):
-            continue  # coloured already, or an outdated entry (a newer one is in the heap)
-        taken = seen[v]
-        c = 0
-        while c in taken:
+    the larger degree, then the smaller number), with the smallest colour none of them has. Vertices
+    wait in one heap per saturation; a vertex whose saturation grew is pushed again (the old entry is
+    skipped when popped). Colours seen are bits of a Python int."""
+    n = len(degree)
+    key = [(-d, v) for v, d in enumerate(degree)]
+    colour, seen, saturation = [-1] * n, [0] * n, [0] * n
+    heaps = [sorted(key)]  # heaps[s]: the vertices of saturation s (a sorted list is a heap)
+    top = done = 0
+    while done < n:
+        heap = heaps[top]
+        if not heap:
+            top -= 1
+            continue
+        v = heapq.heappop(heap)[1]
+        if colour[v] >= 0 or saturation[v] != top:
+            continue  # coloured already, or an outdated entry
+        taken, c = seen[v], 0
+        while taken >> c & 1:
             c += 1
         colour[v] = c
+        done += 1
+        bit = 1 << c
         for w in neighbours[ptr[v] : ptr[v + 1]]:
-            if colour[w] < 0 and c not in seen[w]:
-                seen[w].add(c)
-                heapq.heappush(heap, (-len(seen[w]), -degree[w], w))
+            if colour[w] < 0 and not seen[w] & bit:
+                seen[w] |= bit
+                s = saturation[w] = saturation[w] + 1
+                if s == len(heaps):
+                    heaps.append([])
+                heapq.heappush(heaps[s], key[w])
+                top = max(top, s)
     return colour
 
 
@@ -77,7 +89,7 @@ def greedy(indptr, indices, order="dsatur"):
     neighbours, ptr = indices.tolist(), indptr.tolist()
     degree = np.diff(indptr)
     if order == "dsatur":
-        return np.asarray(_dsatur(neighbours, ptr, n, degree.tolist()), dtype=np.int64)
+        return np.asarray(_dsatur(neighbours, ptr, degree.tolist()), dtype=np.int64)
     sequence = range(n) if order == "natural" else np.argsort(-degree, kind="stable").tolist()
     colour = [-1] * n
     for v in sequence:

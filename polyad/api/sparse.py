@@ -211,21 +211,19 @@ class SparseJacobian:
         self.coloring = coloring
         self._detect = detect  # args, kwargs -> the pattern at that point
         self._known = None if sparsity is None else self._colored(_as_pattern(sparsity, transform))
-        self.sparsity = None if sparsity is None else self._known[0]
+        self.sparsity = None if sparsity is None else self._known.pattern
         functools.update_wrapper(self, func, updated=())
 
     @property
     def colors(self):
-        return None if self._known is None else self._known[1]
+        return None if self._known is None else self._known.colors
 
     @property
     def n_colors(self):
-        return None if self._known is None else self._known[2]
+        return None if self._known is None else self._known.n_colors
 
     def _colored(self, pattern):
-        by = pattern if self.mode == "forward" else pattern.T
-        colors = color_columns(by, self.coloring)
-        return pattern, colors, int(colors.max(initial=-1)) + 1
+        return _Colored(pattern, self.mode, self.coloring)
 
     def __repr__(self):
         how = "detected at each call" if self.sparsity is None else f"{self.n_colors} colours"
@@ -237,9 +235,27 @@ class SparseJacobian:
         else:  # this point's pattern; its colouring is kept while the pattern stays the same
             pattern = self._detect(args, kwargs)
             known = self._known
-            if known is None or not _same_structure(known[0], pattern):
+            if known is None or not _same_structure(known.pattern, pattern):
                 known = self._known = self._colored(pattern)
         return _evaluate(self, known, args, kwargs)
+
+
+class _Colored:
+    """A pattern, its colouring, and where decompression reads each non-zero in the products with the
+    colour seeds (``at``) and which entries of the products must be zero (``unread``, flat)."""
+
+    __slots__ = ("pattern", "colors", "n_colors", "at", "unread")
+
+    def __init__(self, pattern, mode, coloring):
+        self.pattern = pattern
+        self.colors = color_columns(pattern if mode == "forward" else pattern.T, coloring)
+        self.n_colors = int(self.colors.max(initial=-1)) + 1
+        rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
+        cols = pattern.indices
+        self.at = (self.colors[cols], rows) if mode == "forward" else (self.colors[rows], cols)
+        unread = np.ones((self.n_colors, pattern.shape[0 if mode == "forward" else 1]), dtype=bool)
+        unread[self.at] = False
+        self.unread = np.flatnonzero(unread)
 
 
 def _same_structure(a, b):
@@ -247,7 +263,7 @@ def _same_structure(a, b):
 
 
 def _evaluate(jac, known, args, kwargs):
-    pattern, colors, n_colors = known
+    pattern, colors, n_colors = known.pattern, known.colors, known.n_colors
     what, nums, diff, leaves, tree = _differentiated(jac.transform, jac.func, jac.argnums, args)
     partial_func = _partial(jac.func, args, kwargs, nums)
     n = sum(math.prod(x.shape) for x in leaves)
@@ -271,7 +287,7 @@ def _evaluate(jac, known, args, kwargs):
             f"{(m, n)} (output elements, input elements)"
         )
     products = np.asarray(dispatch.backend_of_array(like).to_numpy(products))
-    result = _decompress(pattern, colors, products[:n_colors], jac.mode, what)
+    result = _decompress(known, products[:n_colors], jac.mode, what)
     if probe:
         _check_probe(result, products[n_colors], jac.mode, what)
     return _on_device(result, like)
@@ -289,9 +305,12 @@ def _seeds(colors, n_colors, like, probe):
     return concat([seeds, reshape(row, (1, -1))])
 
 
+@functools.lru_cache(maxsize=8)
 def _probe(n):
     """The direction a given pattern is checked along: fixed, without zeros or simple ratios."""
-    return np.random.default_rng(20260101).uniform(0.5, 1.5, n)
+    v = np.random.default_rng(20260101).uniform(0.5, 1.5, n)
+    v.flags.writeable = False
+    return v
 
 
 def _split(row, leaves):
@@ -343,23 +362,18 @@ def _reverse(partial_func, diff, leaves, rows, colors, n_colors, probe, what):
     return vmap(pull)(_seeds(colors, n_colors, o_leaves[0], probe)), m, leaves[0]
 
 
-def _decompress(pattern, colors, products, mode, what):
-    """The sparse Jacobian from the products with the colour seeds: each non-zero ``(i, j)`` of
-    ``pattern`` is alone among its colour in its row (forward) or column (reverse). A non-zero of the
-    products that no entry of ``pattern`` accounts for is one the pattern misses: an error."""
-    rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
-    cols = pattern.indices
-    at = (colors[cols], rows) if mode == "forward" else (colors[rows], cols)
-    values = products[at]
-    unread = np.ones(products.shape, dtype=bool)
-    unread[at] = False
-    stray = np.nonzero(unread & (products != 0))
-    if len(stray[0]):
-        c, k = int(stray[0][0]), int(stray[1][0])
+def _decompress(known, products, mode, what):
+    """The sparse Jacobian from the products with the colour seeds: each non-zero ``(i, j)`` of the
+    pattern is alone among its colour in its row (forward) or column (reverse). A non-zero of the products
+    that no entry of the pattern accounts for is one the pattern misses: an error."""
+    stray = np.flatnonzero(products.ravel()[known.unread])
+    if len(stray):
+        c, k = divmod(int(known.unread[stray[0]]), products.shape[1])
         where = f"row {k}" if mode == "forward" else f"column {k}"
         other = "columns" if mode == "forward" else "rows"
         _missed(what, f"a non-zero in {where} among the {other} of colour {c} ({products[c, k]!r})")
-    return scipy_sparse().csr_array((values, cols.copy(), pattern.indptr.copy()), shape=pattern.shape)
+    p = known.pattern
+    return scipy_sparse().csr_array((products[known.at], p.indices.copy(), p.indptr.copy()), shape=p.shape)
 
 
 def _missed(what, found):
@@ -513,6 +527,6 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring="dsatur"):
     jac = _sparse_transform("sparse_hessian", gradient, argnums, sparsity, coloring, "forward", detect)
     if sparsity is not None:  # a Hessian is symmetric: a one-sided pattern would miss entries
         jac._known = jac._colored(_symmetric(jac.sparsity))
-        jac.sparsity = jac._known[0]
+        jac.sparsity = jac._known.pattern
     functools.update_wrapper(jac, func, updated=())
     return jac
