@@ -3,6 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BASE := $(VENV)/.installed-base
 TEST := $(VENV)/.installed-test
+DEMO := $(VENV)/.installed-demo
 BENCH := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
@@ -16,6 +17,10 @@ $(BASE): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e .
 	touch $@
 
+$(DEMO): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[scipy]"
+	touch $@ $(BASE)
+
 $(TEST): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@ $(BASE)
@@ -24,7 +29,7 @@ $(BENCH): pyproject.toml $(TEST)
 	$(PY) -m pip install -q -e ".[test,bench]"
 	touch $@
 
-demo: $(BASE)
+demo: $(DEMO)
 	$(PY) scripts/demo.py
 
 test: test-numpy test-strict
