@@ -2,7 +2,7 @@
 
     python scripts/bench.py [--quick] [--workload W3] [--out bench-results]
 
-Workloads W1-W7 (see BENCHMARKS.md) run for polyad, for each peer that imports (torch eager autograd,
+Workloads W1-W8 (see BENCHMARKS.md) run for polyad, for each peer that imports (torch eager autograd,
 torch.func, JAX eager and jit with x64, HIPS autograd) and for a hand-written NumPy reference. Float64
 throughout; each system warms up, then the median of repeated runs is reported, and every system's
 result is checked against the reference so the comparison is of the same computation. Results go to
@@ -486,7 +486,88 @@ def w7(table, peers, quick):
     table.add("W7", "polyad Newton (demo, end to end)", ms / 1e3, line.split(";")[0])
 
 
-WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W7": w7}
+# ------------------------------------------------------------------------------ W8 sparse Jacobian
+
+
+def _bratu_numpy(u, lam, n):
+    """The demo's residual written in NumPy (what SciPy's finite differences evaluate)."""
+    h = 1.0 / (n + 1)
+    p = np.pad(u.reshape(n, n), 1)
+    lap = 4.0 * p[1:-1, 1:-1] - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
+    return lap.ravel() - (h * h * lam) * np.exp(u)
+
+
+def w8(table, peers, quick):
+    """The Bratu residual's Jacobian (five-point stencil) on an n x n grid, n = 64 (32 with --quick): dense
+    pa.jacfwd, pa.sparse_jacfwd detecting its pattern and reusing a given one, SciPy's finite-difference
+    approx_derivative with the pattern, jax.jacfwd (dense); each one's largest error against the analytic
+    Jacobian in its note."""
+    from demo import residual, sparse_analytic_jacobian
+    from scipy.optimize._numdiff import approx_derivative
+
+    n, lam = (32 if quick else 64), 6.0
+    u = np.random.default_rng(0).uniform(0.0, 0.8, n * n)
+    ref = sparse_analytic_jacobian(u, lam, n)
+    ref_dense = ref.toarray()
+
+    def f(v):
+        return residual(v, lam, n)
+
+    def err(J, exact=True):
+        e = abs(J - ref).max() if hasattr(J, "tocsr") else np.abs(J - ref_dense).max()
+        if exact and e > 1e-12:  # automatic differentiation: exact to rounding, else the row is wrong
+            raise AssertionError(f"W8: a Jacobian differs from the analytic one by {e}")
+        return f"max error {e:.1e}"
+
+    t_f = measure(lambda: f(u), quick)
+    table.add("W8", "numpy residual (one evaluation)", measure(lambda: _bratu_numpy(u, lam, n), quick))
+    pattern = pa.jacobian_sparsity(f)(u)
+    jac = pa.sparse_jacfwd(f, sparsity=pattern)
+    k = jac.n_colors
+    t = measure(lambda: jac(u), quick)
+    table.add("W8", "polyad sparse_jacfwd, reused pattern", t, f"{k} colours; {err(jac(u))}")
+    detecting = pa.sparse_jacfwd(f)
+    t = measure(lambda: detecting(u), quick)
+    table.add("W8", "polyad sparse_jacfwd, detecting", t, f"pattern found at each call; {err(detecting(u))}")
+    t = measure(lambda: pa.sparse_jacfwd(f)(u), quick, min_time=0.01)
+    table.add("W8", "polyad sparse_jacfwd, first call", t, "detection + DSATUR colouring + evaluation")
+    t = measure(lambda: pa.jacobian_sparsity(f)(u), quick)
+    table.add(
+        "W8", "polyad jacobian_sparsity", t, f"{t / (k * t_f):.1f}x {k} evaluations of f ({t_f * 1e6:.0f} us)"
+    )
+    dense = pa.jacfwd(f)
+    t = measure(lambda: dense(u), quick, min_time=0.01)
+    table.add("W8", "polyad jacfwd (dense)", t, err(dense(u)))
+    fd = lambda: approx_derivative(lambda v: _bratu_numpy(v, lam, n), u, sparsity=pattern)  # noqa: E731
+    table.add(
+        "W8",
+        "scipy approx_derivative(sparsity=)",
+        measure(fd, quick),
+        f"finite differences; {err(fd(), exact=False)}",
+    )
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+
+        def fj(v):
+            h = 1.0 / (n + 1)
+            p = jnp.pad(v.reshape(n, n), 1)
+            lap = 4.0 * p[1:-1, 1:-1] - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
+            return lap.ravel() - (h * h * lam) * jnp.exp(v)
+
+        uj = jnp.asarray(u)
+        for name, jf in (
+            ("jax.jacfwd (dense, eager)", jax.jacfwd(fj)),
+            ("jax.jit(jax.jacfwd) (dense)", None),
+        ):
+            jf = jf if jf is not None else jax.jit(jax.jacfwd(fj))
+            J = np.asarray(jf(uj))
+            table.add(
+                "W8", name, measure(lambda jf=jf: jf(uj).block_until_ready(), quick, min_time=0.01), err(J)
+            )
+
+
+WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W7": w7, "W8": w8}
 
 
 def main():
