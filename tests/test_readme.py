@@ -46,3 +46,19 @@ def test_special_functions_example_runs():
     np.testing.assert_allclose(scope["g"], expected, rtol=1e-12)
     assert scope["H"].shape == (3, 3)
     np.testing.assert_allclose(scope["H"], scope["H"].T, rtol=1e-12)
+
+
+def test_sparse_jacobian_example_runs():
+    pytest.importorskip("scipy")
+    scope = {}
+    exec(BLOCKS[3], scope)
+    u, jac, residual = scope["u"], scope["jac"], scope["residual"]
+    assert jac.n_colors == 3 and scope["pattern"].nnz == 3 * u.shape[0] - 2
+    assert np.max(np.abs(residual(u))) < 1e-6  # Newton converged
+    h = 1.0 / (u.shape[0] + 1)
+    J = jac(u)  # the analytic Jacobian: tridiag(-1, 2, -1) / h^2 - diag(exp(u))
+    np.testing.assert_allclose(J.diagonal(), 2 / h**2 - np.exp(u), rtol=1e-12)
+    np.testing.assert_allclose(J.diagonal(1), -1 / h**2, rtol=1e-12)
+    H, v = scope["H"].toarray(), u[:1000]
+    np.testing.assert_allclose(H, np.diag(np.r_[2, np.full(998, 4), 2] + np.exp(v)) - 2 * np.eye(1000, k=1)
+                               - 2 * np.eye(1000, k=-1), rtol=1e-12)  # fmt: skip
