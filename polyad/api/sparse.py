@@ -173,15 +173,20 @@ def hessian_sparsity(func, argnums=0):
                [1, 0, 1],
                [0, 1, 0]])
     """
-    _check_callable(func, "hessian_sparsity")
-    _check_argnums(argnums, "hessian_sparsity")
-    gradient = grad(func, argnums)
+    gradient = _gradient(func, argnums, "hessian_sparsity")
 
     @functools.wraps(func)
     def sparsity_f(*args, **kwargs):
         return _symmetric(_patterns("hessian_sparsity", gradient, argnums, args, kwargs))
 
     return sparsity_f
+
+
+def _gradient(func, argnums, transform):
+    """``grad(func, argnums)``, its arguments checked in the name of ``transform``."""
+    _check_callable(func, transform)
+    _check_argnums(argnums, transform)
+    return grad(func, argnums)
 
 
 def _symmetric(p):
@@ -517,16 +522,13 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring="dsatur"):
                [2., 6., 4.],
                [0., 4., 0.]])
     """
-    _check_callable(func, "sparse_hessian")
-    _check_argnums(argnums, "sparse_hessian")
-    gradient = grad(func, argnums)
+    gradient = _gradient(func, argnums, "sparse_hessian")
 
     def detect(transform, _, argnums, args, kwargs):
         return _symmetric(_patterns(transform, gradient, argnums, args, kwargs))
 
-    jac = _sparse_transform("sparse_hessian", gradient, argnums, sparsity, coloring, "forward", detect)
     if sparsity is not None:  # a Hessian is symmetric: a one-sided pattern would miss entries
-        jac._known = jac._colored(_symmetric(jac.sparsity))
-        jac.sparsity = jac._known.pattern
+        sparsity = _symmetric(_as_pattern(sparsity, "sparse_hessian"))
+    jac = _sparse_transform("sparse_hessian", gradient, argnums, sparsity, coloring, "forward", detect)
     functools.update_wrapper(jac, func, updated=())
     return jac
