@@ -64,6 +64,8 @@ BAD_DEVICE = ["gpu", 3, object(), "cuda:7"]
 BAD_SEED = ["x", 1.5, -1, True, [1]]
 BAD_STATE = [3, "x", None, [1], {"nope": 1}, {3: 1}]
 BAD_PARAM = ["a", None, [1.0], object(), b"x"]
+BAD_SPARSITY = [[[True]], "s", 3, object(), X, INTS, XB, {"a": 1}]
+BAD_COLORING = ["random", 3, None, "DSATUR", [1]]
 
 
 def _graph():
@@ -114,6 +116,24 @@ for _n, _t in JACOBIANS.items():
     site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t: t(f_vec)(b))
     site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
 site("jacrev.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.jacrev(f_vec, chunk_size=b)(X))
+
+SPARSE = {
+    "jacobian_sparsity": pa.jacobian_sparsity,
+    "sparse_jacfwd": pa.sparse_jacfwd,
+    "sparse_jacrev": pa.sparse_jacrev,
+}
+SPARSE_HESSIANS = {"hessian_sparsity": pa.hessian_sparsity, "sparse_hessian": pa.sparse_hessian}
+for _n, _t in {**SPARSE, **SPARSE_HESSIANS}.items():
+    _f = f_scalar if _n in SPARSE_HESSIANS else f_vec
+    site(f"{_n}.func", NOT_CALLABLE, "func")(lambda b, t=_t: t(b)(X))
+    site(f"{_n}.argnums", NOT_ARGNUMS, "argnum")(lambda b, t=_t, f=_f: t(f, argnums=b)(X))
+    site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t, f=_f: t(f)(b))
+for _n, _t in SPARSE.items():
+    site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
+for _n in ("sparse_jacfwd", "sparse_jacrev", "sparse_hessian"):
+    _t, _f = getattr(pa, _n), f_scalar if _n == "sparse_hessian" else f_vec
+    site(f"{_n}.sparsity", BAD_SPARSITY, "sparsity")(lambda b, t=_t, f=_f: t(f, sparsity=b)(X))
+    site(f"{_n}.coloring", BAD_COLORING, "coloring")(lambda b, t=_t, f=_f: t(f, coloring=b)(X))
 site("jacfwd.randomness", NOT_RANDOMNESS, "randomness")(lambda b: pa.jacfwd(f_vec, randomness=b)(X))
 
 site("vjp.func", NOT_CALLABLE, "func")(lambda b: pa.vjp(b, X))
@@ -276,6 +296,7 @@ def test_every_public_function_has_a_site():
     }
     types = {"ConcretizationError", "ShapeDtype", "Tensor", "Graph", "DEVICE_PRIORITY", "stop_gradient"}
     types |= {"TracedFloat", "TracedComplex", "DerivativeLostWarning"}  # made by transforms, not by users
+    types |= {"SparseJacobian", "SparsityFallbackWarning"}  # made by sparse_jacfwd, ... and by a transform
     missing = set(pa.__all__) - covered - takes_no_bad_input - types
     assert not missing, missing
 

@@ -200,6 +200,11 @@ def test_bad_sparsity(make):
         make(xp.sin, coloring="random")
 
 
+def test_hessian_sparsity_must_be_square():
+    with pytest.raises(ValueError, match=r"sparse_hessian\(sparsity=...\): a Hessian's pattern is square"):
+        pa.sparse_hessian(lambda v: xp.sum(v), sparsity=np.ones((2, 3), dtype=bool))
+
+
 def test_sparsity_of_the_wrong_shape():
     f = lambda x: x[1:] - x[:-1]  # noqa: E731
     with pytest.raises(ValueError, match=r"sparsity has shape \(3, 3\).*4 elements"):

@@ -93,6 +93,40 @@ def test_op_table_patterns_cover_the_dense_jacobian(row, i):
     assert not missed.any(), f"the pattern misses non-zeros at {np.argwhere(missed)[:5].tolist()}"
 
 
+def _hessian_cases():
+    return [c for c in _cases() if not c.values[0].skip_reason("grad2")]
+
+
+@pytest.mark.parametrize("row,i", _hessian_cases())
+def test_op_table_hessian_patterns_cover_the_dense_hessian(row, i):
+    # through the gradient's backward pass: every VJP rule's ops carry patterns too
+    sample = row.samples(Sampler())[i]
+    nums = float_argnums(sample)
+    args = [sample.args[n] for n in nums]
+    if not args or any(is_complex(a) for a in args):
+        pytest.skip("no real floating argument to differentiate")
+    f = row.function()
+
+    def fn(*diff):
+        full = list(sample.args)
+        for n, d in zip(nums, diff):
+            full[n] = d
+        return f(*full, **sample.kwargs)
+
+    flat_fn, v0 = _flat_function(fn, args)
+    if v0.shape[0] == 0:
+        pytest.skip("no input element")
+
+    def scalar(v):
+        return xp.sum(xp.sin(flat_fn(v)))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pa.SparsityFallbackWarning)
+        pattern = pa.hessian_sparsity(scalar)(v0).toarray()
+    dense = _dense(pa.hessian(scalar)(v0))
+    assert not ((dense != 0) & ~pattern).any()
+
+
 def test_every_builtin_op_has_a_sparsity_rule():
     missing = [
         name

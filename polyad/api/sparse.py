@@ -99,7 +99,7 @@ def _patterns(transform, func, argnums, args, kwargs):
     def on_leaves(*xs):
         return partial_func(*optree.tree_unflatten(tree, list(xs)))
 
-    out_tree, outs = dependence(on_leaves, leaves)
+    out_tree, outs = dependence(on_leaves, leaves, what)
     values = [v for v, _ in outs]
     for i, (v, p) in enumerate(outs):
         if p is None:
@@ -528,7 +528,12 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring="dsatur"):
         return _symmetric(_patterns(transform, gradient, argnums, args, kwargs))
 
     if sparsity is not None:  # a Hessian is symmetric: a one-sided pattern would miss entries
-        sparsity = _symmetric(_as_pattern(sparsity, "sparse_hessian"))
+        sparsity = _as_pattern(sparsity, "sparse_hessian")
+        if sparsity.shape[0] != sparsity.shape[1]:
+            raise ValueError(
+                f"sparse_hessian(sparsity=...): a Hessian's pattern is square, got {sparsity.shape}"
+            )
+        sparsity = _symmetric(sparsity)
     jac = _sparse_transform("sparse_hessian", gradient, argnums, sparsity, coloring, "forward", detect)
     functools.update_wrapper(jac, func, updated=())
     return jac

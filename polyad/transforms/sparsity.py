@@ -162,11 +162,11 @@ class SparsityInterpreter(Interpreter):
         return type(out)(*wrapped) if hasattr(out, "_fields") else type(out)(wrapped)
 
 
-def dependence(func, inputs):
+def dependence(func, inputs, what="jacobian_sparsity"):
     """``func(*inputs)`` run on pattern tensors: ``(tree, leaves)``, the output's pytree structure and,
     per output leaf, its value and its pattern (CSR, elements x input elements, the inputs' elements
     numbered one after the other); a leaf that does not depend on the inputs has an empty pattern.
-    ``inputs`` are backend arrays."""
+    ``inputs`` are backend arrays; ``what`` names the call in warnings."""
     sizes = [_size(x) for x in inputs]
     n = sum(sizes)
     with new_level(SparsityInterpreter, n) as interp:
@@ -183,4 +183,6 @@ def dependence(func, inputs):
                 leaves.append((leaf._value, leaf._aux))
             else:
                 leaves.append((plain(leaf), None if not hasattr(leaf, "shape") else empty(_size(leaf), n)))
+        if interp.numbers:  # float() of a traced value whose number never came back: a lost dependence
+            exits.check_lost(interp, what, any(p is not None and p.nnz for _, p in leaves))
         return tree, leaves
