@@ -122,10 +122,10 @@ def compose(deps, patterns, size, n):
             term = p
         elif d is ALL:
             term = everything(p, size)
-        elif isinstance(d, np.ndarray):
+        elif isinstance(d, np.ndarray) and d.ndim == 1:
             term = gather(p, d)
-        else:
-            term = d @ p
+        else:  # the op's own pattern: a sparse matrix (a dense 2-D array from a custom rule is made one)
+            term = (d if scipy_sparse().issparse(d) else scipy_sparse().csr_array(d)) @ p
             term.sum_duplicates()
         acc = term if acc is None else acc + term
     return empty(size, n) if acc is None else acc

@@ -14,7 +14,8 @@ results, one such tuple per result), each one of:
 - ``SAME``: output element ``i`` depends on element ``i`` of the argument, which has the output's size;
 - an integer array ``src`` (host NumPy) of the output's size: output element ``i`` depends on element
   ``src[i] - 1`` of the argument, on none where ``src[i]`` is 0;
-- a SciPy sparse matrix, (output elements, argument elements): the op's own dependence pattern;
+- a SciPy sparse matrix (or a dense 2-D array), (output elements, argument elements): the op's own
+  dependence pattern;
 - ``ALL``: every output element depends on every element of the argument.
 
 Elements are numbered in C order. Families share their rules: element-wise ops (recognised by their
