@@ -249,7 +249,7 @@ class _Colored:
     """A pattern, its colouring, and where decompression reads each non-zero in the products with the
     colour seeds (``at``) and which entries of the products must be zero (``unread``, flat)."""
 
-    __slots__ = ("pattern", "colors", "n_colors", "at", "unread")
+    __slots__ = ("pattern", "colors", "n_colors", "at", "unread", "seeds")
 
     def __init__(self, pattern, mode, coloring):
         self.pattern = pattern
@@ -261,6 +261,7 @@ class _Colored:
         unread = np.ones((self.n_colors, pattern.shape[0 if mode == "forward" else 1]), dtype=bool)
         unread[self.at] = False
         self.unread = np.flatnonzero(unread)
+        self.seeds = {}  # (library, device, dtype, probe) -> the seed matrix there (``_seeds``)
 
 
 def _same_structure(a, b):
@@ -268,7 +269,7 @@ def _same_structure(a, b):
 
 
 def _evaluate(jac, known, args, kwargs):
-    pattern, colors, n_colors = known.pattern, known.colors, known.n_colors
+    pattern, n_colors = known.pattern, known.n_colors
     what, nums, diff, leaves, tree = _differentiated(jac.transform, jac.func, jac.argnums, args)
     partial_func = _partial(jac.func, args, kwargs, nums)
     n = sum(math.prod(x.shape) for x in leaves)
@@ -281,11 +282,9 @@ def _evaluate(jac, known, args, kwargs):
     # empty pattern still needs one product, for the output's size
     probe = jac.sparsity is not None or n_colors == 0
     if jac.mode == "forward":
-        products, m, like = _forward(partial_func, diff, leaves, tree, colors, n_colors, probe, what)
+        products, m, like = _forward(partial_func, diff, leaves, tree, known, probe, what)
     else:
-        products, m, like = _reverse(
-            partial_func, diff, leaves, pattern.shape[0], colors, n_colors, probe, what
-        )
+        products, m, like = _reverse(partial_func, diff, leaves, pattern.shape[0], known, probe, what)
     if pattern.shape != (m, n):
         raise ValueError(
             f"{what}: sparsity has shape {pattern.shape}, but the Jacobian at these arguments has shape "
@@ -298,10 +297,18 @@ def _evaluate(jac, known, args, kwargs):
     return _on_device(result, like)
 
 
-def _seeds(colors, n_colors, like, probe):
-    """The seed matrix on ``like``'s backend and device: row ``c`` the sum of the basis vectors of colour
-    ``c``; with ``probe``, one more row, ``_probe``'s vector."""
+def _seeds(known, like, probe):
+    """The seed matrix on ``like``'s backend and device (made once per pattern there): row ``c`` the sum
+    of the basis vectors of colour ``c``; with ``probe``, one more row, ``_probe``'s vector."""
     backend = dispatch.backend_of_array(like)
+    key = (backend.name, str(like.device), str(like.dtype), probe)
+    seeds = known.seeds.get(key)
+    if seeds is None:
+        seeds = known.seeds[key] = _make_seeds(known.colors, known.n_colors, like, probe, backend)
+    return seeds
+
+
+def _make_seeds(colors, n_colors, like, probe, backend):
     c = backend.xp.asarray(colors.tolist(), device=like.device) if len(colors) else arange(0)
     seeds = astype(reshape(arange(n_colors, device=like.device), (-1, 1)) == c, like.dtype)
     if not probe:
@@ -335,7 +342,7 @@ def _joined(tree_value):
     return flat[0] if len(flat) == 1 else concat(flat)
 
 
-def _forward(partial_func, diff, leaves, tree, colors, n_colors, probe, what):
+def _forward(partial_func, diff, leaves, tree, known, probe, what):
     """``(products, m, like)``: the JVPs with the seeds (n_colors rows, and the probe's), (rows, m), one
     per seed under vmap; ``like``: an output, for the result's dtype and device."""
     outputs = []
@@ -349,11 +356,11 @@ def _forward(partial_func, diff, leaves, tree, colors, n_colors, probe, what):
             outputs.extend(o_leaves)
         return _joined(tangent)
 
-    products = vmap(push)(_seeds(colors, n_colors, leaves[0], probe))
+    products = vmap(push)(_seeds(known, leaves[0], probe))
     return products, sum(math.prod(o.shape) for o in outputs), _bottom(outputs[0]) if outputs else leaves[0]
 
 
-def _reverse(partial_func, diff, leaves, rows, colors, n_colors, probe, what):
+def _reverse(partial_func, diff, leaves, rows, known, probe, what):
     """``(products, m, like)``: the VJPs with the seeds (n_colors rows, and the probe's), (rows, n)."""
     out, backward, _, _ = _vjp(partial_func, diff, False, what, jacobian=True)
     o_leaves, o_tree = _flatten(out)
@@ -364,7 +371,7 @@ def _reverse(partial_func, diff, leaves, rows, colors, n_colors, probe, what):
     def pull(seed):
         return _joined(backward(optree.tree_unflatten(o_tree, _split(seed, o_leaves)), False))
 
-    return vmap(pull)(_seeds(colors, n_colors, o_leaves[0], probe)), m, leaves[0]
+    return vmap(pull)(_seeds(known, o_leaves[0], probe)), m, leaves[0]
 
 
 def _decompress(known, products, mode, what):
