@@ -92,7 +92,7 @@ def _as_pattern(sparsity, transform):
 
 
 def _patterns(transform, func, argnums, args, kwargs):
-    """The pattern of ``func``'s Jacobian at ``args``: ``(pattern, n_inputs)``."""
+    """The pattern of ``func``'s Jacobian at ``args``: a boolean CSR array (output, input elements)."""
     what, nums, diff, leaves, tree = _differentiated(transform, func, argnums, args)
     partial_func = _partial(func, args, kwargs, nums)
 
