@@ -65,8 +65,8 @@ def _cases():
     return cases
 
 
-@pytest.mark.parametrize("row,i", _cases())
-def test_op_table_patterns_cover_the_dense_jacobian(row, i):
+def _op_case(row, i):
+    """Sample ``i`` of ``row`` as ``_flat_function`` of its real floating arguments (skipped without)."""
     sample = row.samples(Sampler())[i]
     nums = float_argnums(sample)
     args = [sample.args[n] for n in nums]
@@ -80,7 +80,12 @@ def test_op_table_patterns_cover_the_dense_jacobian(row, i):
             full[n] = d
         return f(*full, **sample.kwargs)
 
-    flat_fn, v0 = _flat_function(fn, args)
+    return _flat_function(fn, args)
+
+
+@pytest.mark.parametrize("row,i", _cases())
+def test_op_table_patterns_cover_the_dense_jacobian(row, i):
+    flat_fn, v0 = _op_case(row, i)
     with warnings.catch_warnings():
         warnings.simplefilter("error", pa.SparsityFallbackWarning)  # every built-in op has a rule
         pattern = pa.jacobian_sparsity(flat_fn)(v0)
@@ -100,20 +105,7 @@ def _hessian_cases():
 @pytest.mark.parametrize("row,i", _hessian_cases())
 def test_op_table_hessian_patterns_cover_the_dense_hessian(row, i):
     # through the gradient's backward pass: every VJP rule's ops carry patterns too
-    sample = row.samples(Sampler())[i]
-    nums = float_argnums(sample)
-    args = [sample.args[n] for n in nums]
-    if not args or any(is_complex(a) for a in args):
-        pytest.skip("no real floating argument to differentiate")
-    f = row.function()
-
-    def fn(*diff):
-        full = list(sample.args)
-        for n, d in zip(nums, diff):
-            full[n] = d
-        return f(*full, **sample.kwargs)
-
-    flat_fn, v0 = _flat_function(fn, args)
+    flat_fn, v0 = _op_case(row, i)
     if v0.shape[0] == 0:
         pytest.skip("no input element")
 
