@@ -5,6 +5,9 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 
 from polyad import config, dispatch, library, random, xp
 from polyad.api import (
+    ChunkPlan,
+    DistributedError,
+    distributed,
     enable_grad,
     grad,
     grad_and_value,
@@ -53,6 +56,9 @@ from polyad import fused  # noqa: E402  (after the namespace: its kernel uses po
 get_backend()
 
 __all__ = [
+    "ChunkPlan",
+    "DistributedError",
+    "distributed",
     "DEVICE_PRIORITY",
     "ConcretizationError",
     "DerivativeLostWarning",
