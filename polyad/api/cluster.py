@@ -233,15 +233,19 @@ def _run_task(task, blob, *part):
 
 def submit(setting, what, task, shared, parts):
     """One Dask task per entry of ``parts``: ``task(shared, *part)`` on a worker (``task`` a module-level
-    function, so that it travels by reference). Returns the tasks as ``dask.delayed`` values."""
+    function, so that it travels by reference). ``shared`` is pickled once and copied to every worker now
+    (a copy on one worker only would draw every task to that worker). Returns the tasks as
+    ``dask.delayed`` values."""
     import dask
 
     blob = _pickle(shared, what)
+    shared_future = setting.client.scatter(blob, broadcast=True)
     token = uuid.uuid4().hex[:12]
     prefix = "polyad-" + what.split("(", 1)[0]
-    shared_d = dask.delayed(blob, name=f"{prefix}-shared-{token}")
     run = dask.delayed(_run_task, pure=False)
-    return [run(task, shared_d, *part, dask_key_name=f"{prefix}-{token}-{i}") for i, part in enumerate(parts)]
+    return [
+        run(task, shared_future, *part, dask_key_name=f"{prefix}-{token}-{i}") for i, part in enumerate(parts)
+    ]
 
 
 def gather(setting, what, tasks, labels, progress):
