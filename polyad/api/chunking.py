@@ -206,7 +206,7 @@ class Joined:
         """Rows ``start:stop`` (positions in the result) of every leaf."""
         if self.axes is None:
             self.axes = self.axes_of(leaves)
-            if not any(isinstance(p, Tensor) for p in leaves):
+            if stop - start < self.total and not any(isinstance(p, Tensor) for p in leaves):
                 self.buffers = [self._empty(p, a) for p, a in zip(leaves, self.axes)]
         if self.buffers is not None and any(isinstance(p, Tensor) for p in leaves):
             # a chunk of tensors after raw ones: what is filled so far becomes the first piece
@@ -233,6 +233,8 @@ class Joined:
         if self.buffers is not None:
             return self.buffers
         first = self.pieces[0]
+        if len(self.pieces) == 1:  # one chunk: it is the result
+            return first
         return [
             p if a is None or p is None else concat([c[k] for c in self.pieces], axis=a)
             for k, (p, a) in enumerate(zip(first, self.axes))

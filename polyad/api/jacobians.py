@@ -161,10 +161,18 @@ class _Reverse:
         self.total = sum(self.sizes)
         self.spec, self.call = spec, call
 
-    def _row(self, i):  # the basis row made inside and handed over: nothing keeps the whole basis
-        basis = _one_hot(i, self.total, self.o_flat[0])
-        cts = optree.tree_unflatten(self.o_tree, _split_basis(basis, self.o_flat, self.sizes, 0))
-        return optree.tree_leaves(self.backward(cts, False))
+    def _row(self, i):
+        # the basis row is made here and handed over, in one expression: no local name keeps the whole
+        # basis (total x total under vmap) alive while the backward pass runs
+        return optree.tree_leaves(
+            self.backward(
+                optree.tree_unflatten(
+                    self.o_tree,
+                    _split_basis(_one_hot(i, self.total, self.o_flat[0]), self.o_flat, self.sizes, 0),
+                ),
+                False,
+            )
+        )
 
     def rows(self, start, stop):
         if stop == start:
