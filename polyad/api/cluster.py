@@ -16,6 +16,7 @@ error the function gives); a task whose worker dies is retried elsewhere by Dask
 names the transform, the chunk and the cause, and the remaining tasks are cancelled.
 """
 
+import collections
 import io
 import pickle
 import threading
@@ -224,11 +225,22 @@ def _pickle(shared, what):
         ) from exc
 
 
-def _run_task(task, blob, *part):
-    """On a worker: unpickle what every chunk shares and run the chunk."""
+_LOADED = collections.OrderedDict()  # on a worker: payload token -> what it unpickled to (the last few)
+_LOADED_LOCK = threading.Lock()
+
+
+def _run_task(task, token, blob, *part):
+    """On a worker: what every chunk shares, unpickled once per worker (the worker's later tasks of the
+    same call reuse it), then the chunk."""
     import cloudpickle
 
-    return task(cloudpickle.loads(blob), *part)
+    with _LOADED_LOCK:
+        shared = _LOADED.get(token)
+        if shared is None:
+            shared = _LOADED[token] = cloudpickle.loads(blob)
+            while len(_LOADED) > 2:
+                _LOADED.popitem(last=False)
+    return task(shared, *part)
 
 
 def submit(setting, what, task, shared, parts):
@@ -239,12 +251,13 @@ def submit(setting, what, task, shared, parts):
     import dask
 
     blob = _pickle(shared, what)
-    shared_future = setting.client.scatter(blob, broadcast=True)
     token = uuid.uuid4().hex[:12]
+    shared_future = setting.client.scatter(blob, broadcast=True, hash=False, timeout=setting.timeout)
     prefix = "polyad-" + what.split("(", 1)[0]
     run = dask.delayed(_run_task, pure=False)
     return [
-        run(task, shared_future, *part, dask_key_name=f"{prefix}-{token}-{i}") for i, part in enumerate(parts)
+        run(task, token, shared_future, *part, dask_key_name=f"{prefix}-{token}-{i}")
+        for i, part in enumerate(parts)
     ]
 
 
