@@ -72,7 +72,7 @@ def test_cluster_example_runs():
     pytest.importorskip("distributed")
     scope = {"__name__": "readme_cluster_example"}
     exec(block("LocalCluster"), scope)
-    f, x, W = scope["f"], scope["x"], scope["W"]
+    x, W = scope["x"], scope["W"]
     h = np.tanh(W @ x)
     expected = ((1 - np.tanh(W @ h) ** 2)[:, None] * W * (1 - h**2)[None, :]) @ W
     np.testing.assert_allclose(scope["J"], expected, rtol=1e-12, atol=1e-14)
