@@ -125,8 +125,13 @@ def test_context_block_and_lazy_dask_output(A, client, cl):
     assert_close(nested.compute(), ref, rtol=1e-12)
     with pa.distributed(client):  # output="array": the inputs' own library
         got = pa.jacrev(h)(x)
+        # an inner transform whose function closes over the outer one's traced value stays here
+        w = A(rand(12, seed=11))
+        g = pa.grad(lambda w: pxp.sum(pa.jacfwd(lambda v: pxp.sin(v * w))(x)))(w)
     assert type(got) is type(x)
     assert_close(got, pa.jacrev(h)(x), rtol=1e-12)
+    xn, wn = np.asarray(rand(12, seed=8)), np.asarray(rand(12, seed=11))
+    assert_close(g, np.cos(xn * wn) - xn * wn * np.sin(xn * wn), rtol=1e-12)  # d/dw of sum_i w_i cos(x_i w_i)
 
 
 def test_complex_layouts_and_transformed_functions_travel(A, cl):

@@ -26,7 +26,7 @@ import uuid
 import optree
 
 from polyad import dispatch
-from polyad.core import Tensor
+from polyad.core import Tensor, current_level
 from polyad.ops.common import _dtype_name
 from polyad.predispatch import rebuild_recipe
 
@@ -142,16 +142,15 @@ def check_client(client, transform):
 
 def resolve(client, arrays, what):
     """The Distributed setting of a call: the transform's own ``client``, else the innermost
-    ``with pa.distributed(...)`` block's; None to run locally. A call inside another transform (its
-    arrays are that transform's tensors) cannot ship its work: an error with its own client, local with
-    the block's."""
-    inside = any(isinstance(x, Tensor) for x in arrays)
+    ``with pa.distributed(...)`` block's; None to run locally. A call inside another transform (a level is
+    active, or ``arrays`` hold its tensors) cannot ship its work, whose derivatives or batches belong to
+    that transform: an error with its own client, local with the block's."""
+    inside = current_level() > 0 or any(isinstance(x, Tensor) for x in arrays)
     if client is not None:
         if inside:
             raise ValueError(
-                f"{what} with client=...: it is called inside another transform (its inputs are traced "
-                "values), whose derivatives or batches cannot follow the work to Dask workers; give "
-                "client= to the outermost transform"
+                f"{what} with client=...: it is called inside another transform, whose derivatives or "
+                "batches cannot follow the work to Dask workers; give client= to the outermost transform"
             )
         return client
     stack = _stack()

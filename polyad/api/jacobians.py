@@ -239,7 +239,7 @@ def _axes(axis):
 
 def _jacobian(spec, opts, args, kwargs):
     call = _Call(spec, args, kwargs)
-    setting = cluster.resolve(opts.client, call.in_flat, call.what)
+    setting = cluster.resolve(opts.client, optree.tree_leaves((args, kwargs)), call.what)
     if setting is not None:
         return _on_cluster(spec, opts, setting, call, args, kwargs)
     engine = _ENGINES[spec.mode](spec, call)
@@ -292,7 +292,9 @@ def _chunk_plan(spec, opts):
     def chunk_plan(*args, **kwargs):
         """The ChunkPlan this Jacobian would use for these arguments (nothing is differentiated)."""
         call = _Call(spec, args, kwargs)
-        return _plan(spec, opts, call, cluster.resolve(opts.client, call.in_flat, call.what))[0]
+        return _plan(
+            spec, opts, call, cluster.resolve(opts.client, optree.tree_leaves((args, kwargs)), call.what)
+        )[0]
 
     return chunk_plan
 

@@ -224,7 +224,7 @@ def vmap(
     @functools.wraps(func)
     def vmapped(*args, **kwargs):
         call = _Call(config, args, kwargs)
-        setting = cluster.resolve(client, call.flat, call.what)
+        setting = cluster.resolve(client, call.flat + optree.tree_leaves(kwargs), call.what)
         if setting is not None:
             return _on_cluster(call, setting)
         if chunk_size == 1:
