@@ -57,18 +57,18 @@ class Distributed:
     __slots__ = ("client", "output", "timeout")
 
     def __init__(self, client, output="array", timeout=None):
-        distributed = _require("pa.distributed(client)")
-        if not isinstance(client, distributed.Client):
-            raise TypeError(
-                f"pa.distributed(client): client must be a distributed.Client, got {type(client).__name__}"
-            )
-        if output not in OUTPUTS:
+        if not isinstance(output, str) or output not in OUTPUTS:
             raise ValueError(f"pa.distributed(output={output!r}): output must be 'array' or 'dask'")
         if timeout is not None and (
             not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
         ):
             raise ValueError(
                 f"pa.distributed(timeout={timeout!r}): timeout must be None or a positive number of seconds"
+            )
+        distributed = _require("pa.distributed(client)")
+        if not isinstance(client, distributed.Client):
+            raise TypeError(
+                f"pa.distributed(client): client must be a distributed.Client, got {type(client).__name__}"
             )
         self.client, self.output, self.timeout = client, output, timeout
 
