@@ -238,9 +238,12 @@ def vmap(
             return _vmap_call(func, *call.loop_args)
         return _chunked(call, chunks)
 
-    vmapped.chunk_plan = lambda *args, **kwargs: _Call(config, args, kwargs).plan(
-        cluster.resolve(client, optree.tree_leaves(args, none_is_leaf=True), "vmap")
-    )
+    def chunk_plan(*args, **kwargs):
+        """The ChunkPlan this vmap would use for these arguments (nothing is computed)."""
+        call = _Call(config, args, kwargs)
+        return call.plan(cluster.resolve(client, call.flat + optree.tree_leaves(kwargs), call.what))
+
+    vmapped.chunk_plan = chunk_plan
     return vmapped
 
 
@@ -270,6 +273,20 @@ class _Call:
             self.dims,
             self.tree,
             self.size,
+            self.kwargs,
+            self.out_dims,
+            self.randomness,
+            self.what,
+        )
+
+    def run(self, flat, size):
+        """The vmapped function on ``flat`` (the inputs, mapped ones with ``size`` examples)."""
+        return _vmap_call(
+            self.func,
+            flat,
+            self.dims,
+            self.tree,
+            size,
             self.kwargs,
             self.out_dims,
             self.randomness,
@@ -326,8 +343,7 @@ def _chunked(call, chunks):
             if snapshot is not None and start:
                 random._restore(snapshot)
             stop = min(start + chunks.chunk_size, call.size)
-            piece = _vmap_call(call.func, call.chunk(start, stop), *call.loop_args[1:3], stop - start,
-                               *call.loop_args[4:])  # fmt: skip
+            piece = call.run(call.chunk(start, stop), stop - start)
             leaves, tree = optree.tree_flatten(piece, none_is_leaf=True)
             if joined is None:
                 joined = Joined(call.size, lambda _, first=piece: call.out_axes(first))
@@ -385,12 +401,7 @@ def _dask_result(call, tasks, ranges):
     """Lazy Dask arrays, one block per task; shapes and dtypes from eval_shape of one chunk."""
     shapes = {}
     for k in {b - a for a, b in ranges}:
-        shapes[k] = eval_shape(
-            lambda *flat, k=k: _vmap_call(
-                call.func, list(flat), *call.loop_args[1:3], k, *call.loop_args[4:]
-            ),
-            *call.avals(k),
-        )
+        shapes[k] = eval_shape(lambda *flat, k=k: call.run(list(flat), k), *call.avals(k))
     first = shapes[ranges[0][1] - ranges[0][0]]
     leaves, o_tree = optree.tree_flatten(first, none_is_leaf=True)
     paths = optree.tree_paths(first, none_is_leaf=True)
