@@ -5,6 +5,9 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 
 from polyad import config, dispatch, library, random, xp
 from polyad.api import (
+    ChunkPlan,
+    DistributedError,
+    distributed,
     SparseJacobian,
     enable_grad,
     grad,
@@ -60,6 +63,9 @@ from polyad import fused  # noqa: E402  (after the namespace: its kernel uses po
 get_backend()
 
 __all__ = [
+    "ChunkPlan",
+    "DistributedError",
+    "distributed",
     "DEVICE_PRIORITY",
     "ConcretizationError",
     "DerivativeLostWarning",

@@ -1,4 +1,8 @@
-"""Process-wide debug switches (read at each use; set them as attributes or through the environment).
+"""Process-wide switches (read at each use; set them as attributes or through the environment).
+
+``max_memory`` (environment: ``POLYAD_MAX_MEMORY``, default ``"1GiB"``): the memory budget of
+``chunk_size="auto"`` in vmap, jacrev, jacfwd and hessian when the call gives no ``max_memory``; bytes
+as an int or a string such as ``"512MiB"``, ``"2GB"``.
 
 ``check_custom_ops`` (environment: ``POLYAD_CHECK_CUSTOM_OPS=1``): every time a custom op's kernel runs,
 polyad also runs the op's fake function (``register_fake``) on the same inputs and compares the output's
@@ -31,3 +35,4 @@ def _env_flag(name):
 
 
 check_custom_ops = _env_flag("POLYAD_CHECK_CUSTOM_OPS")
+max_memory = os.environ.get("POLYAD_MAX_MEMORY", "1GiB")

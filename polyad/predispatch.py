@@ -18,6 +18,7 @@ cannot hold: vjp, linearize). ``polyad.api.make_graph`` is the public entry.
 
 import functools
 import threading
+import weakref
 
 import optree
 
@@ -251,6 +252,18 @@ def capture_pre_dispatch_graph(func, *args):
 # ------------------------------------------------------------------------------ recording decorators
 
 
+_REBUILD = weakref.WeakKeyDictionary()  # transformed function -> (public transform, func, config)
+
+
+def rebuild_recipe(transformed):
+    """``(transform, func, targs, tkwargs)`` that made ``transformed`` (``transform(func, *targs,
+    **tkwargs)``), or None: how a transformed function travels to another process (Dask workers)."""
+    try:
+        return _REBUILD.get(transformed)
+    except TypeError:  # not weak-referenceable: not a transformed function
+        return None
+
+
 def recorded(kind):
     """Decorator for a public transform ``make(func, *config) -> transformed``: under pre-dispatch capture,
     calls of the transformed function are recorded as transform nodes."""
@@ -266,6 +279,7 @@ def recorded(kind):
                     return record_transform(kind, make, func, (targs, tkwargs), args, kwargs)
                 return transformed(*args, **kwargs)
 
+            _REBUILD[call] = (wrapper, func, targs, tkwargs)
             return call
 
         return wrapper

@@ -447,27 +447,43 @@ n, chunk = int(sys.argv[1]), sys.argv[2]
 rng = np.random.default_rng(0)
 W = rng.standard_normal((n, n)) / np.sqrt(n); b = rng.standard_normal(n); x = rng.standard_normal(n)
 f = lambda v: xp.tanh(W @ v + b)
-jac = pa.jacrev(f, chunk_size=None if chunk == "None" else int(chunk))
+if chunk.startswith("auto:"):  # chunk_size="auto" with the budget after the colon
+    jac = pa.jacrev(f, chunk_size="auto", max_memory=chunk[5:])
+    used = jac.chunk_plan(x).chunk_size
+else:
+    jac = pa.jacrev(f, chunk_size=None if chunk == "None" else int(chunk))
+    used = chunk
 tracemalloc.start()
 base = tracemalloc.get_traced_memory()[0]
 J = jac(x)
 peak = tracemalloc.get_traced_memory()[1] - base
 t = np.tanh(W @ x + b)
 assert np.allclose(J, (1 - t * t)[:, None] * W)
-print(peak, J.nbytes)
+print(peak, J.nbytes, used)
 """
 
 
 def w6(table, peers, quick):
     n = 512 if quick else 2048
-    for chunk in ("None", "64"):
+    # two budgets for chunk_size="auto": 1.125x and 1.5x the Jacobian (n * n float64)
+    budgets = [f"{int(n * n * 8 * k) // 2**20}MiB" if n >= 1024 else f"{int(n * n * 8 * k) // 2**10}KiB"
+               for k in (1.125, 1.5)]  # fmt: skip
+    for chunk in ["None", "64"] + [f"auto:{b}" for b in budgets]:
+        name = f"polyad jacrev chunk_size={chunk}"
+        if chunk.startswith("auto:"):
+            name = f"polyad jacrev chunk_size='auto', max_memory='{chunk[5:]}'"
         r = subprocess.run([sys.executable, "-c", _W6_CHILD, str(n), chunk], capture_output=True, text=True)
         if r.returncode != 0:
-            table.add("W6", f"polyad jacrev chunk_size={chunk}", None, "FAILED: " + r.stderr.strip()[-200:])
+            table.add("W6", name, None, "FAILED: " + r.stderr.strip()[-200:])
             continue
-        peak, size = map(int, r.stdout.split())
+        peak, size, used = r.stdout.split()
+        peak, size = int(peak), int(size)
         note = f"extra peak {peak / 2**20:.1f} MiB = {peak / size:.2f}x the Jacobian ({size / 2**20:.1f} MiB)"
-        table.add("W6", f"polyad jacrev chunk_size={chunk}", None, note)
+        if chunk.startswith("auto:"):
+            budget = int(chunk[5:-3]) * (2**20 if chunk.endswith("MiB") else 2**10)
+            within = "within" if peak <= budget else "OVER"
+            note += f"; chose chunk_size={used}, {within} the budget ({budget / 2**20:.1f} MiB)"
+        table.add("W6", name, None, note)
 
 
 # ------------------------------------------------------------------------------ W7 Newton

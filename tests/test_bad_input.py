@@ -44,6 +44,9 @@ NOT_BOOL = [None, "yes", 1, 0, 2.5, [True], X]
 NOT_ARGNUMS = ["0", 2.5, (), [], (0, 0), (0, "1"), None, True, {0: 1}, 1j, 5, -6]
 NOT_CHUNK = [0, -1, 2.5, "3", True, [2]]
 NOT_RANDOMNESS = ["sometimes", None, 1, "ERROR"]
+NOT_MEMORY = [0, -5, "lots", "12 parsecs", True, 2.5, [1]]
+NOT_CLIENT = ["tcp://127.0.0.1:8786", 3, object(), [None]]
+NOT_LAYOUT = ["polar", 3, True, "REAL"]
 NOT_INPUT = [1.0, "s", object(), b"x", 1j, INTS, BOOLS, {"w": "s"}, (1.0, X)]
 NOT_MAPPABLE = [1.0, "s", object(), b"x", 1j, BX.asarray(1.0, dtype=BX.float64)]
 BAD_IN_DIMS = ["0", 2.5, {"a": 0}, (0, 0), 5, -9, (b"x",), (1j,), [None]]
@@ -134,6 +137,22 @@ for _n in ("sparse_jacfwd", "sparse_jacrev", "sparse_hessian"):
     _t, _f = getattr(pa, _n), f_scalar if _n == "sparse_hessian" else f_vec
     site(f"{_n}.sparsity", BAD_SPARSITY, "sparsity")(lambda b, t=_t, f=_f: t(f, sparsity=b)(X))
     site(f"{_n}.coloring", BAD_COLORING, "coloring")(lambda b, t=_t, f=_f: t(f, coloring=b)(X))
+for _n, _t in {**JACOBIANS, "hessian": pa.hessian, "vmap": pa.vmap}.items():  # chunks, memory, cluster
+    _x = XB if _n == "vmap" else X
+    _f = f_scalar if _n == "hessian" else f_vec
+    if _n in ("jacfwd", "hessian"):
+        site(f"{_n}.chunk_size", NOT_CHUNK, "chunk_size")(lambda b, t=_t, f=_f: t(f, chunk_size=b)(X))
+    site(f"{_n}.max_memory", NOT_MEMORY, "max_memory")(lambda b, t=_t, f=_f, x=_x: t(f, max_memory=b)(x))
+    site(f"{_n}.progress", NOT_BOOL, "progress")(lambda b, t=_t, f=_f, x=_x: t(f, progress=b)(x))
+    site(f"{_n}.client", NOT_CLIENT, "client")(lambda b, t=_t, f=_f, x=_x: t(f, client=b)(x))
+    if _n != "vmap":
+        site(f"{_n}.holomorphic", NOT_BOOL, "holomorphic")(lambda b, t=_t, f=_f: t(f, holomorphic=b)(X))
+        site(f"{_n}.complex_layout", NOT_LAYOUT, "complex_layout")(
+            lambda b, t=_t, f=_f: t(f, complex_layout=b)(X)
+        )
+site("distributed.client", NOT_CLIENT, "client")(lambda b: pa.distributed(b))
+site("distributed.output", ["numpy", None, 3, "Dask"], "output")(lambda b: pa.distributed(None, output=b))
+site("distributed.timeout", [0, -1, "10s", True, [1]], "timeout")(lambda b: pa.distributed(None, timeout=b))
 site("jacfwd.randomness", NOT_RANDOMNESS, "randomness")(lambda b: pa.jacfwd(f_vec, randomness=b)(X))
 
 site("vjp.func", NOT_CALLABLE, "func")(lambda b: pa.vjp(b, X))
@@ -297,6 +316,7 @@ def test_every_public_function_has_a_site():
     types = {"ConcretizationError", "ShapeDtype", "Tensor", "Graph", "DEVICE_PRIORITY", "stop_gradient"}
     types |= {"TracedFloat", "TracedComplex", "DerivativeLostWarning"}  # made by transforms, not by users
     types |= {"SparseJacobian", "SparsityFallbackWarning"}  # made by sparse_jacfwd, ... and by a transform
+    types |= {"ChunkPlan", "DistributedError"}  # made by chunk_plan, raised by a cluster
     missing = set(pa.__all__) - covered - takes_no_bad_input - types
     assert not missing, missing
 

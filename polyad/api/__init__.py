@@ -1,8 +1,10 @@
 """The public transforms, one file per family: reverse_mode.py (vjp, grad, grad_and_value,
 value_and_grad, no_grad, enable_grad), forward_mode.py (jvp, linearize), vectorize.py (vmap),
-jacobians.py (jacrev, jacfwd, hessian), sparse.py (jacobian_sparsity, hessian_sparsity, sparse_jacfwd,
-sparse_jacrev, sparse_hessian; coloring.py colours their patterns) and capture.py (make_graph);
-arguments.py holds the argument checks and pytree helpers they share.
+jacobians.py (jacrev, jacfwd, hessian; complex_jacobians.py for complex layouts), sparse.py
+(jacobian_sparsity, hessian_sparsity, sparse_jacfwd, sparse_jacrev, sparse_hessian; coloring.py
+colours their patterns) and capture.py (make_graph); arguments.py holds the argument checks and
+pytree helpers they share, chunking.py the chunked evaluation of vmap and the Jacobians
+(chunk_size="auto", progress bars) and cluster.py their chunks as Dask tasks (pa.distributed).
 
 These modules check arguments, walk pytrees (optree) and push levels; the interpreters in reverse.py,
 forward.py and batching.py do the rest. Inputs and outputs are backend arrays. Each public transform
@@ -11,6 +13,8 @@ transform is one new file here.
 """
 
 from polyad.api.capture import make_graph
+from polyad.api.chunking import ChunkPlan
+from polyad.api.cluster import DistributedError, distributed
 from polyad.api.forward_mode import jvp, linearize
 from polyad.api.jacobians import hessian, jacfwd, jacrev
 from polyad.api.reverse_mode import enable_grad, grad, grad_and_value, no_grad, value_and_grad, vjp
@@ -25,6 +29,9 @@ from polyad.api.sparse import (
 from polyad.api.vectorize import vmap
 
 __all__ = [
+    "ChunkPlan",
+    "DistributedError",
+    "distributed",
     "SparseJacobian",
     "enable_grad",
     "grad",

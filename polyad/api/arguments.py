@@ -52,11 +52,6 @@ def _check_argnums(argnums, transform):
     return nums
 
 
-def _check_chunk_size(chunk_size, transform):
-    if chunk_size is not None and (not _is_dim(chunk_size) or chunk_size <= 0):
-        raise ValueError(f"{transform}(chunk_size={chunk_size!r}): chunk_size must be None or a positive int")
-
-
 def _check_randomness(randomness, transform):
     if randomness not in ("error", "different", "same"):
         raise ValueError(f"{transform}(randomness={randomness!r}): must be 'error', 'different' or 'same'")
@@ -188,17 +183,18 @@ def _check_like(x, ref, what, noun, ref_noun, tree, i, root):
 
 
 def _check_real_floating(leaves, tree, what, root, nums=None):
-    """Jacobians (jacrev, jacfwd, hessian) take and give real floating arrays only, as torch.func and JAX
-    do; errors name the leaf of ``tree`` ("argument 0", "output[1]": see ``_leaf_name``)."""
+    """Jacobians (jacrev, jacfwd, hessian) take and give real floating arrays unless told how to treat
+    complex ones (``holomorphic``, ``complex_layout``); errors name the leaf of ``tree`` ("argument 0",
+    "output[1]": see ``_leaf_name``)."""
     kind = "output" if root == "output" else "input"
     for i, x in enumerate(leaves):
         if not _is_array(x):
             continue
         if is_complex(x):
             raise TypeError(
-                f"{what}: {_leaf_name(tree, i, root, nums)} is complex ({_dtype_name(x.dtype)}); jacrev, "
-                "jacfwd and hessian support real floating inputs and outputs only (as torch.func): split "
-                "complex values into real and imaginary parts"
+                f"{what}: {_leaf_name(tree, i, root, nums)} is complex ({_dtype_name(x.dtype)}); pass "
+                "holomorphic=True for the complex Jacobian of a holomorphic function (as JAX), or "
+                "complex_layout='real' or 'wirtinger' for any function of complex values"
             )
         if not is_floating(x):
             raise TypeError(

@@ -1,36 +1,44 @@
 """Jacobians (torch.func's semantics and layout): jacrev (one vjp, then vmap over the standard basis of
 the outputs), jacfwd (vmap of jvp over the standard basis of the inputs) and hessian (jacfwd of jacrev).
 
-Both Jacobians end in ``_assemble``, which cuts what they computed into one O + I block per output leaf
-and input leaf.
+A Jacobian is computed by rows of its basis: ``_Reverse.rows(start, stop)`` gives the cotangents of basis
+rows start:stop of the outputs, ``_Forward.rows`` the tangents of those of the inputs. A call runs them
+in one chunk, in chunks (``chunk_size``: an int, or "auto" from a memory budget, ``chunking.py``) joined
+into a preallocated result, or as Dask tasks (``client=``, ``cluster.py``); ``_assemble`` then cuts the
+rows into one O + I block per output leaf and input leaf. Complex layouts (``complex_jacobians.py``) wrap
+all of this around the realified function.
 """
 
 import functools
 import math
+from typing import NamedTuple
 
 import optree
 
 from polyad import dispatch
+from polyad.api import cluster
 from polyad.api.arguments import (
     _check_argnums,
     _check_callable,
-    _check_chunk_size,
     _check_has_aux,
     _check_inputs,
     _check_randomness,
     _check_real_floating,
     _diff_args,
     _flatten,
+    _leaf_name,
     _partial,
 )
+from polyad.api.chunking import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
+from polyad.api.complex_jacobians import check_complex_options, complex_layout_jacobian
 from polyad.api.forward_mode import _jvp
 from polyad.api.reverse_mode import _vjp
 from polyad.api.vectorize import vmap
-from polyad.core import Tensor
-from polyad.ops.common import _bottom
+from polyad.ops.common import _bottom, _dtype_name, is_complex
 from polyad.ops.creation import arange, eye, zeros
 from polyad.ops.dtypes import astype
-from polyad.ops.manipulation import concat, expand_dims, reshape
+from polyad.ops.elementwise import conj
+from polyad.ops.manipulation import expand_dims, reshape
 from polyad.predispatch import recorded
 
 
@@ -65,11 +73,12 @@ def _offsets(shapes):
     return spans
 
 
-def _assemble(jac, o_shapes, o_tree, i_shapes, in_tree, single, by_output):
+def _assemble(jac, o_shapes, o_tree, i_shapes, in_tree, single, by_output, reshape=reshape):
     """The torch.func layout: the output pytree of (a tuple over argnums of) input pytrees of O + I blocks.
 
     ``jac`` is the Jacobian as a transform computed it: with ``by_output`` (jacfwd), one array
     (*O, total inputs) per output leaf; else (jacrev), one array (total outputs, *I) per input leaf.
+    ``reshape``: polyad's, or Dask's for lazy Dask arrays.
     """
     o_spans, i_spans = _offsets(o_shapes), _offsets(i_shapes)
     out_leaves = []
@@ -88,28 +97,349 @@ def _assemble(jac, o_shapes, o_tree, i_shapes, in_tree, single, by_output):
     return optree.tree_unflatten(o_tree, out_leaves)
 
 
-def _buffers(in_flat, total):
-    """Preallocated raw result rows (total, *I) per input leaf, or None when inputs are transform tensors."""
-    if any(isinstance(x, Tensor) for x in in_flat):
-        return None
-    bufs = []
-    for x in in_flat:
-        xp = dispatch.backend_of_array(x).xp
-        bufs.append(xp.empty((total, *x.shape), dtype=x.dtype, device=x.device))
-    return bufs
+def _check_jacobian_dtypes(leaves, tree, what, root, holomorphic, nums=None):
+    """Real floating leaves; with ``holomorphic``, complex ones (JAX's rule)."""
+    if not holomorphic:
+        return _check_real_floating(leaves, tree, what, root, nums)
+    for i, x in enumerate(leaves):
+        if not is_complex(x):
+            raise TypeError(
+                f"{what} with holomorphic=True: {_leaf_name(tree, i, root, nums)} has dtype "
+                f"{_dtype_name(x.dtype)}; the complex Jacobian of a holomorphic function needs complex "
+                "inputs and outputs (complex_layout='real' takes real and complex ones alike)"
+            )
+
+
+class _Spec(NamedTuple):
+    """What a Jacobian computes; with ``client=`` it travels to the workers, which compute rows of it."""
+
+    mode: str  # "jacrev" or "jacfwd"
+    func: object
+    argnums: object
+    has_aux: bool
+    holomorphic: bool
+    randomness: str  # of jacfwd's vmap over the basis
+    loop: bool  # chunk_size=1: plain jvp calls, no vmap (jacrev's chunks of one row never vmap)
+
+
+class _Options(NamedTuple):
+    """Where and in what pieces a Jacobian runs (the driver's business, not the workers')."""
+
+    chunk_size: object  # None, a positive int or "auto"
+    max_memory: object
+    client: object  # None or a cluster.Distributed
+    progress: bool
+
+
+class _Call:
+    """One call of a Jacobian: its differentiated arguments checked, ``func`` as a function of them."""
+
+    def __init__(self, spec, args, kwargs):
+        self.what, self.single, self.nums, self.diff = _diff_args(spec.mode, spec.func, spec.argnums, args)
+        self.in_flat, self.in_tree = _flatten(self.diff)
+        _check_inputs(self.in_flat, self.in_tree, self.what, "argument", self.nums)
+        _check_jacobian_dtypes(self.in_flat, self.in_tree, self.what, "argument", spec.holomorphic, self.nums)
+        if not self.in_flat:
+            raise ValueError(f"{self.what}: the differentiated arguments hold no arrays")
+        self.partial = _partial(spec.func, args, kwargs, self.nums)
+        self.i_shapes = [tuple(x.shape) for x in self.in_flat]
+
+
+class _Reverse:
+    """jacrev's rows: the forward pass recorded once, then the vjp of each basis row of the outputs. Rows
+    are input cotangents (each in its input's dtype): one array (rows, *I) per input leaf."""
+
+    axis = 0
+
+    def __init__(self, spec, call):
+        # _vjp checks real outputs (real floating, as before holomorphic existed); complex ones here
+        out, self.backward, self.aux, _ = _vjp(
+            call.partial, call.diff, spec.has_aux, call.what, nums=call.nums, jacobian=not spec.holomorphic
+        )
+        self.o_flat, self.o_tree = _flatten(out)
+        if spec.holomorphic:
+            _check_jacobian_dtypes(self.o_flat, self.o_tree, call.what, "output", True)
+        self.sizes = [math.prod(o.shape) for o in self.o_flat]
+        self.total = sum(self.sizes)
+        self.spec, self.call = spec, call
+
+    def _row(self, i):
+        # the basis row is made here and handed over, in one expression: no local name keeps the whole
+        # basis (total x total under vmap) alive while the backward pass runs
+        return optree.tree_leaves(
+            self.backward(
+                optree.tree_unflatten(
+                    self.o_tree,
+                    _split_basis(_one_hot(i, self.total, self.o_flat[0]), self.o_flat, self.sizes, 0),
+                ),
+                False,
+            )
+        )
+
+    def rows(self, start, stop):
+        if stop == start:
+            rows = [zeros((0, *x.shape), dtype=x.dtype, device=_bottom(x).device) for x in self.call.in_flat]
+        elif stop - start == 1:  # one row (a scalar loss, or chunk_size=1): a vjp, no batch level
+            rows = [expand_dims(r, axis=0) for r in self._row(start)]
+        else:
+            rows = vmap(self._row)(arange(start, stop, device=_bottom(self.o_flat[0]).device))
+        # the vjp of basis row i is row i of conj(J) (PyTorch's convention): J for a holomorphic f
+        return [conj(r) for r in rows] if self.spec.holomorphic else rows
+
+    def assemble(self, rows, reshape=reshape):
+        o_shapes = [tuple(o.shape) for o in self.o_flat]
+        c = self.call
+        return _assemble(rows, o_shapes, self.o_tree, c.i_shapes, c.in_tree, c.single, False, reshape)
+
+
+class _Forward:
+    """jacfwd's rows: the jvp of each basis row of the inputs, under one vmap per chunk. Rows are output
+    tangents (each in its output's dtype): one array (*O, rows) per output leaf."""
+
+    axis = -1
+
+    def __init__(self, spec, call):
+        self.sizes = [math.prod(s) for s in call.i_shapes]
+        self.total = sum(self.sizes)
+        self.spec, self.call = spec, call
+        self.aux = self.t_tree = None
+
+    def _push(self, basis_row):
+        c = self.call
+        tangents = tuple(optree.tree_unflatten(c.in_tree, _split_basis(basis_row, c.in_flat, self.sizes, 0)))
+        res = _jvp(c.partial, c.diff, tangents, False, self.spec.has_aux, c.what)
+        return (res[1], res[2]) if self.spec.has_aux else res[1]
+
+    def rows(self, start, stop):
+        spec, basis = self.spec, _eye_rows(start, stop, self.total, self.call.in_flat[0])
+        if spec.loop and stop - start == 1:
+            res = self._push(reshape(basis, (self.total,)))
+            tangents, aux = res if spec.has_aux else (res, None)
+            tangents = optree.tree_map(lambda t: expand_dims(t, axis=-1), tangents)
+        else:
+            out_dims = (-1, None) if spec.has_aux else -1
+            res = vmap(self._push, out_dims=out_dims, randomness=spec.randomness)(basis)
+            tangents, aux = res if spec.has_aux else (res, None)
+        t_flat, t_tree = _flatten(tangents)  # each (*O, stop - start)
+        if self.t_tree is None:
+            _check_jacobian_dtypes(t_flat, t_tree, self.call.what, "output", spec.holomorphic)
+            self.t_tree, self.aux = t_tree, aux
+        return t_flat
+
+    def assemble(self, rows, reshape=reshape, o_shapes=None):
+        o_shapes = o_shapes or [tuple(t.shape[:-1]) for t in rows]
+        c = self.call
+        return _assemble(rows, o_shapes, self.t_tree, c.i_shapes, c.in_tree, c.single, True, reshape)
+
+
+_ENGINES = {"jacrev": _Reverse, "jacfwd": _Forward}
+
+
+def _axes(axis):
+    return lambda leaves: [axis % len(p.shape) for p in leaves]
+
+
+def _jacobian(spec, opts, args, kwargs):
+    call = _Call(spec, args, kwargs)
+    setting = cluster.resolve(opts.client, optree.tree_leaves((args, kwargs)), call.what)
+    if setting is not None:
+        return _on_cluster(spec, opts, setting, call, args, kwargs)
+    engine = _ENGINES[spec.mode](spec, call)
+    chunks = _plan(spec, opts, call, None, engine.total)[0]
+    joined = Joined(engine.total, _axes(engine.axis))
+    bar = progress_bar(opts.progress, engine.total, call.what, "row")
+    try:
+        for start in range(0, max(engine.total, 1), chunks.chunk_size):
+            stop = min(start + chunks.chunk_size, engine.total)
+            joined.add(start, stop, engine.rows(start, stop))
+            bar.update(stop - start)
+    finally:
+        bar.close()
+    jac = engine.assemble(joined.result())
+    return (jac, engine.aux) if spec.has_aux else jac
+
+
+def _plan(spec, opts, call, setting, rows=None, need_shapes=False):
+    """``(ChunkPlan, (output ShapeDtypes, their tree) or None)`` of a call. Runs the function on abstract
+    arrays (eval_shape) when the plan needs it: ``chunk_size="auto"``, rows not known yet (jacrev's
+    outputs), or ``need_shapes``; without an abstract run (a Python branch on a value), one real run."""
+    per_row = fixed = 0
+    shapes = None
+    if opts.chunk_size == "auto" or rows is None or need_shapes:
+        try:
+            out, inter, xp = measure(call.partial, call.diff, call.what)
+        except ValueError:
+            if opts.chunk_size == "auto":
+                raise
+            out, inter, xp = call.partial(*call.diff), 0, None
+        o_flat, o_tree = _flatten(out[0] if spec.has_aux else out)
+        shapes = (o_flat, o_tree)
+        n_out, n_in = (sum(math.prod(a.shape) for a in leaves) for leaves in (o_flat, call.in_flat))
+        if rows is None:
+            rows = n_out if spec.mode == "jacrev" else n_in
+        if xp is not None:
+            in_bytes, out_bytes = nbytes(call.in_flat, xp), nbytes(o_flat, xp)
+            # a row: a basis row, a row of the result and a batched copy of every intermediate; fixed:
+            # the result, preallocated (each task's own rows on a cluster), and jacrev's forward pass
+            per_row = inter + in_bytes + out_bytes
+            if spec.mode == "jacrev":
+                fixed = inter + (0 if setting else n_out * in_bytes)
+            else:
+                fixed = 0 if setting else n_in * out_bytes
+    split = cluster.n_threads(setting) if setting is not None else 1
+    return plan(opts.chunk_size, rows, per_row, fixed, opts.max_memory, call.what, split), shapes
+
+
+def _chunk_plan(spec, opts):
+    def chunk_plan(*args, **kwargs):
+        """The ChunkPlan this Jacobian would use for these arguments (nothing is differentiated)."""
+        call = _Call(spec, args, kwargs)
+        return _plan(
+            spec, opts, call, cluster.resolve(opts.client, optree.tree_leaves((args, kwargs)), call.what)
+        )[0]
+
+    return chunk_plan
+
+
+# ------------------------------------------------------------------------------ on a Dask cluster
+
+
+def _jacobian_task(shared, start, stop):
+    """On a Dask worker: rows start:stop of the Jacobian, as NumPy arrays (and aux, from the first)."""
+    spec, args, kwargs = shared
+    args, kwargs = cluster.to_backend((args, kwargs))
+    engine = _ENGINES[spec.mode](spec, _Call(spec, args, kwargs))
+    rows = cluster.to_host(engine.rows(start, stop))
+    first = start == 0
+    tree = (engine.o_tree if spec.mode == "jacrev" else engine.t_tree) if first else None
+    return rows, (cluster.to_host(engine.aux) if spec.has_aux and first else None), tree
+
+
+def _on_cluster(spec, opts, setting, call, args, kwargs):
+    cluster.check_randomness(spec.randomness, call.what)
+    lazy = setting.output == "dask"
+    # jacrev's rows are its outputs: their number (and a lazy result's shapes) from eval_shape here
+    rows = sum(math.prod(s) for s in call.i_shapes) if spec.mode == "jacfwd" else None
+    chunks, shapes = _plan(spec, opts, call, setting, rows, need_shapes=lazy)
+    if chunks.rows == 0:
+        return _jacobian(spec, opts._replace(client=None), args, kwargs)
+    ranges = [(s, min(s + chunks.chunk_size, chunks.rows)) for s in range(0, chunks.rows, chunks.chunk_size)]
+    shared = (spec, cluster.to_host(args), cluster.to_host(kwargs))
+    tasks = cluster.submit(setting, call.what, _jacobian_task, shared, ranges)
+    engine = object.__new__(_ENGINES[spec.mode])  # only to assemble: the driver computes no row
+    engine.spec, engine.call = spec, call
+    if lazy:
+        o_flat, engine.o_tree = shapes
+        engine.t_tree = engine.o_tree
+        rows = []
+        for k in range(len(call.in_flat) if spec.mode == "jacrev" else len(o_flat)):
+            ref = call.in_flat[k] if spec.mode == "jacrev" else o_flat[k]
+            parts = [
+                cluster.dask_array(
+                    cluster.item(t, 0, k),
+                    (b - a, *ref.shape) if spec.mode == "jacrev" else (*ref.shape, b - a),
+                    ref.dtype,
+                )
+                for t, (a, b) in zip(tasks, ranges)
+            ]
+            rows.append(cluster.dask_concat(parts, engine.axis % (len(ref.shape) + 1)))
+        engine.o_flat = o_flat
+        o_shapes = [tuple(o.shape) for o in o_flat]
+        kw = {} if spec.mode == "jacrev" else {"o_shapes": o_shapes}
+        jac = engine.assemble(rows, reshape=_dask_reshape, **kw)
+        return (jac, cluster.item(tasks[0], 1)) if spec.has_aux else jac
+    results = cluster.gather(setting, call.what, tasks, [f"rows {a}:{b}" for a, b in ranges], opts.progress)
+    if spec.mode == "jacrev":
+        engine.o_flat, engine.o_tree = shapes
+    else:
+        engine.t_tree = results[0][2]
+    ref = call.in_flat[0]
+    backend = dispatch.backend_of_array(ref)
+    joined = Joined(chunks.rows, _axes(engine.axis))
+    for (a, b), (piece, _, _) in zip(ranges, results):
+        joined.add(a, b, cluster.to_backend(piece, backend, ref.device))
+    jac = engine.assemble(joined.result())
+    return (jac, cluster.to_backend(results[0][1], backend, ref.device)) if spec.has_aux else jac
+
+
+def _dask_reshape(a, shape):
+    return a if tuple(a.shape) == tuple(shape) else a.reshape(shape)
+
+
+# ------------------------------------------------------------------------------ the public transforms
+
+
+def _make(mode, func, argnums, has_aux, randomness, options):
+    """A Jacobian transform: checks its configuration once, returns the function of the arguments."""
+    chunk_size, holomorphic, complex_layout, max_memory, client, progress = options
+    _check_callable(func, mode)
+    _check_argnums(argnums, mode)
+    _check_has_aux(has_aux, mode)
+    _check_randomness(randomness, mode)
+    check_complex_options(holomorphic, complex_layout, mode)
+    chunk_size = check_chunk_options(chunk_size, max_memory, mode)
+    _check_has_aux(progress, mode, "progress")
+    client = cluster.check_client(client, mode)
+    if complex_layout is not None:
+        passed = {"chunk_size": chunk_size, "max_memory": max_memory, "client": client, "progress": progress}
+        if mode == "jacfwd":
+            passed["randomness"] = randomness
+        real_transform = jacrev if mode == "jacrev" else jacfwd
+        jac_f = complex_layout_jacobian(real_transform, mode, func, argnums, has_aux, complex_layout, passed)
+        chunk_plan = jac_f.chunk_plan
+        jac_f = functools.wraps(func)(jac_f)
+        jac_f.chunk_plan = chunk_plan  # not func's own, which wraps copied
+        return jac_f
+    spec = _Spec(mode, func, argnums, has_aux, holomorphic, randomness, chunk_size == 1)
+    opts = _Options(chunk_size, max_memory, client, progress)
+
+    @functools.wraps(func)
+    def jac_f(*args, **kwargs):
+        return _jacobian(spec, opts, args, kwargs)
+
+    jac_f.chunk_plan = _chunk_plan(spec, opts)
+    return jac_f
+
+
+_SHARED_ARGS = """
+        chunk_size: None: every basis row in one vmap; k: chunks of k rows (the result is preallocated
+            and filled chunk by chunk, capping peak memory); 1: a plain loop of {one} calls, no vmap;
+            "auto": the largest chunk whose estimated memory fits ``max_memory`` (see
+            ``polyad.api.chunking``; ``transformed.chunk_plan(*args)`` reports the choice).
+        holomorphic: True: ``func`` is holomorphic with complex inputs and outputs; the result is its
+            complex Jacobian ``df/dz`` (JAX's ``holomorphic=True``).
+        complex_layout: for any function of complex values (holomorphic or not): "real", the Jacobian
+            of the map on (real, imaginary) pairs, each complex leaf of shape S a real one of shape
+            S + (2,); "wirtinger", the pair ``(df/dz, df/dz̄)``. See ``polyad.api.complex_jacobians``.
+        max_memory: the memory budget of ``chunk_size="auto"`` (bytes, or a string like "512MiB";
+            default ``polyad.config.max_memory``); implies "auto". With a client: per task.
+        client: a ``distributed.Client`` or ``pa.distributed(client, ...)``: the chunks run as tasks on
+            that Dask cluster (without ``chunk_size``: one chunk per worker thread). Default: the
+            innermost ``with pa.distributed(...)`` block, if any. See ``pa.distributed``.
+        progress: show a progress bar over the rows (tqdm; Dask's own bar with a client)."""
 
 
 @recorded("jacrev")
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+def jacrev(
+    func,
+    argnums=0,
+    *,
+    has_aux=False,
+    chunk_size=None,
+    holomorphic=False,
+    complex_layout=None,
+    max_memory=None,
+    client=None,
+    progress=False,
+):
     """The Jacobian by reverse mode: one ``vjp``, then ``vmap(vjp_fn)`` over the standard basis of the
     outputs (torch.func.jacrev's semantics).
 
     Args:
-        func: a function of real floating arrays returning a real floating array or a pytree of them.
+        func: a function of real floating arrays returning a real floating array or a pytree of them
+            (complex ones with ``holomorphic`` or ``complex_layout``).
         argnums: int or tuple of ints: the positional arguments to differentiate with respect to.
-        has_aux: ``func`` returns ``(output, aux)``; aux is returned unchanged, not differentiated.
-        chunk_size: None: one vmap over all basis rows; k: chunks of k rows (the result is preallocated
-            and filled chunk by chunk, capping peak memory); 1: a plain loop of vjp calls, no vmap.
+        has_aux: ``func`` returns ``(output, aux)``; aux is returned unchanged, not differentiated.{args}
 
     Returns:
         A function returning the Jacobian (and aux). For an output leaf of shape O and an input of shape
@@ -122,82 +452,33 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         >>> pa.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0]))
         array([[2., 0.],
                [0., 4.]])
+        >>> pa.jacrev(lambda z: z * pa.xp.conj(z), complex_layout="wirtinger")(np.array([1 + 2j]))[1]
+        array([[1.+2.j]])
     """
-    _check_callable(func, "jacrev")
-    _check_argnums(argnums, "jacrev")
-    _check_has_aux(has_aux, "jacrev")
-    _check_chunk_size(chunk_size, "jacrev")
-
-    @functools.wraps(func)
-    def jac_f(*args, **kwargs):
-        what, single, nums, diff = _diff_args("jacrev", func, argnums, args)
-        in_flat, in_tree = _flatten(diff)
-        _check_real_floating(in_flat, in_tree, what, "argument", nums)
-        partial_func = _partial(func, args, kwargs, nums)
-        out, backward, aux, _ = _vjp(partial_func, diff, has_aux, what, nums=nums, jacobian=True)
-        o_flat, o_tree = _flatten(out)
-        sizes = [math.prod(o.shape) for o in o_flat]
-        total = sum(sizes)
-
-        def vjp_rows(basis):  # basis rows -> one cotangent per input leaf (rows first under vmap)
-            cts = optree.tree_unflatten(o_tree, _split_basis(basis, o_flat, sizes, 0))
-            return optree.tree_leaves(backward(cts, False))
-
-        def vjp_row_of(i):  # the basis row made inside and handed over: nothing keeps the whole basis
-            return optree.tree_leaves(
-                backward(
-                    optree.tree_unflatten(
-                        o_tree, _split_basis(_one_hot(i, total, o_flat[0]), o_flat, sizes, 0)
-                    ),
-                    False,
-                )
-            )
-
-        if total == 0:
-            rows = [zeros((0, *x.shape), dtype=x.dtype, device=_bottom(x).device) for x in in_flat]
-        elif total == 1:  # one output element (a scalar loss): one vjp, no batch level to vmap
-            rows = [expand_dims(r, axis=0) for r in vjp_rows(_eye_rows(0, 1, 1, o_flat[0]))]
-        elif chunk_size is None or (chunk_size >= total and chunk_size > 1):
-            rows = vmap(vjp_row_of)(arange(total, device=_bottom(o_flat[0]).device))
-        else:
-            # chunks of basis rows; raw results are copied into preallocated rows (peak memory: the
-            # Jacobian plus one chunk), transform tensors are concatenated at the end
-            buffers, pieces = _buffers(in_flat, total), []
-            for start in range(0, total, chunk_size):
-                stop = min(start + chunk_size, total)
-                basis = _eye_rows(start, stop, total, o_flat[0])
-                if chunk_size == 1:
-                    piece = [reshape(p, (1, *p.shape)) for p in vjp_rows(reshape(basis, (total,)))]
-                else:
-                    piece = vmap(vjp_rows)(basis)
-                if buffers is not None and any(isinstance(p, Tensor) for p in piece):
-                    pieces, buffers = [[b[:start, ...] for b in buffers]] if start else [], None
-                if buffers is None:
-                    pieces.append(piece)
-                else:
-                    for b, p in zip(buffers, piece):
-                        b[start:stop, ...] = p
-                del piece, basis
-            if buffers is not None:
-                rows = buffers
-            else:
-                rows = [concat([p[k] for p in pieces], axis=0) for k in range(len(in_flat))]
-        o_shapes = [tuple(o.shape) for o in o_flat]
-        i_shapes = [tuple(x.shape) for x in in_flat]
-        jac = _assemble(rows, o_shapes, o_tree, i_shapes, in_tree, single, by_output=False)
-        return (jac, aux) if has_aux else jac
-
-    return jac_f
+    options = (chunk_size, holomorphic, complex_layout, max_memory, client, progress)
+    return _make("jacrev", func, argnums, has_aux, "error", options)
 
 
 @recorded("jacfwd")
-def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+def jacfwd(
+    func,
+    argnums=0,
+    has_aux=False,
+    *,
+    randomness="error",
+    chunk_size=None,
+    holomorphic=False,
+    complex_layout=None,
+    max_memory=None,
+    client=None,
+    progress=False,
+):
     """The Jacobian by forward mode: ``vmap(jvp)`` over the standard basis of the inputs
     (torch.func.jacfwd's semantics).
 
     Args:
         func, argnums, has_aux: as ``jacrev``.
-        randomness: passed to the vmap over the basis ("error", "different" or "same").
+        randomness: passed to the vmap over the basis ("error", "different" or "same").{args}
 
     Returns:
         A function returning the Jacobian (and aux), laid out as ``jacrev``'s: shape O + I per output leaf
@@ -208,51 +489,41 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         >>> pa.jacfwd(lambda x: x ** 3)(np.array([1.0, 2.0]))
         array([[ 3.,  0.],
                [ 0., 12.]])
+        >>> pa.jacfwd(pa.xp.exp, holomorphic=True)(np.array([1j * np.pi]))
+        array([[-1.+1.2246468e-16j]])
     """
-    _check_callable(func, "jacfwd")
-    _check_argnums(argnums, "jacfwd")
-    _check_has_aux(has_aux, "jacfwd")
-    _check_randomness(randomness, "jacfwd")
+    options = (chunk_size, holomorphic, complex_layout, max_memory, client, progress)
+    return _make("jacfwd", func, argnums, has_aux, randomness, options)
 
-    @functools.wraps(func)
-    def jac_f(*args, **kwargs):
-        what, single, nums, diff = _diff_args("jacfwd", func, argnums, args)
-        in_flat, in_tree = _flatten(diff)
-        _check_inputs(in_flat, in_tree, what, "argument", nums)
-        _check_real_floating(in_flat, in_tree, what, "argument", nums)
-        sizes = [math.prod(x.shape) for x in in_flat]
-        total = sum(sizes)
-        partial_func = _partial(func, args, kwargs, nums)
 
-        def push(basis_row):
-            tangents = tuple(optree.tree_unflatten(in_tree, _split_basis(basis_row, in_flat, sizes, 0)))
-            res = _jvp(partial_func, diff, tangents, False, has_aux, what)
-            return (res[1], res[2]) if has_aux else res[1]
-
-        if not in_flat:
-            raise ValueError(f"{what}: the differentiated arguments hold no arrays")
-        basis = _eye_rows(0, total, total, in_flat[0])
-        if has_aux:
-            tangents, aux = vmap(push, out_dims=(-1, None), randomness=randomness)(basis)
-        else:
-            tangents = vmap(push, out_dims=-1, randomness=randomness)(basis)
-        t_flat, t_tree = _flatten(tangents)  # each (*O, total)
-        _check_real_floating(t_flat, t_tree, what, "output")
-        o_shapes = [tuple(t.shape[:-1]) for t in t_flat]
-        i_shapes = [tuple(x.shape) for x in in_flat]
-        jac = _assemble(t_flat, o_shapes, t_tree, i_shapes, in_tree, single, by_output=True)
-        return (jac, aux) if has_aux else jac
-
-    return jac_f
+jacrev.__doc__ = jacrev.__doc__.format(args=_SHARED_ARGS.format(one="vjp"))
+jacfwd.__doc__ = jacfwd.__doc__.format(args=_SHARED_ARGS.format(one="jvp"))
 
 
 @recorded("hessian")
-def hessian(func, argnums=0):
+def hessian(
+    func,
+    argnums=0,
+    *,
+    chunk_size=None,
+    holomorphic=False,
+    complex_layout=None,
+    max_memory=None,
+    client=None,
+    progress=False,
+):
     """The Hessian, ``jacfwd(jacrev(func, argnums), argnums)`` (forward over reverse, as torch.func).
 
     Args:
-        func: a function of real floating arrays returning a real 0-d array.
+        func: a function of real floating arrays returning a real 0-d array (complex ones with
+            ``holomorphic`` or ``complex_layout``).
         argnums: int or tuple of ints: the positional arguments to differentiate twice.
+        chunk_size, max_memory, client, progress: those of the outer ``jacfwd`` (its rows are the
+            gradient's derivatives along each input direction).
+        holomorphic, complex_layout: as ``jacrev``, for both derivatives: "real" gives the Hessian of
+            the realified map; "wirtinger" the pair of pairs
+            ``((d2f/dz dz, d2f/dz̄ dz), (d2f/dz dz̄, d2f/dz̄ dz̄))`` (the outer pair over the second
+            derivative).
 
     Returns:
         A function returning the Hessian: for an input of shape I, an array of shape I + I (with tuple
@@ -266,14 +537,27 @@ def hessian(func, argnums=0):
     """
     _check_callable(func, "hessian")
     _check_argnums(argnums, "hessian")
-    forward_over_reverse = jacfwd(jacrev(func, argnums), argnums)
+    check_complex_options(holomorphic, complex_layout, "hessian")
+    first = jacrev(func, argnums, holomorphic=holomorphic, complex_layout=complex_layout)
+    forward_over_reverse = jacfwd(
+        first,
+        argnums,
+        chunk_size=chunk_size,
+        holomorphic=holomorphic,
+        complex_layout=complex_layout,
+        max_memory=max_memory,
+        client=client,
+        progress=progress,
+    )
 
     @functools.wraps(func)
     def hessian_f(*args, **kwargs):
         what, _, nums, diff = _diff_args("hessian", func, argnums, args)
         in_flat, in_tree = _flatten(diff)
         _check_inputs(in_flat, in_tree, what, "argument", nums)  # named as hessian's, not jacfwd's
-        _check_real_floating(in_flat, in_tree, what, "argument", nums)
+        if complex_layout is None:
+            _check_jacobian_dtypes(in_flat, in_tree, what, "argument", holomorphic, nums)
         return forward_over_reverse(*args, **kwargs)
 
+    hessian_f.chunk_plan = forward_over_reverse.chunk_plan
     return hessian_f

@@ -1,25 +1,30 @@
-"""vmap: a batching level (batching.py) over the mapped inputs, or chunks of them, or a Python loop
-over the examples (``chunk_size=1``); in_dims and out_dims may be pytree prefixes."""
+"""vmap: a batching level (batching.py) over the mapped inputs, or chunks of them (an int, or "auto"
+from a memory budget: chunking.py), or a Python loop over the examples (``chunk_size=1``), or chunks as
+tasks on a Dask cluster (cluster.py); in_dims and out_dims may be pytree prefixes."""
 
 import functools
 
 import optree
 
-from polyad import random
+from polyad import dispatch, random
+from polyad.api import cluster
 from polyad.api.arguments import (
     _check_callable,
-    _check_chunk_size,
+    _check_has_aux,
     _check_randomness,
     _fname,
     _is_array,
     _is_dim,
     _reconnect_tree,
 )
+from polyad.api.chunking import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.batching import BatchedTensor, BatchInterpreter, LoopLevel
 from polyad.core import new_level
 from polyad.core import plain as _plain
-from polyad.ops.manipulation import broadcast_to, concat, expand_dims, moveaxis, stack, take_index
+from polyad.ops.common import ShapeDtype
+from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis, stack, take_index
 from polyad.predispatch import recorded
+from polyad.tracing import eval_shape
 
 
 def _describe_call(func, in_dims, out_dims):
@@ -135,7 +140,7 @@ def _join(pieces, out_dims, call, combine):
     return optree.tree_unflatten(o_tree, res)
 
 
-def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call):
+def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call, bar):
     """chunk_size=1: call ``func`` on each example, unbatched, and stack (Python control flow works)."""
     snapshot = random._snapshot() if randomness == "same" else None
     per = []
@@ -152,13 +157,24 @@ def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
                         f"output leaf {j}"
                     )
             per.append(out)
+            bar.update(1)
     if not per:
         raise ValueError(f"{call}: chunk_size=1 cannot infer the output of an empty batch")
     return _join(per, out_dims, call, lambda xs, d, nd: _plain(stack(xs, axis=d % (nd + 1))))
 
 
 @recorded("vmap")
-def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+def vmap(
+    func,
+    in_dims=0,
+    out_dims=0,
+    randomness="error",
+    *,
+    chunk_size=None,
+    max_memory=None,
+    client=None,
+    progress=False,
+):
     """Vectorise ``func`` over a batch dimension of its inputs (torch.func.vmap's semantics).
 
     Args:
@@ -170,8 +186,16 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             (None for an output that does not depend on a mapped input).
         randomness: how ``pa.random`` behaves inside: "error" (raise), "different" (independent draws per
             batch element) or "same" (one draw for the whole batch). See ``polyad.random``.
-        chunk_size: run the batch in chunks of this many examples and concatenate (caps memory);
-            1 calls ``func`` once per example, unbatched, in a Python loop.
+        chunk_size: run the batch in chunks of this many examples, written into a preallocated result
+            (caps memory); 1 calls ``func`` once per example, unbatched, in a Python loop; "auto": the
+            largest chunk whose estimated memory fits ``max_memory`` (see ``polyad.api.chunking``;
+            ``vmapped.chunk_plan(*args)`` reports the choice).
+        max_memory: the memory budget of ``chunk_size="auto"`` (bytes, or a string like "512MiB";
+            default ``polyad.config.max_memory``); implies "auto". With a client: per task.
+        client: a ``distributed.Client`` or ``pa.distributed(client, ...)``: the chunks run as tasks on
+            that Dask cluster (without ``chunk_size``: one chunk per worker thread); randomness must be
+            "error" there. Default: the innermost ``with pa.distributed(...)`` block, if any.
+        progress: show a progress bar over the examples (tqdm; Dask's own bar with a client).
 
     Returns:
         The batched function. Python control flow on a batched value (``bool``, ``int``, ``float``,
@@ -187,45 +211,209 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     """
     _check_callable(func, "vmap")
     _check_randomness(randomness, "vmap")
-    _check_chunk_size(chunk_size, "vmap")
+    chunk_size = check_chunk_options(chunk_size, max_memory, "vmap")
+    _check_has_aux(progress, "vmap", "progress")
+    client = cluster.check_client(client, "vmap")
     if not (in_dims is None or _is_dim(in_dims) or isinstance(in_dims, tuple | list)):
         raise TypeError(
             f"vmap(in_dims={in_dims!r}): in_dims must be an int, None, or a tuple with one entry per "
             "positional argument"
         )
+    config = (func, in_dims, out_dims, randomness, chunk_size, max_memory, client, progress)
 
     @functools.wraps(func)
     def vmapped(*args, **kwargs):
-        call = _describe_call(func, in_dims, out_dims)
-        flat, tree = optree.tree_flatten(args, none_is_leaf=True)
+        call = _Call(config, args, kwargs)
+        setting = cluster.resolve(client, call.flat + optree.tree_leaves(kwargs), call.what)
+        if setting is not None:
+            return _on_cluster(call, setting)
+        if chunk_size == 1:
+            bar = progress_bar(progress, call.size, call.what, "example")
+            try:
+                return _vmap_loop(func, *call.loop_args, bar)
+            finally:
+                bar.close()
+        chunks = call.plan(None)
+        if chunks.n_chunks == 0 or (chunks.n_chunks == 1 and not progress):
+            return _vmap_call(func, *call.loop_args)
+        return _chunked(call, chunks)
+
+    def chunk_plan(*args, **kwargs):
+        """The ChunkPlan this vmap would use for these arguments (nothing is computed)."""
+        call = _Call(config, args, kwargs)
+        return call.plan(cluster.resolve(client, call.flat + optree.tree_leaves(kwargs), call.what))
+
+    vmapped.chunk_plan = chunk_plan
+    return vmapped
+
+
+class _Call:
+    """One call of a vmapped function: its inputs checked and their mapped dims and batch size found."""
+
+    def __init__(self, config, args, kwargs):
+        func, in_dims, out_dims, randomness, self.chunk_size, self.max_memory, _, self.progress = config
+        self.func, self.out_dims, self.randomness, self.kwargs = func, out_dims, randomness, kwargs
+        self.what = _describe_call(func, in_dims, out_dims)
+        self.flat, self.tree = optree.tree_flatten(args, none_is_leaf=True)
         if isinstance(in_dims, tuple | list):
             if len(in_dims) != len(args):
                 raise ValueError(
-                    f"{call}: in_dims has {len(in_dims)} entries but func was called with {len(args)} "
+                    f"{self.what}: in_dims has {len(in_dims)} entries but func was called with {len(args)} "
                     "positional argument(s); give one in_dim per positional argument"
                 )
-            dims = _dims_leaves(tuple(in_dims), args, len(flat), "in_dims", call, "arguments")
+            dims = _dims_leaves(tuple(in_dims), args, len(self.flat), "in_dims", self.what, "arguments")
         else:
-            dims = [in_dims] * len(flat)
-        dims, size = _map_inputs(flat, dims, call)
-        if chunk_size == 1:
-            return _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
-        if chunk_size is None or chunk_size >= size:
-            return _vmap_call(func, flat, dims, tree, size, kwargs, out_dims, randomness, call)
-        snapshot = random._snapshot() if randomness == "same" else None
-        pieces = []
-        for start in range(0, size, chunk_size):
-            if snapshot is not None and start:
-                random._restore(snapshot)  # every chunk sees the same draws (torch.func does the same)
-            stop = min(start + chunk_size, size)
-            part = [x if d is None else _slice_along(x, d, start, stop) for x, d in zip(flat, dims)]
-            pieces.append(
-                _vmap_call(func, part, dims, tree, stop - start, kwargs, out_dims, randomness, call)
-            )
-        return _join(pieces, out_dims, call, lambda xs, d, nd: _plain(concat(xs, axis=d % nd)))
+            dims = [in_dims] * len(self.flat)
+        self.dims, self.size = _map_inputs(self.flat, dims, self.what)
 
-    return vmapped
+    @property
+    def loop_args(self):
+        return (
+            self.flat,
+            self.dims,
+            self.tree,
+            self.size,
+            self.kwargs,
+            self.out_dims,
+            self.randomness,
+            self.what,
+        )
+
+    def run(self, flat, size):
+        """The vmapped function on ``flat`` (the inputs, mapped ones with ``size`` examples)."""
+        return _vmap_call(
+            self.func,
+            flat,
+            self.dims,
+            self.tree,
+            size,
+            self.kwargs,
+            self.out_dims,
+            self.randomness,
+            self.what,
+        )
+
+    def avals(self, size):
+        """The inputs as ShapeDtypes, mapped ones with ``size`` examples (None: one example, no dim)."""
+        res = []
+        for x, d in zip(self.flat, self.dims):
+            if d is None:
+                res.append(x)
+                continue
+            shape = list(x.shape)
+            if size is None:
+                del shape[d]
+            else:
+                shape[d] = size
+            res.append(ShapeDtype(tuple(shape), x.dtype, getattr(x, "device", None)))
+        return res
+
+    def plan(self, setting):
+        """The ChunkPlan: "auto" measures ``func`` on one abstract example (a row: its intermediates,
+        inputs and outputs; fixed: the preallocated result, or nothing per task on a cluster)."""
+        per_row = fixed = 0
+        if self.chunk_size == "auto":
+            one = optree.tree_unflatten(self.tree, self.avals(None))
+            out, inter, xp = measure(lambda *a: self.func(*a, **self.kwargs), one, self.what)
+            mapped = [a for a, d in zip(self.avals(None), self.dims) if d is not None]
+            out_bytes = nbytes([o for o in optree.tree_leaves(out) if isinstance(o, ShapeDtype)], xp)
+            per_row = inter + nbytes(mapped, xp) + out_bytes
+            fixed = 0 if setting else self.size * out_bytes
+        split = cluster.n_threads(setting) if setting is not None else 1
+        return plan(self.chunk_size, self.size, per_row, fixed, self.max_memory, self.what, split)
+
+    def chunk(self, start, stop):
+        return [x if d is None else _slice_along(x, d, start, stop) for x, d in zip(self.flat, self.dims)]
+
+    def out_axes(self, first_tree):
+        """Each output leaf's batch axis (None: unbatched, kept from the first chunk)."""
+        leaves = optree.tree_leaves(first_tree, none_is_leaf=True)
+        odims = _dims_leaves(self.out_dims, first_tree, len(leaves), "out_dims", self.what, "outputs")
+        return [None if d is None or o is None else d % len(o.shape) for o, d in zip(leaves, odims)]
+
+
+def _chunked(call, chunks):
+    """The batch in chunks, joined into a preallocated result; with randomness="same" every chunk sees
+    the same draws (torch.func does the same)."""
+    snapshot = random._snapshot() if call.randomness == "same" else None
+    joined, tree = None, None
+    bar = progress_bar(call.progress, call.size, call.what, "example")
+    try:
+        for start in range(0, call.size, chunks.chunk_size):
+            if snapshot is not None and start:
+                random._restore(snapshot)
+            stop = min(start + chunks.chunk_size, call.size)
+            piece = call.run(call.chunk(start, stop), stop - start)
+            leaves, tree = optree.tree_flatten(piece, none_is_leaf=True)
+            if joined is None:
+                joined = Joined(call.size, lambda _, first=piece: call.out_axes(first))
+            joined.add(start, stop, leaves)
+            bar.update(stop - start)
+    finally:
+        bar.close()
+    return optree.tree_unflatten(tree, joined.result())
 
 
 def _slice_along(x, d, start, stop):
     return x[(slice(None),) * d + (slice(start, stop), ...)]
+
+
+# ------------------------------------------------------------------------------ on a Dask cluster
+
+
+def _vmap_task(shared, part, size):
+    """On a Dask worker: the vmapped function on one chunk (``part``: the mapped inputs' slices)."""
+    func, flat, dims, tree, kwargs, out_dims, randomness, what = shared
+    part, flat, kwargs = cluster.to_backend((part, flat, kwargs))
+    it = iter(part)
+    flat = [x if d is None else next(it) for x, d in zip(flat, dims)]
+    return cluster.to_host(_vmap_call(func, flat, dims, tree, size, kwargs, out_dims, randomness, what))
+
+
+def _on_cluster(call, setting):
+    cluster.check_randomness(call.randomness, call.what)
+    chunks = call.plan(setting)
+    ranges = [(s, min(s + chunks.chunk_size, call.size)) for s in range(0, call.size, chunks.chunk_size)]
+    fixed = [None if d is not None else x for x, d in zip(call.flat, call.dims)]
+    shared = (call.func, cluster.to_host(fixed), call.dims, call.tree, cluster.to_host(call.kwargs),
+              call.out_dims, call.randomness, call.what)  # fmt: skip
+    parts = []
+    for a, b in ranges:
+        mapped = [x for x, d in zip(call.chunk(a, b), call.dims) if d is not None]
+        parts.append((cluster.to_host(mapped), b - a))
+    tasks = cluster.submit(setting, call.what, _vmap_task, shared, parts)
+    if setting.output == "dask":
+        return _dask_result(call, tasks, ranges)
+    pieces = cluster.gather(
+        setting, call.what, tasks, [f"examples {a}:{b}" for a, b in ranges], call.progress
+    )
+    ref = next(x for x, d in zip(call.flat, call.dims) if d is not None)
+    backend = dispatch.backend_of_array(ref)
+    joined = Joined(call.size, lambda _: call.out_axes(pieces[0]))
+    for (a, b), piece in zip(ranges, pieces):
+        joined.add(
+            a, b, optree.tree_leaves(cluster.to_backend(piece, backend, ref.device), none_is_leaf=True)
+        )
+    return optree.tree_unflatten(optree.tree_structure(pieces[0], none_is_leaf=True), joined.result())
+
+
+def _dask_result(call, tasks, ranges):
+    """Lazy Dask arrays, one block per task; shapes and dtypes from eval_shape of one chunk."""
+    shapes = {}
+    for k in {b - a for a, b in ranges}:
+        shapes[k] = eval_shape(lambda *flat, k=k: call.run(list(flat), k), *call.avals(k))
+    first = shapes[ranges[0][1] - ranges[0][0]]
+    leaves, o_tree = optree.tree_flatten(first, none_is_leaf=True)
+    paths = optree.tree_paths(first, none_is_leaf=True)
+    axes = call.out_axes(first)
+    res = []
+    for j, (leaf, path, axis) in enumerate(zip(leaves, paths, axes)):
+        if leaf is None:
+            res.append(None)
+            continue
+        parts = []
+        for t, (a, b) in zip(tasks if axis is not None else tasks[:1], ranges):
+            aval = optree.tree_leaves(shapes[b - a], none_is_leaf=True)[j]
+            parts.append(cluster.dask_array(cluster.item(t, *path), aval.shape, aval.dtype))
+        res.append(parts[0] if axis is None else cluster.dask_concat(parts, axis))
+    return optree.tree_unflatten(o_tree, res)

@@ -1,0 +1,363 @@
+"""Chunks of vmap and of the Jacobians run as tasks on a Dask cluster (``distributed``, an optional extra:
+``pip install 'polyad[distributed]'``; imported only when a client is used).
+
+The driver pickles the function and the fixed arguments once (cloudpickle, as Dask does: closures and
+lambdas travel; an unpicklable function is an error here, before anything is sent), turns arrays into
+NumPy arrays, and submits one task per chunk; the scheduler places them. A task turns the NumPy arrays
+into arrays of its worker's default polyad backend (numpy, or cupy on a GPU worker: ``POLYAD_BACKEND``
+in the worker's environment or ``client.run(pa.set_backend, "cupy")``), runs the chunk with polyad there
+and hands NumPy arrays back. The driver then assembles them in the library and on the device of the
+inputs (``output="array"``, the default), or returns a lazy Dask array whose blocks are the tasks
+(``output="dask"``).
+
+Failures: an exception raised by the function in a task is raised again on the driver as it is (the
+error the function gives); a task whose worker dies is retried elsewhere by Dask, and when Dask gives up
+(``distributed.scheduler.allowed-failures``) or the wait passes ``timeout``, a ``DistributedError``
+names the transform, the chunk and the cause, and the remaining tasks are cancelled.
+"""
+
+import collections
+import io
+import pickle
+import threading
+import types
+import uuid
+
+import optree
+
+from polyad import dispatch
+from polyad.core import Tensor, current_level
+from polyad.ops.common import _dtype_name
+from polyad.predispatch import rebuild_recipe
+
+OUTPUTS = ("array", "dask")
+_ACTIVE = threading.local()  # the stack of `with pa.distributed(...)` blocks of each thread
+
+
+class DistributedError(RuntimeError):
+    """A chunk sent to a Dask cluster failed for a reason of the cluster's: its worker died (Dask's
+    ``KilledWorker``), the result did not come within ``timeout``, or the computation was cancelled."""
+
+
+def _require(what):
+    try:
+        import dask  # noqa: F401
+        import distributed
+    except ImportError:
+        raise ImportError(
+            f"{what}: running on a Dask cluster needs dask and distributed: pip install 'polyad[distributed]'"
+        ) from None
+    return distributed
+
+
+class Distributed:
+    """Where and how a transform's chunks run on a Dask cluster; made by ``pa.distributed``. Use it as
+    the ``client=`` argument of a transform, or as a context manager for every transform in the block."""
+
+    __slots__ = ("client", "output", "timeout")
+
+    def __init__(self, client, output="array", timeout=None):
+        if not isinstance(output, str) or output not in OUTPUTS:
+            raise ValueError(f"pa.distributed(output={output!r}): output must be 'array' or 'dask'")
+        if timeout is not None and (
+            not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
+        ):
+            raise ValueError(
+                f"pa.distributed(timeout={timeout!r}): timeout must be None or a positive number of seconds"
+            )
+        distributed = _require("pa.distributed(client)")
+        if not isinstance(client, distributed.Client):
+            raise TypeError(
+                f"pa.distributed(client): client must be a distributed.Client, got {type(client).__name__}"
+            )
+        self.client, self.output, self.timeout = client, output, timeout
+
+    def __enter__(self):
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        stack = _stack()
+        if self in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(self)]
+
+    def __repr__(self):
+        return f"pa.distributed({self.client!r}, output={self.output!r}, timeout={self.timeout!r})"
+
+
+def _stack():
+    stack = getattr(_ACTIVE, "stack", None)
+    if stack is None:
+        stack = _ACTIVE.stack = []
+    return stack
+
+
+def distributed(client, *, output="array", timeout=None):
+    """Run the chunks of ``vmap``, ``jacrev``, ``jacfwd`` and ``hessian`` on a Dask cluster.
+
+    Pass the result as a transform's ``client=`` (a plain ``distributed.Client`` there means the
+    defaults), or use it as a context manager: every such transform called in the block, in this thread,
+    runs there (except calls inside another transform, which run where that transform runs). The
+    function must be picklable by cloudpickle (closures and lambdas are; a lock, an open file or a
+    generator is not: a TypeError names it). Each worker computes with its own default polyad backend.
+
+    Args:
+        client: a ``distributed.Client``; Dask's scheduler decides which worker runs which chunk.
+        output: ``"array"``: the call waits and returns arrays of the inputs' library and device, like the
+            local transform. ``"dask"``: the call returns at once with lazy Dask arrays of NumPy blocks
+            (one block per chunk); ``.compute()`` runs them on the default client (the last one made,
+            as in Dask), ``client.compute(result)`` on this one. With ``has_aux`` the aux output is then
+            a ``dask.delayed`` value.
+        timeout: seconds to wait for an ``"array"`` result before a ``DistributedError`` (None: no limit).
+
+    Returns:
+        A ``Distributed`` setting (a context manager).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> from distributed import Client
+        >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+        ...     jac = pa.jacfwd(lambda x: pa.xp.sin(x), chunk_size=2, client=client)
+        ...     J = jac(np.zeros(3))
+        >>> J
+        array([[1., 0., 0.],
+               [0., 1., 0.],
+               [0., 0., 1.]])
+    """
+    return Distributed(client, output, timeout)
+
+
+def check_client(client, transform):
+    """A transform's ``client=`` argument: None, a ``distributed.Client`` or ``pa.distributed(...)``."""
+    if client is None or isinstance(client, Distributed):
+        return client
+    distributed = _require(f"{transform}(client=...)")
+    if not isinstance(client, distributed.Client):
+        raise TypeError(
+            f"{transform}(client={client!r}): client must be a distributed.Client or pa.distributed(...), "
+            f"got {type(client).__name__}"
+        )
+    return Distributed(client)
+
+
+def resolve(client, arrays, what):
+    """The Distributed setting of a call: the transform's own ``client``, else the innermost
+    ``with pa.distributed(...)`` block's; None to run locally. A call inside another transform (a level is
+    active, or ``arrays`` hold its tensors) cannot ship its work, whose derivatives or batches belong to
+    that transform: an error with its own client, local with the block's."""
+    inside = current_level() > 0 or any(isinstance(x, Tensor) for x in arrays)
+    if client is not None:
+        if inside:
+            raise ValueError(
+                f"{what} with client=...: it is called inside another transform, whose derivatives or "
+                "batches cannot follow the work to Dask workers; give client= to the outermost transform"
+            )
+        return client
+    stack = _stack()
+    return stack[-1] if stack and not inside else None
+
+
+def check_randomness(randomness, what):
+    if randomness != "error":
+        raise ValueError(
+            f"{what} with client=...: randomness={randomness!r} cannot hold across Dask workers (each "
+            "process has its own generators); draw the random values before the call and pass them in"
+        )
+
+
+def n_threads(setting):
+    """Worker threads in the cluster (at least 1): the default number of chunks."""
+    return max(1, sum(setting.client.nthreads().values()))
+
+
+# ------------------------------------------------------------------------------ arrays across processes
+
+
+def to_host(tree):
+    """Every backend array of ``tree`` as a NumPy array (what travels between processes)."""
+
+    def conv(x):
+        b = dispatch.backend_of_array(x)
+        return x if b is None else b.to_numpy(x)
+
+    return optree.tree_map(conv, tree, none_is_leaf=True)
+
+
+def to_backend(tree, backend=None, device=None):
+    """Every array of ``tree`` as an array of ``backend`` (default: this process's default backend)."""
+    backend = backend or dispatch.default_backend()
+
+    def conv(x):
+        b = dispatch.backend_of_array(x)
+        if b is None or (b is backend and device is None):
+            return x
+        return backend.xp.asarray(x) if device is None else backend.xp.asarray(x, device=device)
+
+    return optree.tree_map(conv, tree, none_is_leaf=True)
+
+
+def _rebuild(transform, func, targs, tkwargs):
+    return transform(func, *targs, **tkwargs)
+
+
+def _pickle(shared, what):
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):
+        # a polyad-transformed function (pa.grad(f), ...) closes over polyad's thread-local state: it
+        # travels as its recipe, the public transform (by reference) applied to func again there
+        def reducer_override(self, obj):
+            recipe = rebuild_recipe(obj) if isinstance(obj, types.FunctionType) else None
+            if recipe is not None:
+                return _rebuild, recipe
+            return super().reducer_override(obj)
+
+    buffer = io.BytesIO()
+    try:
+        Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(shared)
+        return buffer.getvalue()
+    except Exception as exc:
+        raise TypeError(
+            f"{what} with client=...: the function or its arguments cannot be pickled to send to the Dask "
+            f"workers ({type(exc).__name__}: {exc}); close over picklable values only (arrays, numbers, "
+            "functions), or create the unpicklable object inside the function"
+        ) from exc
+
+
+_LOADED = collections.OrderedDict()  # on a worker: payload token -> what it unpickled to (the last few)
+_LOADED_LOCK = threading.Lock()
+
+
+def _run_task(task, token, blob, *part):
+    """On a worker: what every chunk shares, unpickled once per worker (the worker's later tasks of the
+    same call reuse it), then the chunk."""
+    import cloudpickle
+
+    with _LOADED_LOCK:
+        shared = _LOADED.get(token)
+        if shared is None:
+            shared = _LOADED[token] = cloudpickle.loads(blob)
+            while len(_LOADED) > 2:
+                _LOADED.popitem(last=False)
+    return task(shared, *part)
+
+
+def submit(setting, what, task, shared, parts):
+    """One Dask task per entry of ``parts``: ``task(shared, *part)`` on a worker (``task`` a module-level
+    function, so that it travels by reference). ``shared`` is pickled once and copied to every worker now
+    (a copy on one worker only would draw every task to that worker). Returns the tasks as
+    ``dask.delayed`` values."""
+    import dask
+
+    blob = _pickle(shared, what)
+    token = uuid.uuid4().hex[:12]
+    shared_future = setting.client.scatter(blob, broadcast=True, hash=False, timeout=setting.timeout)
+    prefix = "polyad-" + what.split("(", 1)[0]
+    run = dask.delayed(_run_task, pure=False)
+    return [
+        run(task, token, shared_future, *part, dask_key_name=f"{prefix}-{token}-{i}")
+        for i, part in enumerate(parts)
+    ]
+
+
+def gather(setting, what, tasks, labels, progress):
+    """Compute ``tasks`` on the cluster and return their results, in order. ``labels[i]`` names task i in
+    errors ("rows 0:64"). Fails fast: the first failure cancels the rest."""
+    distributed = _require(what)
+    from distributed.scheduler import KilledWorker
+
+    client = setting.client
+    futures = client.compute(tasks)
+    index = {f.key: i for i, f in enumerate(futures)}
+    done, bar = False, None
+    try:
+        if progress:
+            bar = _show_progress(distributed, futures)
+        try:
+            for fut in distributed.as_completed(futures, timeout=setting.timeout):
+                if fut.status == "error":
+                    fut.result()  # the task's own exception, raised here as the function raised it
+                elif fut.status == "cancelled":
+                    raise DistributedError(
+                        f"{what}: the Dask task for {labels[index[fut.key]]} was cancelled (the client "
+                        "closed, or the cluster restarted) before it finished"
+                    )
+        except KilledWorker as exc:
+            worker = getattr(exc.last_worker, "address", exc.last_worker)
+            raise DistributedError(
+                f"{what}: a Dask worker died while computing {labels[index.get(exc.task, 0)]}: its process "
+                f"ended (a crash, a kill, or out of memory; last worker {worker}), and Dask gave up after "
+                f"{exc.allowed_failures} retries on other workers (KilledWorker; "
+                "distributed.scheduler.allowed-failures sets how many)"
+            ) from exc
+        except (TimeoutError, distributed.TimeoutError) as exc:
+            pending = [labels[i] for i, f in enumerate(futures) if not f.done()]
+            raise DistributedError(
+                f"{what}: no result from the Dask cluster within timeout={setting.timeout} s; "
+                f"{len(pending)} of {len(futures)} chunks pending ({', '.join(pending[:4])}"
+                f"{', ...' if len(pending) > 4 else ''}); workers: {len(client.nthreads())}"
+            ) from exc
+        results = client.gather(futures)
+        done = True
+        if bar is not None:
+            bar.join(1.0)  # let the text bar draw its end before the caller prints
+        return results
+    finally:
+        if not done:
+            client.cancel(futures)
+
+
+def _show_progress(distributed, futures):
+    """Dask's progress bar: a widget in a notebook; on a console its text bar, drawn from a thread
+    (``distributed.progress`` blocks until the end there), so the wait keeps its timeout."""
+    from distributed.utils import is_kernel
+
+    if is_kernel():
+        from IPython.display import display
+
+        display(distributed.progress(futures, notebook=True, multi=False))
+        return None
+    bar = threading.Thread(
+        target=distributed.progress, args=(futures,), kwargs={"notebook": False, "multi": False}, daemon=True
+    )
+    bar.start()
+    return bar
+
+
+def item(task, *path):
+    """Part ``path`` of a task's result, as a dask.delayed value."""
+    for p in path:
+        task = task[p]
+    return task
+
+
+def dask_array(task, shape, dtype):
+    """A lazy Dask array of one task's result (a NumPy array of ``shape`` and ``dtype``)."""
+    import dask.array as da
+
+    return da.from_delayed(task, shape=tuple(shape), dtype=_dtype_name(dtype))
+
+
+def dask_concat(parts, axis):
+    import dask.array as da
+
+    return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=axis)
+
+
+__all__ = [
+    "Distributed",
+    "DistributedError",
+    "OUTPUTS",
+    "check_client",
+    "check_randomness",
+    "dask_array",
+    "dask_concat",
+    "distributed",
+    "gather",
+    "item",
+    "n_threads",
+    "resolve",
+    "submit",
+    "to_backend",
+    "to_host",
+]

@@ -1,0 +1,285 @@
+"""Jacobians and vmap on a Dask cluster: a LocalCluster of two worker processes (started once for the
+module, shut down after it) computes jacrev, jacfwd, hessian and vmap in chunks; every result is checked
+against the single-process transform. Failures: an unpicklable function, an error in the function, a
+worker that dies (killed by the function, or from outside mid-run) and a timeout each give their error,
+never a hang (every wait has a timeout)."""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from helpers import assert_close
+
+import polyad as pa
+from polyad import core, dispatch
+from polyad import xp as pxp
+
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+cloudpickle = pytest.importorskip("cloudpickle")
+
+WAIT = 120  # seconds: the most any test waits on the cluster
+
+
+@pytest.fixture(scope="module")
+def client():
+    # the workers cannot import this test module: its functions travel by value
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # one death of a task's worker is a failure (the default retries on 3 more workers, which are
+    # restarted one by one: slow for a test)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        )
+    c = distributed.Client(cluster, timeout=WAIT)
+    try:
+        yield c
+    finally:
+        c.close(timeout=WAIT)
+        cluster.close(timeout=WAIT)
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture
+def cl(client):
+    """The shared client, with both workers up (a test that kills one waits for its restart)."""
+    client.wait_for_workers(2, timeout=WAIT)
+    yield pa.distributed(client, timeout=WAIT)
+    assert core.current_level() == 0
+
+
+@pytest.fixture
+def A():
+    xp = dispatch.default_backend().xp
+    return lambda x: xp.asarray(np.asarray(x), dtype=xp.float64)
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape) / np.sqrt(shape[-1])
+
+
+def model(A, n=12, m=10):
+    W, b = A(rand(m, n, seed=1)), A(rand(m, seed=2))
+
+    def f(p, x):
+        h = pxp.tanh(W @ x * p["s"] + b)
+        return {"h": h, "e": pxp.sum(pxp.exp(-h) * p["w"])}, pxp.max(h)
+
+    return f
+
+
+def test_jacobians_match_one_process(A, cl):
+    f = model(A)
+    p, x = {"s": A(1.3), "w": A(rand(10, seed=3))}, A(rand(12, seed=4))
+    for transform in (pa.jacrev, pa.jacfwd):
+        for chunk in (None, 4, "auto"):
+            ref = transform(f, argnums=(0, 1), has_aux=True)(p, x)
+            got = transform(f, argnums=(0, 1), has_aux=True, chunk_size=chunk, client=cl)(p, x)
+            assert_close(got[1], ref[1])
+            for key in ("h", "e"):
+                for g, r in zip(got[0][key], ref[0][key]):
+                    if isinstance(r, dict):
+                        for k in r:
+                            assert_close(g[k], r[k], rtol=1e-12, atol=1e-14)
+                    else:
+                        assert_close(g, r, rtol=1e-12, atol=1e-14)
+    loss = lambda x: pxp.sum(f(p, x)[0]["h"] ** 2)  # noqa: E731
+    assert_close(pa.hessian(loss, chunk_size=5, client=cl)(x), pa.hessian(loss)(x), rtol=1e-12, atol=1e-14)
+
+
+def test_vmap_matches_one_process(A, cl):
+    f = model(A)
+    p, xs = {"s": A(0.7), "w": A(rand(10, seed=5))}, A(rand(12, 9, seed=6))
+    per_example = pa.grad(lambda p, x: f(p, x)[0]["e"])
+    ref = pa.vmap(per_example, in_dims=(None, 1))(p, xs)
+    for chunk in (None, 2, 1):
+        got = pa.vmap(per_example, in_dims=(None, 1), chunk_size=chunk, client=cl)(p, xs)
+        assert_close(got["s"], ref["s"], rtol=1e-12)
+        assert_close(got["w"], ref["w"], rtol=1e-12)
+    g = pa.vmap(lambda x: (f(p, x)[0], x[0]), in_dims=1, out_dims=({"h": 1, "e": 0}, 0), client=cl)(xs)
+    r = pa.vmap(lambda x: (f(p, x)[0], x[0]), in_dims=1, out_dims=({"h": 1, "e": 0}, 0))(xs)
+    assert_close(g[0]["h"], r[0]["h"], rtol=1e-12)
+    assert_close(g[0]["e"], r[0]["e"], rtol=1e-12)
+    assert_close(g[1], r[1])
+
+
+def test_context_block_and_lazy_dask_output(A, client, cl):
+    da = pytest.importorskip("dask.array")
+    f = model(A)
+    p, x = {"s": A(1.1), "w": A(rand(10, seed=7))}, A(rand(12, seed=8))
+    h = lambda x: f(p, x)[0]["h"]  # noqa: E731
+    with pa.distributed(client, output="dask"):
+        lazy = pa.jacfwd(h, chunk_size=5)(x)
+        lazy_v = pa.vmap(h, chunk_size=4)(A(rand(11, 12, seed=9)))
+        # inside another transform the work stays here: the inner jacrev runs locally, under vmap
+        nested = pa.vmap(pa.jacrev(h), chunk_size=3)(A(rand(5, 12, seed=10)))
+    assert isinstance(lazy, da.Array) and lazy.shape == (10, 12) and lazy.chunks[1] == (5, 5, 2)
+    assert isinstance(nested, da.Array) and nested.shape == (5, 10, 12)
+    assert_close(client.compute(lazy).result(timeout=WAIT), pa.jacfwd(h)(x), rtol=1e-12)
+    assert_close(lazy_v.compute(), pa.vmap(h)(A(rand(11, 12, seed=9))), rtol=1e-12)
+    ref = pa.vmap(pa.jacrev(h))(A(rand(5, 12, seed=10)))
+    assert_close(nested.compute(), ref, rtol=1e-12)
+    with pa.distributed(client):  # output="array": the inputs' own library
+        got = pa.jacrev(h)(x)
+        # an inner transform whose function closes over the outer one's traced value stays here
+        w = A(rand(12, seed=11))
+        g = pa.grad(lambda w: pxp.sum(pa.jacfwd(lambda v: pxp.sin(v * w))(x)))(w)
+    assert type(got) is type(x)
+    assert_close(got, pa.jacrev(h)(x), rtol=1e-12)
+    xn, wn = np.asarray(rand(12, seed=8)), np.asarray(rand(12, seed=11))
+    assert_close(g, np.cos(xn * wn) - xn * wn * np.sin(xn * wn), rtol=1e-12)  # d/dw of sum_i w_i cos(x_i w_i)
+
+
+def test_complex_layouts_and_transformed_functions_travel(A, cl):
+    xp = dispatch.default_backend().xp
+    z = xp.asarray(np.array([1 + 2j, -0.3 + 0.5j, 2 - 1j]), dtype=xp.complex128)
+    f = lambda v: v * pxp.conj(v) + pxp.exp(v)  # noqa: E731
+    for layout in ("real", "wirtinger"):
+        got = pa.jacrev(f, complex_layout=layout, chunk_size=2, client=cl)(z)
+        ref = pa.jacrev(f, complex_layout=layout)(z)
+        for g, r in zip(got if layout == "wirtinger" else [got], ref if layout == "wirtinger" else [ref]):
+            assert_close(g, r, rtol=1e-12)
+    assert_close(pa.jacfwd(pxp.exp, holomorphic=True, client=cl)(z), pa.jacfwd(pxp.exp, holomorphic=True)(z))
+    # a polyad-transformed function is rebuilt on the workers from its recipe
+    g = pa.grad(lambda x: pxp.sum(pxp.sin(x) ** 2))
+    x = A(rand(7))
+    assert_close(pa.jacfwd(g, client=cl)(x), pa.hessian(lambda x: pxp.sum(pxp.sin(x) ** 2))(x), rtol=1e-12)
+
+
+def test_unpicklable_function_is_refused_before_sending(A, cl):
+    lock = threading.Lock()
+    x = A(rand(4))
+    for call in (
+        lambda: pa.jacfwd(lambda v: v * (2.0 if lock else 1.0), client=cl)(x),
+        lambda: pa.vmap(lambda v: v * (2.0 if lock else 1.0), client=cl)(A(rand(3, 4))),
+    ):
+        with pytest.raises(
+            TypeError, match=r"cannot be pickled to send to the Dask workers \(TypeError: .*lock"
+        ):
+            call()
+    assert not cl.client.processing() or not any(cl.client.processing().values())
+
+
+def test_errors_of_the_function_come_back_as_they_are(A, cl):
+    def bad(v):
+        if float(pxp.sum(v)) > -1e9:
+            raise KeyError("a key the function lacks")
+        return v
+
+    with pytest.raises(KeyError, match="a key the function lacks"):
+        pa.jacfwd(bad, client=cl)(A(rand(4)))
+    with pytest.raises(KeyError, match="a key the function lacks"):
+        pa.vmap(bad, chunk_size=1, client=cl)(A(rand(3, 4)))
+
+
+def test_wrong_uses_of_client(A, client, cl):
+    x = A(rand(4))
+    with pytest.raises(ValueError, match="called inside another transform"):
+        pa.vmap(pa.jacrev(pxp.sin, client=cl))(A(rand(2, 4)))
+    with pytest.raises(ValueError, match="randomness='different' cannot hold across Dask workers"):
+        pa.vmap(lambda v: v + pa.random.normal(), randomness="different", client=cl)(A(rand(3)))
+    with pytest.raises(TypeError, match="client must be a distributed.Client or pa.distributed"):
+        pa.jacrev(pxp.sin, client="tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError, match="output must be 'array' or 'dask'"):
+        pa.distributed(client, output="numpy")
+    with pytest.raises(ValueError, match="timeout must be None or a positive number"):
+        pa.distributed(client, timeout=0)
+    assert_close(pa.jacrev(pxp.sin, client=client)(x), pa.jacrev(pxp.sin)(x))  # a bare Client works too
+
+
+def _on_a_worker():
+    try:
+        distributed.get_worker()
+        return True
+    except ValueError:
+        return False
+
+
+def test_a_worker_killed_by_the_function_is_an_error_not_a_hang(A, cl):
+    def dies(v):
+        if _on_a_worker():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return v
+
+    start = time.monotonic()
+    with pytest.raises(
+        pa.DistributedError, match=r"jacfwd\(dies, argnums=0\): a Dask worker died while computing rows"
+    ):
+        pa.jacfwd(dies, chunk_size=4, client=cl)(A(rand(4)))  # one task: one death
+    assert time.monotonic() - start < WAIT
+
+
+def test_a_worker_killed_mid_run_is_an_error_not_a_hang(A, client, cl):
+    def slow(v):
+        if _on_a_worker():
+            time.sleep(30)  # longer than the test: the kill comes first
+        return v * 2.0
+
+    pids = client.run(os.getpid, wait=True)  # worker address -> its process
+    result = {}
+
+    def run():
+        try:
+            pa.vmap(slow, chunk_size=1, client=cl)(A(rand(4, 3)))
+        except Exception as exc:  # noqa: BLE001  (the test below names what it expects)
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + WAIT
+    busy = []
+    while time.monotonic() < deadline and not busy:
+        time.sleep(0.1)
+        running = client.run(lambda dask_worker: dask_worker.state.executing_count)
+        busy = [address for address, n in running.items() if n]
+    os.kill(pids[busy[0]], signal.SIGKILL)
+    thread.join(WAIT)
+    assert not thread.is_alive(), "the call hung after a worker died"
+    assert isinstance(result.get("error"), pa.DistributedError), result
+    assert "a Dask worker died while computing examples" in str(result["error"])
+    client.restart(timeout=WAIT)  # the other worker is still sleeping in its task
+
+
+def test_timeout(A, client):
+    def slow(v):
+        if _on_a_worker():
+            time.sleep(3)
+        return v
+
+    client.wait_for_workers(2, timeout=WAIT)
+    start = time.monotonic()
+    with pytest.raises(
+        pa.DistributedError, match=r"no result from the Dask cluster within timeout=0.5 s; 2 of 2"
+    ):
+        pa.jacrev(slow, client=pa.distributed(client, timeout=0.5))(A(rand(4)))
+    assert time.monotonic() - start < 3
+
+
+def test_dask_progress_bar(A, cl, capsys):
+    f = model(A)
+    p, x = {"s": A(1.0), "w": A(rand(10))}, A(rand(12))
+    pa.jacfwd(lambda x: f(p, x)[0]["h"], chunk_size=3, client=cl, progress=True)(x)
+    assert "100% Completed" in capsys.readouterr().out
+
+
+def test_workers_compute_on_their_own_default_backend(A, client, cl):
+    here = pa.get_backend()
+    there = "numpy" if here == "array_api_strict" else "array_api_strict"
+    marker = "array_api_strict" if there == "array_api_strict" else "dtype"  # how each library prints a dtype
+
+    def f(v):  # doubles where the arrays are the workers' backend's
+        return v * (2.0 if marker in repr(v.dtype) else 1.0)
+
+    x = A(rand(3))
+    client.run(pa.set_backend, there)
+    try:
+        got = pa.jacfwd(f, client=cl)(x)
+    finally:
+        client.run(pa.set_backend, here)
+    assert type(got) is type(x)  # back in the caller's library
+    assert_close(got, 2 * np.eye(3))
+    assert_close(pa.jacfwd(f)(x), np.eye(3))
