@@ -32,6 +32,10 @@ Its fields:
   tensor's reflected operator (``W @ x`` with a raw array ``W``). NumPy and CuPy need nothing (Tensor
   sets ``__array_ufunc__ = None``); array_api_strict patches its ``Array``.
 - ``to_numpy(array) -> numpy.ndarray``: a NumPy copy (tests compare every backend against NumPy).
+- ``map_host(f, args)`` or None: for a library whose arrays hold NumPy chunks (Dask), NumPy element-wise
+  function ``f`` (a SciPy ufunc: the "cpu" kernels of ``xp.special``) applied to the arrays among
+  ``args`` without a host copy, in the library's arrays (a tuple when ``f`` returns one). None: such
+  kernels run ``f`` on ``to_numpy`` copies and convert back.
 - ``kernels``: device kernels for ops polyad ships, as data: ``{op name: {device type: kernel}}``, each
   ``kernel(xp, *arrays, **params)`` (e.g. ``{"polyad::softplus": {"cuda": fn}}``). The core attaches them
   to the op when both the backend and the op exist; a kernel registered on the op explicitly wins.
@@ -88,8 +92,8 @@ class Backend:
         name, compat, extras, array_types, device_type, device_types, generator, to_numpy: required,
             keyword only; each is described in this module's docstring.
         is_scalar: default never; devices: default the devices of ``compat``'s namespace info;
-            defer_to: default None (nothing to patch); kernels: default none; version: default
-            "unknown"; native: default None.
+            defer_to: default None (nothing to patch); map_host: default None (host copies); kernels:
+            default none; version: default "unknown"; native: default None.
 
     Example:
         >>> from polyad.backends import numpy as numpy_backend
@@ -112,6 +116,7 @@ class Backend:
         is_scalar=None,
         devices=None,
         defer_to=None,
+        map_host=None,
         kernels=None,
         version="unknown",
         native=None,
@@ -131,6 +136,7 @@ class Backend:
             devices if devices is not None else lambda: list(compat.__array_namespace_info__().devices())
         )
         self.defer_to = defer_to
+        self.map_host = map_host
         self.kernels = {} if kernels is None else kernels
         self.version = version
         self.native = native
@@ -213,8 +219,9 @@ def check(backend, name=None):
     for field in ("device_type", "devices", "is_scalar", "to_numpy"):
         if not callable(getattr(backend, field)):
             problems.append(f"{field} must be callable, got {getattr(backend, field)!r}")
-    if backend.defer_to is not None and not callable(backend.defer_to):
-        problems.append(f"defer_to must be callable or None, got {backend.defer_to!r}")
+    for field in ("defer_to", "map_host"):
+        if getattr(backend, field) is not None and not callable(getattr(backend, field)):
+            problems.append(f"{field} must be callable or None, got {getattr(backend, field)!r}")
     dts = backend.device_types
     if not isinstance(dts, dict) or not dts or not all(isinstance(k, str) for k in dts):
         problems.append(f"device_types must be a non-empty {{device type: above}} mapping, got {dts!r}")
@@ -663,3 +670,4 @@ register("numpy", _builtin("numpy"))
 # "cuda" is declared before CuPy loads: kernels for it can be registered on a machine without CuPy
 register("cupy", _builtin("cupy"), device_types={"cuda": "cpu"})
 register("array_api_strict", _builtin("array_api_strict"))
+register("dask", _builtin("dask"))
