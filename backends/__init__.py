@@ -32,6 +32,9 @@ Its fields:
   tensor's reflected operator (``W @ x`` with a raw array ``W``). NumPy and CuPy need nothing (Tensor
   sets ``__array_ufunc__ = None``); array_api_strict patches its ``Array``.
 - ``to_numpy(array) -> numpy.ndarray``: a NumPy copy (tests compare every backend against NumPy).
+- ``accepts``: names of other backends whose arrays this library's functions take as operands as they
+  are (Dask takes NumPy arrays, each as one chunk): a call mixing the two runs on this backend. Default
+  none: mixing libraries in one call is an error.
 - ``map_host(f, args)`` or None: for a library whose arrays hold NumPy chunks (Dask), NumPy element-wise
   function ``f`` (a SciPy ufunc: the "cpu" kernels of ``xp.special``) applied to the arrays among
   ``args`` without a host copy, in the library's arrays (a tuple when ``f`` returns one). None: such
@@ -92,8 +95,8 @@ class Backend:
         name, compat, extras, array_types, device_type, device_types, generator, to_numpy: required,
             keyword only; each is described in this module's docstring.
         is_scalar: default never; devices: default the devices of ``compat``'s namespace info;
-            defer_to: default None (nothing to patch); map_host: default None (host copies); kernels:
-            default none; version: default "unknown"; native: default None.
+            defer_to: default None (nothing to patch); accepts: default none; map_host: default None
+            (host copies); kernels: default none; version: default "unknown"; native: default None.
 
     Example:
         >>> from polyad.backends import numpy as numpy_backend
@@ -116,6 +119,7 @@ class Backend:
         is_scalar=None,
         devices=None,
         defer_to=None,
+        accepts=(),
         map_host=None,
         kernels=None,
         version="unknown",
@@ -136,6 +140,7 @@ class Backend:
             devices if devices is not None else lambda: list(compat.__array_namespace_info__().devices())
         )
         self.defer_to = defer_to
+        self.accepts = tuple(accepts) if isinstance(accepts, list | tuple) else accepts
         self.map_host = map_host
         self.kernels = {} if kernels is None else kernels
         self.version = version
@@ -219,6 +224,8 @@ def check(backend, name=None):
     for field in ("device_type", "devices", "is_scalar", "to_numpy"):
         if not callable(getattr(backend, field)):
             problems.append(f"{field} must be callable, got {getattr(backend, field)!r}")
+    if not isinstance(backend.accepts, tuple) or not all(isinstance(n, str) for n in backend.accepts):
+        problems.append(f"accepts must be a tuple of backend names, got {backend.accepts!r}")
     for field in ("defer_to", "map_host"):
         if getattr(backend, field) is not None and not callable(getattr(backend, field)):
             problems.append(f"{field} must be callable or None, got {getattr(backend, field)!r}")

@@ -9,7 +9,8 @@ Dask's arrays lack the standard's ``device`` attribute; loading the backend give
 read-only ``device`` property returning array-api-compat's Dask device (``DASK_DEVICE``), so that an
 array created ``device=x.device`` from a Dask array ``x`` is a Dask array whatever the default backend.
 Their chunks are NumPy arrays: the device type is "cpu", and CPU kernels that call NumPy functions run
-chunk by chunk (``map_host``).
+chunk by chunk (``map_host``). A NumPy array in a call with Dask arrays is taken as it is, as Dask does
+(``accepts``): ``dask_x[xp.asarray([0, 2])]`` works with NumPy as the default backend.
 """
 
 from .. import Backend, BackendUnavailable
@@ -38,6 +39,7 @@ def load():
         devices=lambda: [_DASK_DEVICE],
         generator=random.Generator,
         to_numpy=extras.to_numpy,
+        accepts=("numpy",),  # NumPy arrays (constants, index arrays) join Dask graphs as single chunks
         map_host=extras.map_host,
         kernels=kernels.KERNELS,  # operator deferral: none needed, Dask defers to __array_ufunc__ = None
         version=dask.__version__,

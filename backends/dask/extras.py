@@ -6,9 +6,10 @@ it (one NumPy ``add.at`` per chunk), so a gradient scattered into a large chunke
 
 import string
 
+import array_api_compat.dask.array as compat
 import dask.array as da
 import numpy as np
-from dask.array.core import elemwise
+from dask.array.core import elemwise, normalize_chunks
 
 
 def scatter_add(target, indices, values, axis):
@@ -26,9 +27,19 @@ def scatter_add(target, indices, values, axis):
     for length in moved.chunks[0]:
         pieces.append(
             da.blockwise(
-                _add_at_chunk, "a" + rest, indices, "z", vals, "z" + rest,
-                new_axes={"a": length}, concatenate=True, dtype=target.dtype,
-                offset=offset, length=length, size=n, dtype_out=target.dtype,
+                _add_at_chunk,
+                "a" + rest,
+                indices,
+                "z",
+                vals,
+                "z" + rest,
+                new_axes={"a": length},
+                concatenate=True,
+                dtype=target.dtype,
+                offset=offset,
+                length=length,
+                size=n,
+                dtype_out=target.dtype,
             )  # fmt: skip
         )
         offset += length
@@ -53,6 +64,55 @@ def index_add(target, key, values):
     positions, values = da.broadcast_arrays(positions, da.asarray(values))
     flat = scatter_add(da.reshape(target, (-1,)), da.reshape(positions, (-1,)), da.reshape(values, (-1,)), 0)
     return da.reshape(flat, target.shape)
+
+
+def broadcast_to(x, /, shape):
+    """``x`` broadcast to ``shape``, with the broadcast axes split into chunks of Dask's automatic size.
+    (Dask's own makes each such axis one chunk: the cotangent of a sum over a large array, broadcast back
+    to its shape, would then be one chunk the size of the array.)"""
+    x = da.asarray(x)
+    shape = tuple(shape)
+    lead = len(shape) - x.ndim
+    spread = [i < lead or (x.shape[i - lead] == 1 and shape[i] != 1) for i in range(len(shape))]
+    chunks = tuple("auto" if s else x.chunks[i - lead] for i, s in enumerate(spread))
+    return da.broadcast_to(x, shape, chunks=normalize_chunks(chunks, shape, dtype=x.dtype))
+
+
+def reshape(x, /, shape, *, copy=None):
+    """``x`` in ``shape``; where Dask refuses (an axis split unevenly across chunks: ``(2, 3) -> (3, 2)``
+    in chunks of 2) through one flat axis, which Dask can always merge into and split from."""
+    try:
+        return compat.reshape(x, shape, copy=copy)
+    except NotImplementedError:
+        return compat.reshape(compat.reshape(x, (-1,), copy=copy), shape)
+
+
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
+    """``n`` forward differences along ``axis`` after joining ``prepend`` and ``append``. (Dask's own
+    converts those two with NumPy, which computes them.)"""
+    parts = [da.asarray(p) for p in (prepend, x, append) if p is not None]
+    joined = da.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+    return da.diff(joined, n=n, axis=axis)
+
+
+def take_along_axis(x, indices, /, *, axis=-1):
+    """Values of ``x`` at ``indices`` along ``axis`` (the other axes broadcast): NumPy's on blocks that
+    hold the whole of ``axis`` (Dask has none)."""
+    x, indices = da.asarray(x), da.asarray(indices)
+    axis = axis % x.ndim
+    rest = [s for i, s in enumerate(np.broadcast_shapes(*[_one_at(a.shape, axis) for a in (x, indices)]))]
+    del rest[axis]
+    x = da.broadcast_to(x, (*rest[:axis], x.shape[axis], *rest[axis:])).rechunk({axis: -1})
+    indices = da.broadcast_to(indices, (*rest[:axis], indices.shape[axis], *rest[axis:])).rechunk({axis: -1})
+    letters = string.ascii_letters[: x.ndim]
+    out = letters[:axis] + "Z" + letters[axis + 1 :]
+    return da.blockwise(
+        np.take_along_axis, out, x, letters, indices, out, dtype=x.dtype, concatenate=True, axis=axis
+    )
+
+
+def _one_at(shape, axis):
+    return shape[:axis] + (1,) + shape[axis + 1 :]
 
 
 def to_numpy(array):
