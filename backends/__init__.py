@@ -15,7 +15,8 @@ Its fields:
   namespace ``xp`` that generic kernels receive. Required: ``scatter_add(target, indices, values, axis)``
   (add ``values`` into a copy of ``target`` at the 1-D integer ``indices`` along ``axis``, repeated
   indices accumulating) and ``index_add(target, key, values)`` (the same at a general index ``key``).
-  Any other function there replaces the namespace's function of that name (a faster direct call).
+  Any other function there replaces the namespace's function of that name (a faster direct call); a
+  mapping named ``linalg`` or ``fft`` adds to or replaces functions of that extension.
 - ``array_types``: the types of the library's arrays (``isinstance`` decides which backend owns an array).
 - ``is_scalar(x) -> bool``: True for the library's scalar objects that subclass a Python number yet
   belong to it (NumPy's ``float64`` subclasses ``float``); never for Python's own types. Default: never.
@@ -154,8 +155,15 @@ class Backend:
         if info is not None:
             xp.__array_namespace_info__ = info
         for ext in ("linalg", "fft"):  # array_api_strict serves its extensions from a module __getattr__
-            if ext not in xp.__dict__ and hasattr(compat, ext):
-                setattr(xp, ext, getattr(compat, ext))
+            base = vars(compat).get(ext) or getattr(compat, ext, None)
+            more = members.get(ext)
+            if isinstance(more, Mapping) and base is not None:  # the extras' fixes to the extension
+                merged = types.ModuleType(f"polyad.backends.{name}.xp.{ext}")
+                merged.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith("__")})
+                merged.__dict__.update(more)
+                setattr(xp, ext, merged)
+            elif base is not None:
+                setattr(xp, ext, base)
         self.xp = xp
 
     def __repr__(self):

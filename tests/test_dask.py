@@ -63,6 +63,11 @@ def test_backend_keeps_the_contract_and_gives_dask_arrays_a_device():
     moved = xp.asarray(np.arange(3.0), device=x.device)
     assert isinstance(moved, da.Array)
     assert isinstance(xp.zeros((2,), device=x.device), da.Array)
+    # a NumPy array joins a call with Dask arrays (Dask takes it as one chunk); another library does not
+    assert isinstance(x + np.ones(4), da.Array) and isinstance(xp.add(np.ones(4), x), da.Array)
+    strict = pytest.importorskip("array_api_strict")
+    with pytest.raises(TypeError, match="arrays of two libraries in one call: dask"):
+        xp.add(x, strict.ones(4))
 
 
 def test_default_backend_dask_creates_dask_arrays():

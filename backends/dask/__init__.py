@@ -14,21 +14,23 @@ chunk by chunk (``map_host``). A NumPy array in a call with Dask arrays is taken
 """
 
 from .. import Backend, BackendUnavailable
+from . import kernels
 
 
 def load():
     try:
-        import array_api_compat.dask.array as compat_dask
         import dask
         import dask.array as da
-        from array_api_compat.common._helpers import _DASK_DEVICE
+        from array_api_compat.dask import array as compat_dask
     except ImportError as exc:
         raise BackendUnavailable(f"Dask is not installed ({exc}); install polyad[dask]") from exc
 
-    from . import extras, kernels, random
+    from . import extras, random
 
+    # array-api-compat's stand-in device for Dask arrays: its namespace lists it next to "cpu"
+    dask_device = next(d for d in compat_dask.__array_namespace_info__().devices() if d != "cpu")
     if not hasattr(da.Array, "device"):
-        da.Array.device = property(lambda self: _DASK_DEVICE, doc="The Dask device (array-api-compat's).")
+        da.Array.device = property(lambda self: dask_device, doc="The Dask device (array-api-compat's).")
     return Backend(
         name="dask",
         compat=compat_dask,
@@ -36,7 +38,7 @@ def load():
         array_types=(da.Array,),
         device_type=lambda array: "cpu",
         device_types={"cpu": None},
-        devices=lambda: [_DASK_DEVICE],
+        devices=lambda: [dask_device],
         generator=random.Generator,
         to_numpy=extras.to_numpy,
         accepts=("numpy",),  # NumPy arrays (constants, index arrays) join Dask graphs as single chunks

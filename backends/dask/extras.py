@@ -72,6 +72,8 @@ def broadcast_to(x, /, shape):
     to its shape, would then be one chunk the size of the array.)"""
     x = da.asarray(x)
     shape = tuple(shape)
+    if 0 in shape:
+        return da.broadcast_to(x, shape)
     lead = len(shape) - x.ndim
     spread = [i < lead or (x.shape[i - lead] == 1 and shape[i] != 1) for i in range(len(shape))]
     chunks = tuple("auto" if s else x.chunks[i - lead] for i, s in enumerate(spread))
@@ -113,6 +115,16 @@ def take_along_axis(x, indices, /, *, axis=-1):
 
 def _one_at(shape, axis):
     return shape[:axis] + (1,) + shape[axis + 1 :]
+
+
+def cholesky(x, /, *, upper=False):
+    """The Cholesky factor, lower unless ``upper``: array-api-compat's Dask wrapper passes ``upper`` on to
+    Dask, whose default is the upper factor, so it returns the upper factor where the standard asks for
+    the lower (and every derivative built on it would be wrong)."""
+    return da.linalg.cholesky(x, lower=not upper)
+
+
+linalg = {"cholesky": cholesky}  # merged into the namespace's linalg
 
 
 def to_numpy(array):
