@@ -49,7 +49,8 @@ test-strict: $(TEST)
 DASK_OPS := tests/test_ops.py -k "test_value or test_abstract_eval or test_vjp or test_namespace or test_vmap_fallback"
 
 test-dask: $(TEST)
-	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py $(DASK_OPS) $(PYTEST_ARGS)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py $(PYTEST_ARGS)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_OPS) $(PYTEST_ARGS)
 
 test-dask-full: $(TEST)
 	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py tests/test_ops.py $(PYTEST_ARGS)

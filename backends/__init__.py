@@ -1,7 +1,7 @@
 """Concrete array libraries, and the contract each one keeps (installed as ``polyad.backends``).
 
 This is polyad's bottom layer: it imports no polyad module above it, and nothing outside it imports
-numpy, cupy or array_api_strict by name. The dispatcher (``polyad.dispatch``) and the core
+numpy, cupy, array_api_strict or dask by name. The dispatcher (``polyad.dispatch``) and the core
 (``polyad.core``) read what a backend hands over; a backend never reaches up into them.
 
 **The contract.** A backend's loader returns a ``Backend``; ``check`` verifies it when it loads, and a
@@ -46,7 +46,7 @@ Its fields:
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 
 **The registry.** ``register(name, loader)`` makes a backend known; ``loader()`` runs on first use and
-returns the ``Backend`` (or raises ``BackendUnavailable`` with the reason it cannot run here). The three
+returns the ``Backend`` (or raises ``BackendUnavailable`` with the reason it cannot run here). The four
 built-in backends are registered below. Third-party packages declare an entry point in the group
 ``polyad.backends`` (``[project.entry-points."polyad.backends"] mylib = "mylib.polyad_backend:load"``),
 discovered when a name is listed or looked up, and imported only when that backend loads.
@@ -424,7 +424,7 @@ def register(name, loader, *, device_types=None):
         ...     raise backends.BackendUnavailable("mylib needs its accelerator")
         >>> undo = backends.register("mylib", load)
         >>> backends.names()
-        ('numpy', 'cupy', 'array_api_strict', 'mylib')
+        ('numpy', 'cupy', 'array_api_strict', 'dask', 'mylib')
         >>> backends.load("mylib")
         Traceback (most recent call last):
         ...
