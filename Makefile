@@ -7,7 +7,7 @@ DEMO := $(VENV)/.installed-demo
 BENCH := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-numpy test-strict test-interop bench lint format info
+.PHONY: demo test test-numpy test-strict test-dask test-dask-full test-interop bench lint format info
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -32,19 +32,33 @@ $(BENCH): pyproject.toml $(TEST)
 demo: $(DEMO)
 	$(PY) scripts/demo.py
 
-test: test-numpy test-strict
+test: test-numpy test-strict test-dask
 
 # SciPy reads SCIPY_ARRAY_API once, when first imported: the interop suite (tests/interop) runs in a
 # process of its own with it set, the rest without it; `make test` runs the interop suite's fast subset
 INTEROP := SCIPY_ARRAY_API=1 $(PY) -m pytest -q tests/interop
 
 test-numpy: $(TEST)
-	POLYAD_BACKEND=numpy $(PY) -m pytest -q tests polyad --doctest-modules --ignore=tests/interop $(PYTEST_ARGS)
+	POLYAD_BACKEND=numpy $(PY) -m pytest -q tests polyad --doctest-modules --ignore=tests/interop \
+		--ignore=tests/test_dask.py $(PYTEST_ARGS)
 	POLYAD_BACKEND=numpy $(INTEROP) $(PYTEST_ARGS)
 
 test-strict: $(TEST)
-	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q tests --ignore=tests/interop $(PYTEST_ARGS)
+	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q tests --ignore=tests/interop --ignore=tests/test_dask.py \
+		$(PYTEST_ARGS)
 	POLYAD_BACKEND=array_api_strict $(INTEROP) $(PYTEST_ARGS)
+
+# Dask (lazy, chunked arrays) as the default backend: tests/test_dask.py (laziness of every op-table row
+# and its transforms, a gradient larger than the process's memory) and the op table's values, shapes and
+# first derivatives; `make test-dask-full` runs every op-table check (second order and vmap too: slow)
+DASK_OPS := tests/test_ops.py -k "test_value or test_abstract_eval or test_vjp or test_namespace or test_vmap_fallback"
+
+test-dask: $(TEST)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py $(PYTEST_ARGS)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_OPS) $(PYTEST_ARGS)
+
+test-dask-full: $(TEST)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py tests/test_ops.py $(PYTEST_ARGS)
 
 # every row of the SciPy/scikit-learn interop table under grad, jvp and vmap, on both backends
 test-interop: $(TEST)

@@ -1,7 +1,7 @@
 """Concrete array libraries, and the contract each one keeps (installed as ``polyad.backends``).
 
 This is polyad's bottom layer: it imports no polyad module above it, and nothing outside it imports
-numpy, cupy or array_api_strict by name. The dispatcher (``polyad.dispatch``) and the core
+numpy, cupy, array_api_strict or dask by name. The dispatcher (``polyad.dispatch``) and the core
 (``polyad.core``) read what a backend hands over; a backend never reaches up into them.
 
 **The contract.** A backend's loader returns a ``Backend``; ``check`` verifies it when it loads, and a
@@ -15,7 +15,8 @@ Its fields:
   namespace ``xp`` that generic kernels receive. Required: ``scatter_add(target, indices, values, axis)``
   (add ``values`` into a copy of ``target`` at the 1-D integer ``indices`` along ``axis``, repeated
   indices accumulating) and ``index_add(target, key, values)`` (the same at a general index ``key``).
-  Any other function there replaces the namespace's function of that name (a faster direct call).
+  Any other function there replaces the namespace's function of that name (a faster direct call); a
+  mapping named ``linalg`` or ``fft`` adds to or replaces functions of that extension.
 - ``array_types``: the types of the library's arrays (``isinstance`` decides which backend owns an array).
 - ``is_scalar(x) -> bool``: True for the library's scalar objects that subclass a Python number yet
   belong to it (NumPy's ``float64`` subclasses ``float``); never for Python's own types. Default: never.
@@ -32,13 +33,20 @@ Its fields:
   tensor's reflected operator (``W @ x`` with a raw array ``W``). NumPy and CuPy need nothing (Tensor
   sets ``__array_ufunc__ = None``); array_api_strict patches its ``Array``.
 - ``to_numpy(array) -> numpy.ndarray``: a NumPy copy (tests compare every backend against NumPy).
+- ``accepts``: names of other backends whose arrays this library's functions take as operands as they
+  are (Dask takes NumPy arrays, each as one chunk): a call mixing the two runs on this backend. Default
+  none: mixing libraries in one call is an error.
+- ``map_host(f, args)`` or None: for a library whose arrays hold NumPy chunks (Dask), NumPy element-wise
+  function ``f`` (a SciPy ufunc: the "cpu" kernels of ``xp.special``) applied to the arrays among
+  ``args`` without a host copy, in the library's arrays (a tuple when ``f`` returns one). None: such
+  kernels run ``f`` on ``to_numpy`` copies and convert back.
 - ``kernels``: device kernels for ops polyad ships, as data: ``{op name: {device type: kernel}}``, each
   ``kernel(xp, *arrays, **params)`` (e.g. ``{"polyad::softplus": {"cuda": fn}}``). The core attaches them
   to the op when both the backend and the op exist; a kernel registered on the op explicitly wins.
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 
 **The registry.** ``register(name, loader)`` makes a backend known; ``loader()`` runs on first use and
-returns the ``Backend`` (or raises ``BackendUnavailable`` with the reason it cannot run here). The three
+returns the ``Backend`` (or raises ``BackendUnavailable`` with the reason it cannot run here). The four
 built-in backends are registered below. Third-party packages declare an entry point in the group
 ``polyad.backends`` (``[project.entry-points."polyad.backends"] mylib = "mylib.polyad_backend:load"``),
 discovered when a name is listed or looked up, and imported only when that backend loads.
@@ -88,8 +96,8 @@ class Backend:
         name, compat, extras, array_types, device_type, device_types, generator, to_numpy: required,
             keyword only; each is described in this module's docstring.
         is_scalar: default never; devices: default the devices of ``compat``'s namespace info;
-            defer_to: default None (nothing to patch); kernels: default none; version: default
-            "unknown"; native: default None.
+            defer_to: default None (nothing to patch); accepts: default none; map_host: default None
+            (host copies); kernels: default none; version: default "unknown"; native: default None.
 
     Example:
         >>> from polyad.backends import numpy as numpy_backend
@@ -112,6 +120,8 @@ class Backend:
         is_scalar=None,
         devices=None,
         defer_to=None,
+        accepts=(),
+        map_host=None,
         kernels=None,
         version="unknown",
         native=None,
@@ -131,6 +141,8 @@ class Backend:
             devices if devices is not None else lambda: list(compat.__array_namespace_info__().devices())
         )
         self.defer_to = defer_to
+        self.accepts = tuple(accepts) if isinstance(accepts, list | tuple) else accepts
+        self.map_host = map_host
         self.kernels = {} if kernels is None else kernels
         self.version = version
         self.native = native
@@ -143,8 +155,15 @@ class Backend:
         if info is not None:
             xp.__array_namespace_info__ = info
         for ext in ("linalg", "fft"):  # array_api_strict serves its extensions from a module __getattr__
-            if ext not in xp.__dict__ and hasattr(compat, ext):
-                setattr(xp, ext, getattr(compat, ext))
+            base = vars(compat).get(ext) or getattr(compat, ext, None)
+            more = members.get(ext)
+            if isinstance(more, Mapping) and base is not None:  # the extras' fixes to the extension
+                merged = types.ModuleType(f"polyad.backends.{name}.xp.{ext}")
+                merged.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith("__")})
+                merged.__dict__.update(more)
+                setattr(xp, ext, merged)
+            elif base is not None:
+                setattr(xp, ext, base)
         self.xp = xp
 
     def __repr__(self):
@@ -213,8 +232,11 @@ def check(backend, name=None):
     for field in ("device_type", "devices", "is_scalar", "to_numpy"):
         if not callable(getattr(backend, field)):
             problems.append(f"{field} must be callable, got {getattr(backend, field)!r}")
-    if backend.defer_to is not None and not callable(backend.defer_to):
-        problems.append(f"defer_to must be callable or None, got {backend.defer_to!r}")
+    if not isinstance(backend.accepts, tuple) or not all(isinstance(n, str) for n in backend.accepts):
+        problems.append(f"accepts must be a tuple of backend names, got {backend.accepts!r}")
+    for field in ("defer_to", "map_host"):
+        if getattr(backend, field) is not None and not callable(getattr(backend, field)):
+            problems.append(f"{field} must be callable or None, got {getattr(backend, field)!r}")
     dts = backend.device_types
     if not isinstance(dts, dict) or not dts or not all(isinstance(k, str) for k in dts):
         problems.append(f"device_types must be a non-empty {{device type: above}} mapping, got {dts!r}")
@@ -402,7 +424,7 @@ def register(name, loader, *, device_types=None):
         ...     raise backends.BackendUnavailable("mylib needs its accelerator")
         >>> undo = backends.register("mylib", load)
         >>> backends.names()
-        ('numpy', 'cupy', 'array_api_strict', 'mylib')
+        ('numpy', 'cupy', 'array_api_strict', 'dask', 'mylib')
         >>> backends.load("mylib")
         Traceback (most recent call last):
         ...
@@ -663,3 +685,4 @@ register("numpy", _builtin("numpy"))
 # "cuda" is declared before CuPy loads: kernels for it can be registered on a machine without CuPy
 register("cupy", _builtin("cupy"), device_types={"cuda": "cpu"})
 register("array_api_strict", _builtin("array_api_strict"))
+register("dask", _builtin("dask"))

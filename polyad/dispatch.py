@@ -182,6 +182,11 @@ def backend_of(args):
         if found is None:
             found, first = b, a
         elif b is not found:
+            if b.name in found.accepts:  # a NumPy array among Dask arrays: Dask takes it as it is
+                continue
+            if found.name in b.accepts:
+                found, first = b, a
+                continue
             raise TypeError(
                 f"arrays of two libraries in one call: {found.name} ({type(first).__name__}) and "
                 f"{b.name} ({type(a).__name__}); move them to one backend first"

@@ -1,9 +1,16 @@
 """Test configuration: the backend under test is POLYAD_BACKEND (``make test`` runs numpy, then
-array_api_strict). Helpers here turn any backend's arrays into NumPy for comparison."""
+array_api_strict, then dask). Helpers here turn any backend's arrays into NumPy for comparison."""
 
 import pytest
 
 import polyad as pa
+
+if pa.get_backend() == "dask":
+    import dask
+
+    # the suite's arrays are small: Dask's thread pool costs more than it gives (tests/test_dask.py's
+    # out-of-core test runs in a process of its own, with the threads)
+    dask.config.set(scheduler="synchronous")
 
 
 def pytest_report_header(config):

@@ -64,7 +64,7 @@ def test_register_refuses_a_taken_name_and_bad_loader(toy):
 
 
 def test_unknown_backend_lists_the_toy_among_the_choices(toy):
-    with raises_cleanly(ValueError, "'nope'", "valid choices are numpy, cupy, array_api_strict, toy"):
+    with raises_cleanly(ValueError, "'nope'", "valid choices are numpy, cupy, array_api_strict, dask, toy"):
         pa.set_backend("nope")
 
 

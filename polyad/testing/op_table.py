@@ -15,7 +15,9 @@ import polyad.xp as pxp
 from polyad import dispatch
 from polyad.ops.common import is_floating
 
-CHECKS = ("value", "abstract", "vjp", "jvp", "grad2", "vmap")
+# "lazy": on a backend with lazy arrays (Dask), the function and its transforms compute nothing
+CHECKS = ("value", "abstract", "vjp", "jvp", "grad2", "vmap", "lazy")
+ALL = "all"  # in ``backend_failures``: every check fails on that backend
 
 
 @dataclasses.dataclass
@@ -40,6 +42,8 @@ class OpInfo:
         differentiable: False for functions whose outputs carry no derivative.
         rtol, atol: tolerances of the value check; derivative checks use ``grad_rtol``/``grad_atol``.
         known_failures: ``{check: reason}`` for checks in ``CHECKS`` that are known to fail.
+        backend_failures: ``{backend name: {check: reason}}`` for checks known to fail on one backend only
+            (what its library lacks); the check ``ALL`` covers every check. ``on_backend`` builds one.
         batch_fallback: a reason if the function still uses vmap's loop fallback (aim: none).
         out_to_float: compare outputs after conversion (set for functions returning tuples of namedtuples).
         device_types: the device types the function has kernels for, or None (a generic kernel: any).
@@ -55,6 +59,7 @@ class OpInfo:
     grad_atol: float = 1e-6
     eps: float = 1e-6
     known_failures: dict = dataclasses.field(default_factory=dict)
+    backend_failures: dict = dataclasses.field(default_factory=dict)
     batch_fallback: str | None = None
     vmap_dims: tuple | None = None  # positions that vmap tests may batch; None: every array argument
     sequence_arg: bool = False  # the function takes its arrays as one sequence (stack, concat)
@@ -73,8 +78,23 @@ class OpInfo:
         # samples keep arrays positional (so tests differentiate and batch each); pass them as one sequence
         return (lambda *a, **k: f(list(a), **k)) if self.sequence_arg else f
 
-    def skip_reason(self, check):
-        return self.known_failures.get(check)
+    def skip_reason(self, check, backend=None):
+        """Why ``check`` is known to fail on ``backend`` (a name; default: the default backend's), or None."""
+        reason = self.known_failures.get(check)
+        if reason is None and self.backend_failures:
+            on = self.backend_failures.get(backend or dispatch.get_backend(), {})
+            reason = on.get(check) or on.get(ALL)
+        return reason
+
+
+def on_backend(name, reason, *checks):
+    """A ``backend_failures`` entry: ``checks`` (default: ``ALL``) known to fail on backend ``name``.
+
+    Example:
+        >>> on_backend("dask", "Dask has no linalg.det", "value", "abstract")
+        {'dask': {'value': 'Dask has no linalg.det', 'abstract': 'Dask has no linalg.det'}}
+    """
+    return {name: {check: reason for check in checks or (ALL,)}}
 
 
 def _resolve(ns, path):

@@ -1,6 +1,6 @@
 """Op table rows: manipulation functions (reshape, axes, broadcasting, joining, flip/roll/repeat/tile)."""
 
-from polyad.testing.op_table import OpInfo, Sample
+from polyad.testing.op_table import OpInfo, Sample, on_backend
 
 
 def reshape_samples(s):
@@ -163,8 +163,14 @@ def tile_samples(s):
     ]
 
 
+_DASK_REPEAT = on_backend("dask", "Dask's repeat takes one integer count along one axis of a non-empty array")
+
 ROWS = [
-    OpInfo("reshape", reshape_samples),
+    OpInfo(
+        "reshape",
+        reshape_samples,
+        backend_failures=on_backend("dask", "Dask cannot reshape a stack of empty arrays", "vmap"),
+    ),
     OpInfo("permute_dims", permute_samples),
     OpInfo("moveaxis", moveaxis_samples),
     OpInfo("expand_dims", expand_samples),
@@ -178,12 +184,27 @@ ROWS = [
     OpInfo("unstack", unstack_samples),
     OpInfo("flip", flip_samples),
     OpInfo("roll", roll_samples),
-    OpInfo("repeat", repeat_int_samples),
+    OpInfo(
+        "repeat",
+        repeat_int_samples,
+        backend_failures=_DASK_REPEAT,
+    ),
     OpInfo(
         "repeat",
         repeat_array_samples,
         known_failures={"abstract": "the output length depends on the values of the array `repeats`"},
         batch_fallback="batched array `repeats`: per-example output lengths depend on the values (loop)",
+        backend_failures=_DASK_REPEAT,
     ),
-    OpInfo("tile", tile_samples),
+    OpInfo(
+        "tile",
+        tile_samples,
+        backend_failures=on_backend(
+            "dask",
+            "the VJP of tile of an empty array: Dask's reduction raises AxisError",
+            "vjp",
+            "jvp",
+            "grad2",
+        ),
+    ),
 ]

@@ -39,10 +39,14 @@ def scipy_function(name):
     return getattr(scipy.special, name)
 
 
-def host_call(f, args):
+def host_call(f, args, elementwise=False):
     """``f`` (a NumPy function) on host copies of the backend arrays among ``args``; the result in the
-    arrays' own library and device. NumPy arrays pass through untouched, and so does the result."""
+    arrays' own library and device. NumPy arrays pass through untouched, and so does the result. An
+    ``elementwise`` ``f`` runs chunk by chunk on a backend that declares ``map_host`` (Dask: no copy, no
+    computation)."""
     backend = dispatch.backend_of(args)
+    if elementwise and backend.map_host is not None:
+        return backend.map_host(f, args)
     host = [backend.to_numpy(a) if hasattr(a, "shape") else a for a in args]
     out = f(*host)
     if isinstance(out, backend.array_types):
@@ -70,7 +74,7 @@ def scipy_kernel(name, fallback=None):
                     found.append(None)
         if found[0] is None:
             return fallback(xp, *args)
-        return host_call(found[0], args)
+        return host_call(found[0], args, elementwise=True)
 
     kernel.scipy_name = name
     return kernel
