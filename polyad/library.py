@@ -147,8 +147,9 @@ class CustomOp:
 
     def register_fake(self, fn):
         """Register the abstract evaluation ``fn(*fake_args, **kwargs)``: it receives abstract arrays
-        (``shape``, ``dtype``, ``device`` and a namespace, ``__array_namespace__()``, that builds abstract
-        outputs such as ``xp.empty(shape, dtype=...)``) and returns the abstract output."""
+        (``shape``, ``dtype``, ``device``; their namespace, ``__array_namespace__()``, is ``polyad.xp``,
+        whose functions on them compute shapes only, as ``xp.empty_like(x)``) and returns the abstract
+        output (or a tuple of them; any object with ``shape`` and ``dtype`` will do)."""
         self.register_rule("abstract_eval", fake_abstract_eval(self.name, fn))
         return fn
 

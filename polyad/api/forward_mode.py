@@ -82,10 +82,12 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             aux = _lower_tree(aux, interp)
     outs, tans = [], []
     for i, o in enumerate(o_flat):
-        if isinstance(o, Tensor) and o._interp is interp:
+        if isinstance(o, Tensor) and o._interp is interp and o._aux is not None:
             outs.append(o._value)
             tans.append(o._aux)
             continue
+        if isinstance(o, Tensor) and o._interp is interp:
+            o = o._value  # a result with no derivative (a comparison, an integer result): a zero tangent
         if not _is_array(o):
             raise TypeError(
                 f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"

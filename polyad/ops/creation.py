@@ -20,13 +20,24 @@ from polyad.ops.base import (
     astype,
     broadcast_to,
     move_to_front,
+    reshape,
     stack,
+    unbroadcast,
 )
 from polyad.ops.base import arange as arange
 from polyad.ops.base import ones_like as ones_like
 from polyad.ops.base import zeros as zeros
 from polyad.ops.base import zeros_like as zeros_like
-from polyad.ops.common import ShapeDtype, _creator, _dtype_name, _on_device, _shape_tuple, define
+from polyad.ops.common import (
+    ShapeDtype,
+    _creator,
+    _dtype_name,
+    _on_device,
+    _shape_tuple,
+    define,
+    ndim_of,
+    shape_of,
+)
 from polyad.ops.dtypes import _owns_dtype
 
 _ones = _creator("ones", lambda shape: _shape_tuple(shape))
@@ -95,12 +106,34 @@ def empty_like(x, /, *, dtype=None, device=None):
     return bind(_empty_like, x, dtype=dtype, device=device)
 
 
+def _full_like_array_batch(info, dims, x, fill):
+    dx, df = dims
+    shape = shape_of(x) if dx is None else shape_of(x)[:dx] + shape_of(x)[dx + 1 :]
+    if df is not None:
+        fill = move_to_front(fill, df)
+        fill = reshape(
+            fill, shape_of(fill)[:1] + (1,) * (len(shape) - ndim_of(fill) + 1) + shape_of(fill)[1:]
+        )
+    return broadcast_to(fill, (info.batch_size, *shape)), 0
+
+
+# ``full_like`` with an array ``fill``: differentiable in ``fill``, a tensor of ``x``'s transforms too
+_full_like_array = define(
+    "full_like_array",
+    lambda xp, x, fill: xp.broadcast_to(fill, x.shape),
+    abstract_eval=lambda xp, x, fill: ShapeDtype(x.shape, fill.dtype, fill.device),
+    vjp=lambda g, y, x, fill: (None, lambda: unbroadcast(g, fill)),
+    linear=(1,),
+    batch=_full_like_array_batch,
+)
+
+
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``, on ``x``'s library and device and with its dtype unless
     given. A 0-d array or tensor ``fill_value`` is broadcast, so the result is differentiable in it."""
     if _is_array(fill_value):
         fill = astype_like(fill_value, dtype if dtype is not None else x.dtype)
-        out = broadcast_to(fill, tuple(x.shape))
+        out = bind(_full_like_array, x, fill)
         return out if device is None else to_device(out, device)
     other = _other_library(x, device)
     if other is not None:
