@@ -15,7 +15,7 @@ import functools
 import optree
 
 from polyad import core, dispatch
-from polyad.core import Interpreter, Op, Tensor, bind, new_level
+from polyad.core import FreshTensor, Interpreter, Op, Tensor, bind, new_level
 from polyad.ops.common import _bottom
 from polyad.tracing import eval_shape
 
@@ -296,6 +296,8 @@ class GraphInterpreter(Interpreter):
         return GraphTensor(value, self, v)
 
     def _ref(self, a):
+        if type(a) is FreshTensor:  # an array made while capturing: a constant of the graph
+            a = a._value
         if isinstance(a, Tensor):
             if a._interp is self:
                 return a._value, a._aux

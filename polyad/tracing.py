@@ -4,7 +4,7 @@
 import optree
 
 from polyad import dispatch
-from polyad.core import ConcretizationError, Interpreter, Tensor, new_level, rule_kind
+from polyad.core import ConcretizationError, FreshTensor, Interpreter, Tensor, new_level, rule_kind
 from polyad.ops.common import ShapeDtype
 
 ABSTRACT_EVAL = rule_kind(
@@ -28,6 +28,8 @@ class AbstractTensor(Tensor):
 def _aval(x, interp):
     if isinstance(x, Tensor) and x._interp is interp:
         return x._value
+    if type(x) is FreshTensor:
+        x = x._value
     if dispatch.backend_of_array(x) is not None:
         return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
     return x

@@ -21,7 +21,7 @@ from polyad.forward import DualTensor
 from polyad.reverse import ReverseTensor
 from polyad.testing import check_grads
 from polyad.testing.op_table import OP_TABLE, Sampler
-from polyad.testing.under_transform import ClosureError, namespace, run_under
+from polyad.testing.under_transform import ClosureError, DerivativeRefused, namespace, run_under
 
 TRANSFORMS = ("vmap", "jvp", "vjp")
 BX = dispatch.default_backend().xp
@@ -41,6 +41,7 @@ def _row_cases():
     return cases
 
 
+@pytest.mark.filterwarnings("ignore::polyad.testing.under_transform.DerivativeRefused")
 @pytest.mark.parametrize("row,i,mode", _row_cases())
 def test_op_table_is_closed_under_transforms(row, i, mode):
     """Every op-table sample, called inside ``mode``: tensors of the transform, eager shapes, dtypes and
@@ -121,6 +122,14 @@ def test_a_leak_is_reported():
 
     with pytest.raises(ClosureError, match="not a polyad tensor of the transform"):
         run_under("jvp", leaks, (arr([1.0, 2.0]),), name="leaks")
+
+
+def test_a_refused_derivative_is_reported_and_closure_still_checked():
+    """svd(full_matrices=True) of a non-square matrix has no derivative: jvp refuses it loudly; the check
+    says so and checks the call again with constants of the level."""
+    a = arr([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]])
+    with pytest.warns(DerivativeRefused, match="full_matrices"):
+        run_under("jvp", pxp.linalg.svd, (a,), name="svd")
 
 
 def test_checking_namespace_hands_out_checked_arrays():
@@ -433,6 +442,27 @@ def test_array_namespace_of_fake_arrays():
     out = pa.eval_shape(scale_add, np.ones((3, 1)), np.ones(4))
     assert (out.shape, out.dtype) == ((3, 4), np.dtype("float64"))
     assert seen == [(pxp, pxp)]
+
+
+def test_arrays_computed_from_fresh_arrays_stay_fresh():
+    """What is computed from an array made inside a transform is again such an array (a FreshTensor): it
+    mixes with the transform's tensors in one namespace and can be written into; outside, plain arrays."""
+    x = arr([1.0, 2.0, 4.0])
+    kind = type(x)
+
+    def f(x):
+        n = pxp.asarray(3.0)
+        cond = 0 == n  # a Python scalar against a fresh array (SciPy's apply_where(ddof == n, ...))
+        assert isinstance(cond, core.FreshTensor)
+        assert array_api_compat.array_namespace(cond, x) is pxp
+        scale = pxp.ones(3) * 2.0
+        scale[0] = x[1]  # becomes a tensor of the transform
+        return pxp.sum(pxp.where(cond, 0.0, x * scale / n))
+
+    assert_close(pa.grad(f)(x), np.array([2.0, 2.0 + 1.0, 2.0]) / 3.0)  # d/dx of (x0 x1 + 2 x1 + 2 x2) / 3
+    out = pa.vmap(lambda v: pxp.ones(3) * 2.0 + 0 * v)(pxp.stack([x, x]))
+    assert type(out) is kind
+    assert type(pxp.asarray(3.0) == 0) is not core.FreshTensor  # no transform active: a plain array
 
 
 def test_array_namespace_still_rejects_foreign_objects():

@@ -83,8 +83,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     outs, tans = [], []
     for i, o in enumerate(o_flat):
         if isinstance(o, Tensor) and o._interp is interp and o._aux is not None:
-            outs.append(o._value)
-            tans.append(o._aux)
+            outs.append(_plain(o._value))
+            tans.append(_plain(o._aux))
             continue
         if isinstance(o, Tensor) and o._interp is interp:
             o = o._value  # a result with no derivative (a comparison, an integer result): a zero tangent
@@ -141,7 +141,7 @@ def linearize(func, *primals):
         outs = []
         for k, v in zip(ids, values):
             t = None if k is None else tans.get(k)
-            outs.append(zeros_like(v) if t is None else t)
+            outs.append(zeros_like(v) if t is None else _plain(t))
         return optree.tree_unflatten(out_tree, outs)
 
     return optree.tree_unflatten(out_tree, values), jvp_fn
