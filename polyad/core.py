@@ -606,6 +606,15 @@ def eval_op(op, args, params):
     return out
 
 
+def all_none(entries):
+    """Whether every entry is None: an op whose arguments are all constants of a level (no tape id, no
+    tangent). Interpreters test the first entry inline before calling this (the per-op path is hot)."""
+    for e in entries:
+        if e is not None:
+            return False
+    return True
+
+
 def split_args(interp, args):
     """Unwrap ``interp``'s tensors among an op's arguments: ``(values, auxes, lower)``, where ``auxes`` has
     each tensor's ``_aux`` (None for constants) and ``lower`` says whether a tensor of a lower level remains

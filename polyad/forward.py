@@ -7,7 +7,7 @@ results without a derivative (comparisons, integer results, ops on constants onl
 with a None tangent, so the namespace stays closed under the transform.
 """
 
-from polyad.core import Interpreter, Tensor, bind, eval_raw, rule_kind, rule_of, split_args
+from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, rule_kind, rule_of, split_args
 from polyad.ops.base import zeros_like
 
 
@@ -80,13 +80,6 @@ def jvp_rule(op):
     return rule
 
 
-def _all_none(tangents):
-    for t in tangents:
-        if t is not None:
-            return False
-    return True
-
-
 class ForwardInterpreter(Interpreter):
     def constant(self, value):
         """``value`` as a tensor of this level with a zero (None) tangent."""
@@ -96,7 +89,7 @@ class ForwardInterpreter(Interpreter):
         primals, tangents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
         # a result without a derivative is still a tensor of this level, with a symbolic zero tangent
-        if op.nondiff or _all_none(tangents):
+        if op.nondiff or (tangents[0] is None and all_none(tangents)):
             if op.multiple_results:
                 return type(out)(DualTensor(o, self, None) for o in out)
             return DualTensor(out, self, None)

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 DEFAULT_ARGS = ["--max-examples=20", "--hypothesis-seed=0", "--disable-deadline"]
 MODES = ("polyad", "eager", "vmap", "jvp", "vjp")
@@ -32,7 +33,10 @@ def module_for(mode):
 def run(suite, mode, pytest_args, logs=None):
     env = dict(os.environ, ARRAY_API_TESTS_MODULE=module_for(mode), ARRAY_API_TESTS_VERSION="2024.12")
     cmd = [sys.executable, "-m", "pytest", "array_api_tests/", "-q", "-rf", "-p", "no:cacheprovider"]
-    proc = subprocess.run(cmd + pytest_args, cwd=suite, env=env, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as storage:
+        # a fresh example database per run: no failure of an earlier run is replayed into this one
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
+        proc = subprocess.run(cmd + pytest_args, cwd=suite, env=env, capture_output=True, text=True)
     lines = proc.stdout.splitlines()
     failed = {m.group(1) for m in map(re.compile(r"^FAILED (.+?)(?: - .*)?$").match, lines) if m}
     summary = next(

@@ -260,12 +260,12 @@ def _assert_same(got, expected, where, values=True):
 
 
 def _same_scalar(a, b):
-    if isinstance(a, Tensor):
+    """Python scalars equal, NaN (or a NaN part of a complex) matching NaN."""
+    if isinstance(a, Tensor) or isinstance(a, bool) != isinstance(b, bool):
         return False
-    try:
-        return a == b or (isinstance(b, float | complex) and math.isnan(abs(b)) and math.isnan(abs(a)))
-    except TypeError:
-        return False
+    if isinstance(b, complex):
+        return _same_scalar(float(a.real), b.real) and _same_scalar(float(a.imag), b.imag)
+    return a == b or (isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
 # ------------------------------------------------------------------------------ arrays and namespaces
@@ -318,8 +318,9 @@ class CheckedArray:
                 pass
         self.raw = result
 
-    def __dlpack__(self, **kwargs):
-        return self.raw.__dlpack__(**kwargs)
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy}
+        return self.raw.__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
 
     def __dlpack_device__(self):
         return self.raw.__dlpack_device__()
