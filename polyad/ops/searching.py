@@ -38,13 +38,13 @@ def _index_dtype(xp):
     return xp.__array_namespace_info__().default_dtypes()["indexing"]
 
 
-def _data_dependent_batch(name):
-    """The batching rule of a function whose output shape depends on the data: computed per batch element
-    and stacked when every element's results have the same shapes (the common case of examples that
-    agree), else a clear error."""
+def _data_dependent_batch(op):
+    """The batching rule of ``op``, whose output shape depends on the data: computed per batch element and
+    stacked when every element's results have the same shapes (the common case of examples that agree),
+    else a clear error."""
+    name = op.name
 
     def rule(info, dims, *values, **params):
-        op = _DATA_DEPENDENT[name]
         per = [
             bind(op, *[v if d is None else take_index(v, i, axis=d) for v, d in zip(values, dims)], **params)
             for i in range(info.batch_size)
@@ -63,9 +63,6 @@ def _data_dependent_batch(name):
         return tuple(stack([r[k] for r in per]) for k in range(n)), (0,) * n
 
     return rule
-
-
-_DATA_DEPENDENT = {}  # name -> op, for their batching rule
 
 
 # ------------------------------------------------------------------------------ argmax / argmin
@@ -118,11 +115,10 @@ _nonzero = define(
     "nonzero",
     lambda xp, x: tuple(xp.nonzero(x)),
     abstract_eval=lambda xp, x: tuple(ShapeDtype((None,), _index_dtype(xp), x.device) for _ in x.shape),
-    batch=_data_dependent_batch("nonzero"),
     nondiff=True,
     multiple_results=True,
 )
-_DATA_DEPENDENT["nonzero"] = _nonzero
+_nonzero.rules["batch"] = _data_dependent_batch(_nonzero)
 
 
 def nonzero(x, /):
@@ -336,19 +332,19 @@ def _unique_rules(name):
 
 def _unique_op(name):
     vjp, jvp = _unique_rules(name)
-    return define(
+    op = define(
         name,
         _unique_kernel(name),
         abstract_eval=_unique_abstract(name),
         vjp=vjp,
         jvp=jvp,
-        batch=_data_dependent_batch(name),
         multiple_results=name != "unique_values",
     )
+    op.rules["batch"] = _data_dependent_batch(op)
+    return op
 
 
 _unique_ops = {name: _unique_op(name) for name in _UNIQUE_FIELDS}
-_DATA_DEPENDENT.update(_unique_ops)
 
 
 def unique_all(x, /):

@@ -5,7 +5,8 @@ array method (``x > 0``, ``x[idx]``, ``x[idx] = v``, ``x.mT``, ``x += y``) runs 
 once inside a transform (``mode``: "vmap", "jvp" or "vjp"; "eager" runs polyad eagerly only). Inside the
 transform it checks **closure**: every array the call returns is a polyad tensor of that transform (an
 integer or boolean result included), with the shape and dtype of the eager result; and after it, that the
-values equal the eager ones (NaNs in the same places, zeros of the same sign). Arrays it hands out are
+values equal the eager ones (NaNs in the same places, zeros of the same sign; floats within a few ulps,
+since a transform may compute by another kernel, a batched matmul). Arrays it hands out are
 ``CheckedArray``s, so that the operators of the caller's next step are checked too.
 
 How each mode runs a call:
