@@ -7,7 +7,7 @@ DEMO := $(VENV)/.installed-demo
 BENCH := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-numpy test-strict test-dask test-dask-full test-interop bench lint format info
+.PHONY: demo test test-numpy test-strict test-dask test-dask-full test-interop conformance bench lint format info
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -64,6 +64,15 @@ test-dask-full: $(TEST)
 test-interop: $(TEST)
 	POLYAD_BACKEND=numpy $(INTEROP) -m interop $(PYTEST_ARGS)
 	POLYAD_BACKEND=array_api_strict $(INTEROP) -m interop $(PYTEST_ARGS)
+
+# The official Array API suite (data-apis/array-api-tests, with its array-api submodule) against polyad.xp
+# and against namespaces that run every call inside vmap, jvp and vjp (polyad/testing/under_transform.py):
+#   make conformance ARRAY_API_TESTS=/path/to/array-api-tests [MODES="eager jvp"] [SUITE_ARGS="-- -k sin"]
+conformance: $(TEST)
+	@test -d "$(ARRAY_API_TESTS)/array_api_tests" || \
+		{ echo "set ARRAY_API_TESTS=/path/to/a checkout of data-apis/array-api-tests"; exit 2; }
+	$(PY) -m pip install -q ndindex pytest-json-report
+	POLYAD_BACKEND=numpy $(PY) scripts/conformance.py $(ARRAY_API_TESTS) $(MODES) $(SUITE_ARGS)
 
 bench: $(BENCH)
 	$(PY) scripts/bench.py $(ARGS)

@@ -7,8 +7,8 @@ from polyad import config, dispatch, library, random, xp
 from polyad.api import (
     ChunkPlan,
     DistributedError,
-    distributed,
     SparseJacobian,
+    distributed,
     enable_grad,
     grad,
     grad_and_value,
@@ -42,18 +42,25 @@ __version__ = "0.1.0"
 
 
 def array_namespace(*xs):
-    """polyad's namespace for any mix of backend arrays and polyad tensors (errors on other types).
+    """polyad's namespace for any mix of backend arrays, polyad tensors (of any transform, and those
+    created inside one), abstract arrays (``ShapeDtype``, a fake function's arguments) and Python scalars.
+
+    Args:
+        *xs: the arrays (and scalars, or None) of a call.
+
+    Returns:
+        ``polyad.xp``. Raises TypeError for another type, or for backend arrays of two libraries.
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> pa.array_namespace(np.ones(2)) is pa.xp
+        >>> pa.array_namespace(np.ones(2), 1.0) is pa.xp
         True
     """
     for x in xs:
-        if not isinstance(x, Tensor | int | float | complex | bool) and x is not None:
+        if not isinstance(x, Tensor | ShapeDtype | int | float | complex | bool) and x is not None:
             if dispatch.backend_of_array(x) is None:
                 raise TypeError(f"array_namespace: {type(x).__name__} is not an array of a polyad backend")
-    dispatch.backend_of([x for x in xs if not isinstance(x, Tensor)])
+    dispatch.backend_of([x for x in xs if not isinstance(x, Tensor | ShapeDtype)])
     return xp
 
 

@@ -2,13 +2,14 @@
 fallback.
 
 A ``BatchedTensor`` holds a value with one extra dimension, the batch dimension ``_aux``; unbatched
-values are never wrapped (their batch dimension is "None"). Each op's ``batch`` rule receives the vmap
-level (``info``: ``batch_size``, ``randomness``), the values and their batch dimensions, and returns the
-output and its batch dimension. An op without a rule is computed by its ``decomposition`` (other ops,
-each batched by its rule) where it has one, else by a per-example loop that stacks the results and warns
-once per op; a rule that returns ``NotImplemented`` for the case at hand (a data-dependent shape) gets
-the loop too. A rule that raises is answered with the error the op raises on one example
-(``raise_as_eager``), so errors inside vmap have eager's type and speak in per-example shapes.
+values are never wrapped (their batch dimension is "None"), but an op applied to this level's tensors
+always returns tensors of this level: an unbatched result is broadcast along the batch (a view). Each op's
+``batch`` rule receives the vmap level (``info``: ``batch_size``, ``randomness``), the values and their
+batch dimensions, and returns the output and its batch dimension. An op without a rule is computed by its
+``decomposition`` (other ops, each batched by its rule) where it has one, else by a per-example loop that
+stacks the results and warns once per op; a rule that returns ``NotImplemented`` for the case at hand (a
+data-dependent shape) gets the loop too. A rule that raises is answered with the error the op raises on
+one example (``raise_as_eager``), so errors inside vmap have eager's type and speak in per-example shapes.
 
 In-place updates: arrays made by creation functions inside vmap (``xp.zeros(3)``, ``xp.asarray([...])``)
 come back as ``core.FreshTensor``s, plain level-0 tensors, so that ``x[0] = batched_value`` reaches
@@ -20,7 +21,8 @@ import threading
 import warnings
 
 from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, split_args
-from polyad.ops.base import expand_dims, stack, take_index
+from polyad.ops.base import broadcast_to, expand_dims, stack, take_index
+from polyad.ops.common import shape_of
 from polyad.ops.elementwise import equal, isnan, logical_and, logical_or
 from polyad.ops.reductions import all as all_of
 
@@ -129,8 +131,17 @@ class BatchInterpreter(_VmapLevel):
             result = loop_fallback(op, dims, values, params)
         out, out_dim = result
         if op.multiple_results:
-            return type(out)(o if d is None else BatchedTensor(o, self, d) for o, d in zip(out, out_dim))
-        return out if out_dim is None else BatchedTensor(out, self, out_dim)
+            return type(out)(self.batched(o, d) for o, d in zip(out, out_dim))
+        return BatchedTensor(out, self, out_dim) if out_dim is not None else self.batched(out, None)
+
+    def batched(self, value, dim):
+        """``value`` as a tensor of this level. An unbatched one (``dim`` None: a result that does not
+        depend on the batch, such as ``broadcast_arrays``' unbatched members) is broadcast along a new
+        batch dimension 0 (a view), so that every op on this level's tensors returns one of them."""
+        if dim is None:
+            value = broadcast_to(expand_dims(value, axis=0), (self.batch_size, *shape_of(value)))
+            dim = 0
+        return BatchedTensor(value, self, dim)
 
 
 def raise_as_eager(op, dims, values, params):

@@ -112,7 +112,7 @@ class Tensor(TensorExits):
     """
 
     __slots__ = ("_value", "_interp", "_aux")
-    # Results of level-0 ops on a plain tensor stay tensors; FreshTensor (False) does not spread.
+    # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
     _sticky = True
     # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
     __array_ufunc__ = None
@@ -204,7 +204,10 @@ class FreshTensor(Tensor):
     """A plain level-0 tensor for an array created inside a transform, so ``x[key] = traced`` can rebind
     ``x`` (to a batched or differentiated tensor).
 
-    Unlike a plain ``Tensor`` it does not spread: ops on it return raw backend arrays (``_sticky``).
+    Level-0 ops on it return FreshTensors while a transform is active (raw arrays after), so that what
+    is computed from it keeps polyad's namespace (``0 == xp.asarray(n)`` is a FreshTensor, not a NumPy
+    bool array, and ``array_namespace`` of it and the transform's tensors is ``polyad.xp``). Every
+    transform sees it as the constant array it holds (``split_args``).
     """
 
     __slots__ = ()
@@ -591,14 +594,28 @@ def eval_op(op, args, params):
         if op.multiple_results:
             return tuple(Tensor(o) for o in out)
         return Tensor(out)
+    if unwrap:  # from FreshTensors: FreshTensors while a transform is active
+        if op.multiple_results:
+            return tuple(fresh(o) for o in out)
+        return fresh(out)
     return out
+
+
+def all_none(entries):
+    """Whether every entry is None: an op whose arguments are all constants of a level (no tape id, no
+    tangent). Interpreters test the first entry inline before calling this (the per-op path is hot)."""
+    for e in entries:
+        if e is not None:
+            return False
+    return True
 
 
 def split_args(interp, args):
     """Unwrap ``interp``'s tensors among an op's arguments: ``(values, auxes, lower)``, where ``auxes`` has
     each tensor's ``_aux`` (None for constants) and ``lower`` says whether a tensor of a lower level remains
-    among the values (else the interpreter may call ``eval_raw`` directly). A one-argument op reaches an
-    interpreter only through that interpreter's own tensor: no loop for it (the per-op path is hot)."""
+    among the values (else the interpreter may call ``eval_raw`` directly). A ``FreshTensor`` is a constant
+    to every transform: its array is the value. A one-argument op reaches an interpreter only through that
+    interpreter's own tensor: no loop for it (the per-op path is hot)."""
     n = len(args)
     if n == 1:
         v = args[0]._value
@@ -608,11 +625,11 @@ def split_args(interp, args):
         if isinstance(a, Tensor) and a._interp is interp:
             va, ia = a._value, a._aux
         else:
-            va, ia = a, None
+            va, ia = (a._value if type(a) is FreshTensor else a), None
         if isinstance(b, Tensor) and b._interp is interp:
             vb, ib = b._value, b._aux
         else:
-            vb, ib = b, None
+            vb, ib = (b._value if type(b) is FreshTensor else b), None
         return (va, vb), (ia, ib), isinstance(va, Tensor) or isinstance(vb, Tensor)
     values = []
     auxes = []
@@ -622,7 +639,7 @@ def split_args(interp, args):
             v = a._value
             auxes.append(a._aux)
         else:
-            v = a
+            v = a._value if type(a) is FreshTensor else a
             auxes.append(None)
         values.append(v)
         if not lower and isinstance(v, Tensor):

@@ -2,10 +2,12 @@
 
 A ``DualTensor`` holds its primal (``_value``) and its tangent (``_aux``). The interpreter computes the
 primal output through the levels below, then the op's ``jvp`` rule, which runs through polyad ops, so
-enclosing levels differentiate or batch the tangent computation too. A tangent of None is a symbolic zero.
+enclosing levels differentiate or batch the tangent computation too. A tangent of None is a symbolic zero:
+results without a derivative (comparisons, integer results, ops on constants only) are ``DualTensor``s
+with a None tangent, so the namespace stays closed under the transform.
 """
 
-from polyad.core import Interpreter, Tensor, bind, eval_raw, rule_kind, rule_of, split_args
+from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, rule_kind, rule_of, split_args
 from polyad.ops.base import zeros_like
 
 
@@ -83,12 +85,19 @@ class ForwardInterpreter(Interpreter):
     carries = "derivative (tangent)"
     differentiates = True
 
+    def constant(self, value):
+        """``value`` as a tensor of this level with a zero (None) tangent."""
+        return DualTensor(value, self, None)
+
     def process(self, op, args, params):
         primals, tangents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
-        if op.nondiff or all(t is None for t in tangents):
-            return out
+        # a result without a derivative is still a tensor of this level, with a symbolic zero tangent
+        if op.nondiff or (tangents[0] is None and all_none(tangents)):
+            if op.multiple_results:
+                return type(out)(DualTensor(o, self, None) for o in out)
+            return DualTensor(out, self, None)
         t = jvp_rule(op)(tuple(tangents), out, *primals, **params)
         if op.multiple_results:
-            return type(out)(o if ti is None else DualTensor(o, self, ti) for o, ti in zip(out, t))
-        return out if t is None else DualTensor(out, self, t)
+            return type(out)(DualTensor(o, self, ti) for o, ti in zip(out, t))
+        return DualTensor(out, self, t)

@@ -15,7 +15,7 @@ import functools
 import optree
 
 from polyad import core, dispatch
-from polyad.core import Interpreter, Op, Tensor, bind, new_level
+from polyad.core import FreshTensor, Interpreter, Op, Tensor, bind, new_level
 from polyad.dispatch import _BY_TYPE
 from polyad.ops.common import _bottom, _dtype_name
 from polyad.tracing import eval_shape
@@ -381,6 +381,8 @@ class GraphInterpreter(Interpreter):
         return GraphTensor(value, self, v)
 
     def _ref(self, a):
+        if type(a) is FreshTensor:  # an array made while capturing: a constant of the graph
+            a = a._value
         if isinstance(a, Tensor):
             if a._interp is self:
                 return a._value, a._aux

@@ -310,8 +310,9 @@ class CustomOp:
 
     def register_fake(self, fn):
         """Register the abstract evaluation ``fn(*fake_args, **kwargs)``: it receives abstract arrays
-        (``shape``, ``dtype``, ``device`` and a namespace, ``__array_namespace__()``, that builds abstract
-        outputs such as ``xp.empty(shape, dtype=...)``) and returns the abstract output. With
+        (``shape``, ``dtype``, ``device``; their namespace, ``__array_namespace__()``, is ``polyad.xp``,
+        whose functions on them compute shapes only, as ``xp.empty_like(x)``) and returns the abstract
+        output (or a tuple of them; any object with ``shape`` and ``dtype`` will do). With
         ``polyad.config.check_custom_ops`` every kernel call is compared with it."""
         if not callable(fn):
             raise TypeError(f"{self.name}.register_fake: expected a function, got {fn!r}")

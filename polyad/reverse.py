@@ -1,14 +1,16 @@
 """Reverse mode: the grad level's tracer, its tape, and the backward pass.
 
 A ``ReverseTensor`` holds its primal (``_value``) and the id of the tape entry that made it (``_aux``;
-leaves have ids with no entry). The interpreter appends one entry per op it records, in execution order,
-so the backward pass walks the tape in reverse with no topological sort. Each op's ``vjp`` rule runs
-through polyad ops on the primals, which may be tensors of lower levels: an enclosing level records the
-backward pass itself, and that is how higher derivatives work. The tape lives as long as the interpreter:
-``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
+leaves have ids with no entry). A result that carries no derivative (a comparison, an integer result, an
+op on constants only, anything under ``no_grad``) is a ``ReverseTensor`` with ``_aux`` None and no entry:
+the namespace stays closed under the transform. The interpreter appends one entry per op it records, in
+execution order, so the backward pass walks the tape in reverse with no topological sort. Each op's
+``vjp`` rule runs through polyad ops on the primals, which may be tensors of lower levels: an enclosing
+level records the backward pass itself, and that is how higher derivatives work. The tape lives as long as
+the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
-from polyad.core import Interpreter, Tensor, _tls, bind, eval_raw, rule_kind, split_args
+from polyad.core import Interpreter, Tensor, _tls, all_none, bind, eval_raw, rule_kind, split_args
 from polyad.forward import jvp_rule
 from polyad.ops.base import add, zeros_like
 
@@ -49,11 +51,23 @@ class ReverseInterpreter(Interpreter):
         self.next_id += 1
         return t
 
+    def constant(self, value):
+        """``value`` as a tensor of this level with no tape entry: it carries no derivative."""
+        return ReverseTensor(value, self, None)
+
     def process(self, op, args, params):
         primals, parents, lower = split_args(self, args)
         out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
-        if op.nondiff or (self.level <= _tls.no_grad_level and self.respect_no_grad):
-            return out
+        if (
+            op.nondiff
+            or (parents[0] is None and all_none(parents))  # constants only: nothing to differentiate
+            or (self.level <= _tls.no_grad_level and self.respect_no_grad)
+        ):
+            # still a tensor of this level (a comparison, an argmax, a *_like...): the namespace stays
+            # closed under the transform, so library code sees one namespace and may write into it
+            if op.multiple_results:
+                return type(out)(ReverseTensor(o, self, None) for o in out)
+            return ReverseTensor(out, self, None)
         if op.multiple_results:
             ids = tuple(range(self.next_id, self.next_id + len(out)))
             self.next_id += len(out)

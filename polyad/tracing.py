@@ -4,7 +4,7 @@
 import optree
 
 from polyad import dispatch
-from polyad.core import ConcretizationError, Interpreter, Tensor, new_level, rule_kind
+from polyad.core import ConcretizationError, FreshTensor, Interpreter, Tensor, new_level, rule_kind
 from polyad.ops.common import ShapeDtype
 
 ABSTRACT_EVAL = rule_kind(
@@ -28,6 +28,8 @@ class AbstractTensor(Tensor):
 def _aval(x, interp):
     if isinstance(x, Tensor) and x._interp is interp:
         return x._value
+    if type(x) is FreshTensor:
+        x = x._value
     if dispatch.backend_of_array(x) is not None:
         return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
     return x
@@ -104,56 +106,35 @@ def _output_aval(o, interp):
 # ------------------------------------------------------------------------------ fake arrays (custom ops)
 
 
-class FakeArray(ShapeDtype):
-    """An abstract array handed to a custom op's ``register_fake`` function: shape, dtype, device, and a
-    namespace (``__array_namespace__()``) whose creation functions build abstract outputs."""
-
-    __slots__ = ()
-
-    def __array_namespace__(self, api_version=None):
-        return FAKE_NAMESPACE
-
-
-class _FakeNamespace:
-    """Creation functions that return FakeArrays; dtypes of the default backend."""
-
-    def empty(self, shape, *, dtype=None, device=None):
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        return FakeArray(shape, dtype if dtype is not None else self.float64, device)
-
-    zeros = ones = empty
-
-    def full(self, shape, fill_value, *, dtype=None, device=None):
-        return self.empty(shape, dtype=dtype, device=device)
-
-    def empty_like(self, x, *, dtype=None, device=None):
-        return FakeArray(x.shape, dtype if dtype is not None else x.dtype, device or x.device)
-
-    zeros_like = ones_like = empty_like
-
-    def __getattr__(self, name):
-        return getattr(dispatch.default_backend().xp, name)  # dtypes, finfo, result_type, ...
-
-
-FAKE_NAMESPACE = _FakeNamespace()
-
-
 def fake_abstract_eval(name, fn):
-    """Adapt a custom op's fake function to the ``abstract_eval(xp, *avals, **params)`` rule signature."""
+    """Adapt a custom op's fake function to the ``abstract_eval(xp, *avals, **params)`` rule signature.
 
-    def to_fake(a):
-        return FakeArray(a.shape, a.dtype, a.device) if isinstance(a, ShapeDtype) else a
+    The fake function runs at an abstract level of its own: its array arguments are ``AbstractTensor``s
+    (shape, dtype, device, and ``polyad.xp`` as their namespace, so ``array_namespace`` of them is
+    ``polyad.xp``), and the namespace's functions on them compute shapes only. Creation functions with
+    no array argument (``xp.empty(shape)``) make real arrays, as inside ``eval_shape``; their shape and
+    dtype are what counts.
+    """
 
     def rule(xp, *avals, **params):
-        out = fn(*[to_fake(a) for a in avals], **params)
-        leaves = out if isinstance(out, tuple) else (out,)
-        for o in leaves:
-            if not hasattr(o, "shape") or not hasattr(o, "dtype"):
-                raise TypeError(
-                    f"custom op {name!r}: its fake function must return abstract arrays (shape, dtype), "
-                    f"got {type(o).__name__}"
-                )
-        conv = tuple(ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None)) for o in leaves)
+        device = next((a.device for a in avals if isinstance(a, ShapeDtype)), None)
+        with new_level(AbstractInterpreter, dispatch.backend_of_device(device)) as interp:
+            out = fn(
+                *[AbstractTensor(a, interp) if isinstance(a, ShapeDtype) else a for a in avals], **params
+            )
+            leaves = out if isinstance(out, tuple) else (out,)
+            conv = tuple(_abstract_output(o, interp, name) for o in leaves)
         return conv if isinstance(out, tuple) else conv[0]
 
     return rule
+
+
+def _abstract_output(o, interp, name):
+    if isinstance(o, Tensor) and o._interp is interp:
+        return o._value
+    if not hasattr(o, "shape") or not hasattr(o, "dtype"):
+        raise TypeError(
+            f"custom op {name!r}: its fake function must return abstract arrays (shape, dtype), "
+            f"got {type(o).__name__}"
+        )
+    return ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None))

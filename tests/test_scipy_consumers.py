@@ -59,8 +59,17 @@ def loss_zscore(x):
     z = st.zscore(x)
     return xp.sum(z * z * z * arr(W))
 
+def loss_rel_entr(x):
+    y = xp.asarray([1.0, 0.5, 3.0, 2.0])  # made inside the transform (a FreshTensor)
+    return xp.sum(sp.rel_entr(xp.abs(x), y))  # SciPy's apply_where: array_namespace(mask, x, y)
+
+def loss_variation(x):
+    return st.variation(x + 3.0)  # apply_where(ddof == n, ...) with n made inside SciPy
+
 CHECKS = {
     "logsumexp": (loss_lse, X),
+    "rel_entr": (loss_rel_entr, X),
+    "variation": (loss_variation, X),
     "logsumexp_axis": (loss_lse_axis, X2),
     "log_softmax": (loss_log_softmax, X),
     "zscore": (loss_zscore, X),
@@ -149,6 +158,24 @@ def test_grad_zscore_loss(results):
     _check_common(r)
     z = (X - X.mean()) / X.std()
     np.testing.assert_allclose(r["value"], np.sum(z**3 * W), rtol=1e-12)
+
+
+def test_grad_rel_entr(results):
+    """SciPy's apply_where mixes a mask computed inside with the traced inputs (closure under grad)."""
+    r = _get(results, "rel_entr")
+    _check_common(r)
+    a, y = np.abs(X), np.array([1.0, 0.5, 3.0, 2.0])
+    np.testing.assert_allclose(r["grad"], (np.log(a / y) + 1) * np.sign(X), rtol=1e-12)
+
+
+def test_grad_variation(results):
+    r = _get(results, "variation")
+    _check_common(r)
+    z = X + 3.0
+    mu, sigma, n = z.mean(), z.std(), z.size
+    expected = (z - mu) / (n * sigma) / mu - sigma / (n * mu**2)
+    np.testing.assert_allclose(r["value"], sigma / mu, rtol=1e-12)
+    np.testing.assert_allclose(r["grad"], expected, rtol=1e-10)
 
 
 def test_jvp_through_logsumexp(results):

@@ -121,8 +121,8 @@ def _lower_tree(tree, interp):
     def low(x):
         if isinstance(x, Tensor) and x._interp is interp:
             if isinstance(x, BatchedTensor):
-                return moveaxis(x._value, x._aux, 0)
-            return x._value
+                return _plain(moveaxis(x._value, x._aux, 0))
+            return _plain(x._value)
         return _plain(x)
 
     return optree.tree_map(low, tree)

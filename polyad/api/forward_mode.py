@@ -94,10 +94,12 @@ def _jvp(func, primals, tangents, strict, has_aux, what):
             aux = _lower_tree(aux, interp)
     outs, tans = [], []
     for i, o in enumerate(o_flat):
-        if isinstance(o, Tensor) and o._interp is interp:
-            outs.append(o._value)
-            tans.append(_in_dtype_of(o._aux, o._value))
+        if isinstance(o, Tensor) and o._interp is interp and o._aux is not None:
+            outs.append(_plain(o._value))
+            tans.append(_plain(_in_dtype_of(o._aux, o._value)))
             continue
+        if isinstance(o, Tensor) and o._interp is interp:
+            o = o._value  # a result with no derivative (a comparison, an integer result): a zero tangent
         if not _is_array(o):
             raise TypeError(
                 f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
@@ -151,7 +153,7 @@ def linearize(func, *primals):
         outs = []
         for k, v in zip(ids, values):
             t = None if k is None else tans.get(k)
-            outs.append(zeros_like(v) if t is None else _in_dtype_of(t, v))
+            outs.append(zeros_like(v) if t is None else _plain(_in_dtype_of(t, v)))
         return optree.tree_unflatten(out_tree, outs)
 
     return optree.tree_unflatten(out_tree, values), jvp_fn

@@ -66,7 +66,7 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
             raise TypeError(
                 f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
             )
-    values = [o._value if isinstance(o, Tensor) and o._interp is interp else _plain(o) for o in out_flat]
+    values = [_plain(o._value if isinstance(o, Tensor) and o._interp is interp else o) for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
     return interp, leaf_ids, values, ids, out_tree, aux  # the tape and the ids are all the callers need
 
@@ -110,7 +110,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
         cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
         cts = interp.backward(seeds, consume=consume) if seeds else {}
         grads = [cts.get(k) for k in leaf_ids]
-        grads = [zeros_like(x) if g is None else _in_dtype_of(g, x) for g, x in zip(grads, flat)]
+        grads = [zeros_like(x) if g is None else _plain(_in_dtype_of(g, x)) for g, x in zip(grads, flat)]
         return tuple(optree.tree_unflatten(tree, grads))
 
     return optree.tree_unflatten(out_tree, values), backward, aux, interp

@@ -35,6 +35,9 @@ class ShapeDtype:
             n *= s
         return n
 
+    # ``array_namespace`` of an abstract array is polyad's namespace, as of a tensor
+    __array_namespace__ = Tensor.__array_namespace__
+
     def __eq__(self, other):
         return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape, other.dtype)
 

@@ -23,6 +23,7 @@ from polyad.ops.base import (
     move_to_front,
     reshape,
     stack,
+    unbroadcast,
     where,
 )
 from polyad.ops.base import arange as _arange_values
@@ -38,6 +39,7 @@ from polyad.ops.common import (
     _shape_tuple,
     define,
     is_floating,
+    ndim_of,
     shape_of,
 )
 from polyad.ops.dtypes import _owns_dtype
@@ -92,8 +94,8 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
             out = i * ((stop - start) / div) + start  # the backends' order of operations
             if endpoint and num > 1:  # the last value is exactly stop
                 out = where(i == num - 1, stop + 0 * start, out)
-        else:
-            out = i * 0 + start
+        else:  # every value is start; stop still sets the shape and the transform (a zero derivative)
+            out = where(i >= 0, i * 0 + start, stop)
         return _finish(out, dtype, device)
     return _on_device(_linspace, start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
 
@@ -162,6 +164,28 @@ def empty_like(x, /, *, dtype=None, device=None):
     return bind(_empty_like, x, dtype=dtype, device=device)
 
 
+def _full_like_array_batch(info, dims, x, fill):
+    dx, df = dims
+    shape = shape_of(x) if dx is None else shape_of(x)[:dx] + shape_of(x)[dx + 1 :]
+    if df is not None:
+        fill = move_to_front(fill, df)
+        fill = reshape(
+            fill, shape_of(fill)[:1] + (1,) * (len(shape) - ndim_of(fill) + 1) + shape_of(fill)[1:]
+        )
+    return broadcast_to(fill, (info.batch_size, *shape)), 0
+
+
+# ``full_like`` with an array ``fill``: differentiable in ``fill``, a tensor of ``x``'s transforms too
+_full_like_array = define(
+    "full_like_array",
+    lambda xp, x, fill: xp.broadcast_to(fill, x.shape),
+    abstract_eval=lambda xp, x, fill: ShapeDtype(x.shape, fill.dtype, fill.device),
+    vjp=lambda g, y, x, fill: (None, lambda: unbroadcast(g, fill)),
+    linear=(1,),
+    batch=_full_like_array_batch,
+)
+
+
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``, on ``x``'s library and device and with its dtype unless
     given. A 0-d array or tensor ``fill_value`` is broadcast, so the result is differentiable in it (a
@@ -169,7 +193,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
     fill_value = reconnect(fill_value)
     if _is_array(fill_value):
         fill = astype_like(fill_value, dtype if dtype is not None else x.dtype)
-        out = broadcast_to(fill, tuple(x.shape))
+        out = bind(_full_like_array, x, fill)
         return out if device is None else to_device(out, device)
     other = _other_library(x, device)
     if other is not None:

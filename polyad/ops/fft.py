@@ -30,7 +30,7 @@ import operator
 
 from polyad.core import bind
 from polyad.ops.base import arange, real, reshape, where
-from polyad.ops.common import ShapeDtype, _bottom, define, is_complex, is_floating, xp_of
+from polyad.ops.common import ShapeDtype, _bottom, _on_device, define, is_complex, is_floating, xp_of
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
 
@@ -362,13 +362,13 @@ _rfftfreq = _freq("rfftfreq", lambda n: n // 2 + 1)
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``fft`` with sample spacing ``d`` (no derivative)."""
     n = _check_n(n, "fftfreq")
-    return bind(_fftfreq, n=n, d=d, dtype=dtype, device=device)
+    return _on_device(_fftfreq, n=n, d=d, dtype=dtype, device=device)
 
 
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``rfft`` with sample spacing ``d`` (no derivative)."""
     n = _check_n(n, "rfftfreq")
-    return bind(_rfftfreq, n=n, d=d, dtype=dtype, device=device)
+    return _on_device(_rfftfreq, n=n, d=d, dtype=dtype, device=device)
 
 
 fftfreq.op = _fftfreq

@@ -13,10 +13,12 @@ from polyad.ops.base import (
     _as_tuple,
     _batch_all_front,
     arange,
+    broadcast_batch_args,
     broadcast_to,
     move_to_front,
     real_part_for,
     reshape,
+    unbroadcast,
     zeros_like,
 )
 from polyad.ops.base import expand_dims as expand_dims
@@ -141,13 +143,103 @@ def concat(arrays, /, *, axis=0):
 concat.op = _concat
 
 # ------------------------------------------------------------------------------ broadcast_arrays / meshgrid
+# Each is one op with several results, so that a transform sees every member: a member made from a
+# constant is still a tensor of the transform (an unbatched one is broadcast along vmap's batch).
+
+
+def _broadcast_arrays_abstract(xp, *avals):
+    shape = _broadcast(*[a.shape for a in avals])
+    return tuple(ShapeDtype(shape, a.dtype, a.device) for a in avals)
+
+
+def _broadcast_arrays_vjp(g, ys, *arrays):
+    return tuple((lambda gi=gi, a=a: unbroadcast(gi, a)) for gi, a in zip(g, arrays))
+
+
+def _broadcast_arrays_jvp(ts, ys, *arrays):
+    # member i depends on array i alone: a member without a tangent (a bool mask) keeps None
+    return tuple(None if t is None else broadcast_to(t, shape_of(y)) for t, y in zip(ts, ys))
+
+
+def _broadcast_arrays_batch(info, dims, *values):
+    out = bind(_broadcast_arrays, *broadcast_batch_args(dims, values))
+    return out, (0,) * len(out)
+
+
+_broadcast_arrays = define(
+    "broadcast_arrays",
+    lambda xp, *arrays: tuple(xp.broadcast_arrays(*arrays)),
+    abstract_eval=_broadcast_arrays_abstract,
+    vjp=_broadcast_arrays_vjp,
+    jvp=_broadcast_arrays_jvp,
+    batch=_broadcast_arrays_batch,
+    multiple_results=True,
+)
 
 
 def broadcast_arrays(*arrays):
-    """The arrays broadcast against each other, as a list as the 2024.12 standard says (each one a
-    ``broadcast_to``)."""
-    shape = _broadcast(*[shape_of(a) for a in arrays])
-    return [a if shape_of(a) == shape else broadcast_to(a, shape) for a in arrays]
+    """The arrays broadcast against each other, as a list as the 2024.12 standard says."""
+    return list(bind(_broadcast_arrays, *arrays))
+
+
+broadcast_arrays.op = _broadcast_arrays
+
+
+def _grid_layout(sizes, indexing):
+    """``(shape, positions)`` of a meshgrid of 1-D arrays of ``sizes``: the grid's shape, and the axis of
+    the grid along which each array runs (``"xy"`` swaps the first two)."""
+    n = len(sizes)
+    order = list(range(n))
+    if indexing == "xy" and n >= 2:
+        order[0], order[1] = 1, 0
+    return tuple(sizes[order[d]] for d in range(n)), [order.index(i) for i in range(n)]
+
+
+def _meshgrid_abstract(xp, *avals, indexing):
+    shape, _ = _grid_layout([a.shape[0] for a in avals], indexing)
+    return tuple(ShapeDtype(shape, a.dtype, a.device) for a in avals)
+
+
+def _meshgrid_vjp(g, ys, *arrays, indexing):
+    _, positions = _grid_layout([shape_of(a)[0] for a in arrays], indexing)
+    n = len(arrays)
+
+    def back(gi, pos):
+        return _sum(gi, axis=tuple(d for d in range(n) if d != pos))
+
+    return tuple((lambda gi=gi, pos=pos: back(gi, pos)) for gi, pos in zip(g, positions))
+
+
+def _meshgrid_jvp(ts, ys, *arrays, indexing):
+    # member i depends on array i alone: its tangent is member i of the grid with t_i in place of it
+    return tuple(
+        None if t is None else bind(_meshgrid, *arrays[:i], t, *arrays[i + 1 :], indexing=indexing)[i]
+        for i, t in enumerate(ts)
+    )
+
+
+def _meshgrid_batch(info, dims, *values, indexing):
+    sizes = [shape_of(v)[0 if d is None else 1 - d] for v, d in zip(values, dims)]
+    shape, positions = _grid_layout(sizes, indexing)
+    n, b = len(values), info.batch_size
+    out = []
+    for v, d, size, pos in zip(values, dims, sizes, positions):
+        lead = 1 if d is None else b
+        v = v if d is None else move_to_front(v, d)
+        v = reshape(v, (lead,) + (1,) * pos + (size,) + (1,) * (n - pos - 1))
+        out.append(broadcast_to(v, (b, *shape)))
+    return tuple(out), (0,) * n
+
+
+_meshgrid = define(
+    "meshgrid",
+    lambda xp, *arrays, indexing: tuple(xp.meshgrid(*arrays, indexing=indexing)),
+    abstract_eval=_meshgrid_abstract,
+    vjp=_meshgrid_vjp,
+    jvp=_meshgrid_jvp,
+    batch=_meshgrid_batch,
+    multiple_results=True,
+)
 
 
 def meshgrid(*arrays, indexing="xy"):
@@ -157,17 +249,10 @@ def meshgrid(*arrays, indexing="xy"):
     for a in arrays:
         if ndim_of(a) != 1:
             raise ValueError(f"meshgrid takes 1-D arrays, got one of shape {shape_of(a)}")
-    sizes = [shape_of(a)[0] for a in arrays]
-    n = len(arrays)
-    order = list(range(n))
-    if indexing == "xy" and n >= 2:
-        order[0], order[1] = 1, 0  # the first two output axes swap
-    shape = tuple(sizes[order[d]] for d in range(n))
-    out = []
-    for i, a in enumerate(arrays):
-        pos = order.index(i)
-        out.append(broadcast_to(reshape(a, (1,) * pos + (sizes[i],) + (1,) * (n - pos - 1)), shape))
-    return out
+    return list(bind(_meshgrid, *arrays, indexing=indexing))
+
+
+meshgrid.op = _meshgrid
 
 
 # ------------------------------------------------------------------------------ flip / roll

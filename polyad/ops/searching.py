@@ -11,14 +11,24 @@ ties). Where no element repeats this is the exact derivative (a permutation, as 
 
 Data-dependent shapes. ``nonzero`` and the ``unique_*`` functions return arrays whose length depends on the
 values. ``eval_shape`` reports those dimensions as None (the standard's convention for unknown sizes), and
-``vmap`` refuses them with a ``ConcretizationError``: per batch element the lengths differ, so the results
-cannot be stacked into one array (JAX refuses them likewise unless given a static size).
+``vmap`` computes them per batch element: where every element's results have the same lengths they are
+stacked, else it raises a ``ConcretizationError`` (the results cannot be stacked into one array; JAX
+refuses them always unless given a static size).
 """
 
 from collections import namedtuple
 
 from polyad.core import ConcretizationError, bind
-from polyad.ops.base import astype, broadcast_to, move_to_front, reduction_shape, reshape, zeros
+from polyad.ops.base import (
+    astype,
+    broadcast_to,
+    move_to_front,
+    reduction_shape,
+    reshape,
+    stack,
+    take_index,
+    zeros,
+)
 from polyad.ops.base import sum as _sum
 from polyad.ops.common import ShapeDtype, _device, _norm, define, ndim_of, shape_of, xp_of
 from polyad.ops.indexing import scatter_add, take, take_along_axis
@@ -28,16 +38,29 @@ def _index_dtype(xp):
     return xp.__array_namespace_info__().default_dtypes()["indexing"]
 
 
-def _data_dependent_batch(name):
-    """The batching rule of a function whose output shape depends on the data: a clear error."""
+def _data_dependent_batch(op):
+    """The batching rule of ``op``, whose output shape depends on the data: computed per batch element and
+    stacked when every element's results have the same shapes (the common case of examples that agree),
+    else a clear error."""
+    name = op.name
 
     def rule(info, dims, *values, **params):
-        raise ConcretizationError(
-            f"vmap: {name} returns arrays whose length depends on the values, which differ per batch "
-            "element, so the per-element results cannot be stacked into one batched array. Call "
-            f"{name} outside vmap, "
-            "or use a fixed-size formulation (for example a boolean mask with xp.where)."
-        )
+        per = [
+            bind(op, *[v if d is None else take_index(v, i, axis=d) for v, d in zip(values, dims)], **params)
+            for i in range(info.batch_size)
+        ]
+        shapes = {tuple(shape_of(o) for o in (r if op.multiple_results else (r,))) for r in per}
+        if len(shapes) != 1:
+            raise ConcretizationError(
+                f"vmap: {name} returns arrays whose length depends on the values, which differ per batch "
+                f"element (shapes {sorted(shapes)}), so the per-element results cannot be stacked into one "
+                f"batched array. Call {name} outside vmap, or use a fixed-size formulation (for example a "
+                "boolean mask with xp.where)."
+            )
+        if not op.multiple_results:
+            return stack(per), 0
+        n = len(per[0])
+        return tuple(stack([r[k] for r in per]) for k in range(n)), (0,) * n
 
     return rule
 
@@ -94,10 +117,10 @@ _nonzero = define(
     "nonzero",
     lambda xp, x: tuple(xp.nonzero(x)),
     abstract_eval=lambda xp, x: tuple(ShapeDtype((None,), _index_dtype(xp), x.device) for _ in x.shape),
-    batch=_data_dependent_batch("nonzero"),
     nondiff=True,
     multiple_results=True,
 )
+_nonzero.rules["batch"] = _data_dependent_batch(_nonzero)
 
 
 def nonzero(x, /):
@@ -311,15 +334,16 @@ def _unique_rules(name):
 
 def _unique_op(name):
     vjp, jvp = _unique_rules(name)
-    return define(
+    op = define(
         name,
         _unique_kernel(name),
         abstract_eval=_unique_abstract(name),
         vjp=vjp,
         jvp=jvp,
-        batch=_data_dependent_batch(name),
         multiple_results=name != "unique_values",
     )
+    op.rules["batch"] = _data_dependent_batch(op)
+    return op
 
 
 _unique_ops = {name: _unique_op(name) for name in _UNIQUE_FIELDS}

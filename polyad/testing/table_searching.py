@@ -14,8 +14,9 @@ _DATA_DEPENDENT = (
     "None for it (the standard's convention) and cannot match the concrete shape"
 )
 _NO_VMAP = (
-    "data-dependent output shape: the per-element results have different lengths and cannot be stacked; "
-    "vmap raises a ConcretizationError saying so (as JAX does without a static size)"
+    "data-dependent output shape: the test perturbs float samples per batch element, so the per-element "
+    "results have different lengths and cannot be stacked; vmap raises a ConcretizationError saying so "
+    "(results of equal lengths are stacked: tests/test_closure.py)"
 )
 
 

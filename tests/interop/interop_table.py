@@ -109,23 +109,12 @@ def _probabilities(rng):
 
 # ------------------------------------------------------------------------------ causes (grouped)
 
-# polyad's side. The first three are being closed on other branches (xp.special; non-differentiable
-# results as tensors of their transform; float() keeping the derivative): the suite is rerun then.
-NO_SPECIAL = Fail(
+# polyad's side
+FLOAT_ARITHMETIC = Fail(
     "polyad",
-    "polyad.xp has no `special` extension: SciPy falls back to NumPy on the values and np.asarray of a "
-    "tracer is refused",
-)
-MIXED_NAMESPACES = Fail(
-    "polyad",
-    "inside the transform a non-differentiable result (a comparison of a tracer, or any op on an array "
-    "created there, such as `ddof == n` after xp.asarray) comes back as a raw NumPy array: SciPy's "
-    "array_namespace then sees polyad.xp and NumPy and raises 'Multiple namespaces'",
-)
-FLOAT_DROPS = Fail(
-    "polyad",
-    "the metric returns float(...) of its result; float() of a tracer gives a plain Python float, "
-    "dropping the derivative: grad is a wrong zero gradient (no error), jvp refuses a non-array output",
+    "Python arithmetic on float(...) results (`1 - numerator / denominator`): CPython makes float() return "
+    "an exact float, so the arithmetic is invisible to polyad; grad raises DerivativeLostWarning (an error "
+    "in this suite) instead of a zero gradient, jvp refuses the float output",
 )
 SQRT_AT_ZERO = Fail(
     "polyad",
@@ -133,16 +122,11 @@ SQRT_AT_ZERO = Fail(
     "inf is nan where the function is constant (JAX and PyTorch give nan too)",
 )
 # the libraries' side
-SCIPY_BRANCHES = Fail(
-    "scipy",
-    "branches in Python on data values (`if xp.any(a < 0)`, `if contains_nans`): bool() of a batched "
-    "tensor, which vmap cannot batch (JAX cannot either); vmap(chunk_size=1) loops",
-)
 SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
-SKLEARN_BRANCHES = Fail(
+SKLEARN_FLOAT_RESULT = Fail(
     "scikit-learn",
-    "input validation branches in Python on data values (finite checks, value ranges): bool() of a "
-    "batched tensor, which vmap cannot batch; vmap(chunk_size=1) loops",
+    "the metric returns float(...) of its result: one Python number cannot hold a batch of values, so "
+    "vmap raises ConcretizationError (vmap(chunk_size=1) loops)",
 )
 SKLEARN_NUMPY_ONLY = Fail("scikit-learn", "no array API path: the function converts with np.ravel/np.asarray")
 SKLEARN_NAN_BRANCH = Fail(
@@ -169,73 +153,67 @@ SCIPY_SPECIAL = [
     ),
     Row("scipy.special.softmax", special.softmax, _vec()),
     Row("scipy.special.log_softmax", special.log_softmax, _vec()),
-    Row("scipy.special.expit", special.expit, _vec(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.logit", special.logit, _vec(low=0.1, high=0.9), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.erf", special.erf, _vec(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.erfc", special.erfc, _vec(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.ndtr", special.ndtr, _vec(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.log_ndtr", special.log_ndtr, _vec(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.ndtri", special.ndtri, _vec(low=0.1, high=0.9), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.gammaln", special.gammaln, _pos(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.digamma", special.digamma, _pos(), known_failures=_on(NO_SPECIAL)),
-    Row("scipy.special.i0", special.i0, _vec(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.expit", special.expit, _vec()),
+    Row("scipy.special.logit", special.logit, _vec(low=0.1, high=0.9)),
+    Row("scipy.special.erf", special.erf, _vec()),
+    Row("scipy.special.erfc", special.erfc, _vec()),
+    Row("scipy.special.ndtr", special.ndtr, _vec()),
+    Row("scipy.special.log_ndtr", special.log_ndtr, _vec()),
+    Row("scipy.special.ndtri", special.ndtri, _vec(low=0.1, high=0.9)),
+    Row("scipy.special.gammaln", special.gammaln, _pos()),
+    Row("scipy.special.digamma", special.digamma, _pos()),
+    Row("scipy.special.i0", special.i0, _vec()),
     Row("scipy.special.xlogy", special.xlogy, _two(low=0.2, high=2.0), argnums=(0, 1)),
     Row(
         "scipy.special.xlog1py",
         special.xlog1py,
         _two(low=0.2, high=2.0),
         argnums=(0, 1),
-        known_failures=_on(NO_SPECIAL),
     ),
-    Row("scipy.special.entr", special.entr, _pos(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.special.entr", special.entr, _pos()),
     Row(
         "scipy.special.rel_entr",
         special.rel_entr,
         _two(low=0.2, high=2.0),
         argnums=(0, 1),
-        known_failures=_on(MIXED_NAMESPACES, "grad", "jvp"),
     ),
     Row(
         "scipy.special.kl_div",
         special.kl_div,
         _two(low=0.2, high=2.0),
         argnums=(0, 1),
-        known_failures=_on(NO_SPECIAL),
     ),
 ]
 
 SCIPY_STATS = [
     Row("scipy.stats.zscore", stats.zscore, _vec(), fast=True),
     Row("scipy.stats.zmap", stats.zmap, _two(), argnums=(0, 1)),
-    Row("scipy.stats.variation", stats.variation, _pos(), known_failures=_on(MIXED_NAMESPACES)),
+    Row("scipy.stats.variation", stats.variation, _pos()),
     Row("scipy.stats.moment(order=3)", lambda x: stats.moment(x, order=3), _vec()),
     Row("scipy.stats.skew", stats.skew, _vec()),
     Row("scipy.stats.kurtosis", stats.kurtosis, _vec()),
-    Row("scipy.stats.entropy", stats.entropy, _prob(), known_failures=_on(NO_SPECIAL)),
+    Row("scipy.stats.entropy", stats.entropy, _prob()),
     Row(
         "scipy.stats.entropy(qk, base=2)",
         lambda p, q: stats.entropy(p, q, base=2),
         lambda rng: (_prob()(rng)[0], _prob()(rng)[0]),
         argnums=(0, 1),
-        known_failures=_on(MIXED_NAMESPACES, "grad", "jvp"),
     ),
     Row("scipy.stats.differential_entropy", stats.differential_entropy, _vec(8)),
     Row("scipy.stats.gmean", stats.gmean, _pos()),
-    Row("scipy.stats.hmean", stats.hmean, _pos(), known_failures=_on(SCIPY_BRANCHES, "vmap")),
+    Row("scipy.stats.hmean", stats.hmean, _pos()),
     Row(
         "scipy.stats.pmean(p=2)",
         lambda x: stats.pmean(x, 2.0),
         _pos(),
-        known_failures=_on(SCIPY_BRANCHES, "vmap"),
     ),
     Row("scipy.stats.sem", stats.sem, _vec()),
     Row("scipy.stats.trim_mean", lambda x: stats.trim_mean(x, 0.2), _vec(10)),
-    Row("scipy.stats.iqr", stats.iqr, _vec(7), known_failures=_on(SCIPY_BRANCHES, "vmap")),
+    Row("scipy.stats.iqr", stats.iqr, _vec(7)),
     Row(
         "scipy.stats.median_abs_deviation",
         stats.median_abs_deviation,
         _vec(7),
-        known_failures=_on(SCIPY_BRANCHES, "vmap"),
     ),
     Row("scipy.stats.circmean", stats.circmean, _vec()),
     Row("scipy.stats.circvar", stats.circvar, _vec()),
@@ -245,13 +223,11 @@ SCIPY_STATS = [
         lambda x, y: stats.pearsonr(x, y).statistic,
         _two(),
         argnums=(0, 1),
-        known_failures=_on(NO_SPECIAL),
     ),
     Row(
         "scipy.stats.ttest_1samp",
         lambda x: stats.ttest_1samp(x, 0.1).statistic,
         _vec(),
-        known_failures={**_on(MIXED_NAMESPACES, "grad", "jvp"), **_on(NO_SPECIAL, "vmap")},
     ),
 ]
 
@@ -261,8 +237,8 @@ SCIPY_OTHER = [
     Row("scipy.optimize.rosen", optimize.rosen, _vec(4)),
 ]
 
-# the regression and classification metrics: float(...) of the result, validation on values
-_METRIC = {**_on(FLOAT_DROPS, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")}
+# the regression and classification metrics return float(...) of the result
+_METRIC = _on(SKLEARN_FLOAT_RESULT, "vmap")
 
 
 def _metric(name, fn, inputs=None, **kwargs):
@@ -285,7 +261,8 @@ SKLEARN_METRICS = [
             _POSITIVE),
     _metric("mean_poisson_deviance", None, _POSITIVE),
     _metric("mean_gamma_deviance", None, _POSITIVE),
-    _metric("d2_tweedie_score(power=1.5)", lambda y, p: metrics.d2_tweedie_score(y, p, power=1.5), _POSITIVE),
+    Row("sklearn.metrics.d2_tweedie_score(power=1.5)", lambda y, p: metrics.d2_tweedie_score(y, p, power=1.5),
+        _POSITIVE, argnums=(0, 1), known_failures={**_METRIC, **_on(FLOAT_ARITHMETIC, "grad", "jvp")}),
     _metric("mean_absolute_percentage_error", None, _POSITIVE),
     _metric("mean_squared_log_error", None, _POSITIVE),
     # classification: labels fixed, the probabilities or decisions differentiated
@@ -294,7 +271,7 @@ SKLEARN_METRICS = [
     Row("sklearn.metrics.brier_score_loss", lambda p: metrics.brier_score_loss(LABELS, p), _probabilities,
         known_failures=_METRIC),
     Row("sklearn.metrics.hinge_loss", lambda d: metrics.hinge_loss(SIGNS, d), _vec(low=-0.5, high=0.5),
-        known_failures={**_on(SKLEARN_NUMPY_ONLY, "grad", "jvp"), **_on(SKLEARN_BRANCHES, "vmap")}),
+        known_failures=_on(SKLEARN_NUMPY_ONLY)),
 ]  # fmt: skip
 
 SKLEARN_PAIRWISE = [
@@ -302,10 +279,7 @@ SKLEARN_PAIRWISE = [
         f"sklearn.metrics.pairwise.{f.__name__}",
         f,
         _mat(5, 3, 0.1, 1.0),
-        known_failures={
-            **_on(SKLEARN_BRANCHES, "vmap"),
-            **(_on(SQRT_AT_ZERO, "jvp") if f is pairwise.euclidean_distances else {}),
-        },
+        known_failures=_on(SQRT_AT_ZERO, "jvp") if f is pairwise.euclidean_distances else {},
     )
     for f in (
         pairwise.cosine_similarity,
@@ -326,7 +300,6 @@ SKLEARN_PAIRWISE = [
         pairwise.paired_euclidean_distances,
         lambda rng: (rng.uniform(-1, 1, (5, 3)), rng.uniform(-1, 1, (5, 3))),
         argnums=(0, 1),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
 ]
 
@@ -341,56 +314,48 @@ SKLEARN_ESTIMATORS = [
         _fit_transform(preprocessing.StandardScaler),
         _mat(),
         fast=True,
-        known_failures={**_on(SKLEARN_NAN_BRANCH, "grad"), **_on(SKLEARN_BRANCHES, "vmap")},
+        known_failures=_on(SKLEARN_NAN_BRANCH, "grad"),
     ),
     Row(
         "sklearn.preprocessing.MinMaxScaler",
         _fit_transform(preprocessing.MinMaxScaler),
         _mat(),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.preprocessing.MaxAbsScaler",
         _fit_transform(preprocessing.MaxAbsScaler),
         _mat(),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.preprocessing.Normalizer",
         _fit_transform(preprocessing.Normalizer),
         _mat(),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.preprocessing.normalize",
         preprocessing.normalize,
         _mat(),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.preprocessing.KernelCenterer",
         _fit_transform(preprocessing.KernelCenterer),
         lambda rng: ((lambda a: a @ a.T)(rng.uniform(-1, 1, (5, 3))),),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.preprocessing.PolynomialFeatures",
         _fit_transform(preprocessing.PolynomialFeatures),
         _mat(4, 2),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.linear_model.Ridge(solver='svd').coef_",
         lambda x, y: linear_model.Ridge(alpha=1.0, solver="svd").fit(x, y).coef_,
         _regression,
         argnums=(0, 1),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
     Row(
         "sklearn.decomposition.PCA(svd_solver='full')",
         _fit_transform(decomposition.PCA, n_components=2, svd_solver="full"),
         _mat(),
-        known_failures=_on(SKLEARN_BRANCHES, "vmap"),
     ),
 ]
 
