@@ -1,8 +1,11 @@
 """The README's examples run (on NumPy; the CUDA kernel of the custom-op example needs a GPU, so that
 example runs with its CuPy parts taken out and the NumPy kernel in their place)."""
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -95,3 +98,44 @@ def test_cluster_example_runs():
     np.testing.assert_allclose(scope["J2"], expected, rtol=1e-12, atol=1e-14)
     assert scope["lazy"].chunks[0] == (100, 100)
     np.testing.assert_allclose(scope["G"], np.tile(expected.sum(axis=0), (8, 1)), rtol=1e-12)
+
+
+def test_scipy_and_sklearn_example_runs(tmp_path):
+    """The example runs where SciPy was imported with SCIPY_ARRAY_API=1 (a subprocess: this process's
+    SciPy was not); its results are checked here against finite differences, analytic formulas and loops
+    of the libraries' own NumPy results."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    preprocessing = pytest.importorskip("sklearn.preprocessing")
+    out = tmp_path / "results.npz"
+    names = ["x", "y_true", "X", "T", "d_variation", "d_kl", "per_row_entropy", "d_mse", "scaled", "d_scaled"]
+    code = block("mean_squared_error")
+    code += "\nimport numpy\nnumpy.savez({!r}, {})\n".format(str(out), ", ".join(f"{n}={n}" for n in names))
+    code += "numpy.save({!r}, scaled_batch)\n".format(str(tmp_path / "batch.npy"))
+    env = dict(os.environ, SCIPY_ARRAY_API="1", POLYAD_BACKEND="numpy")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=README.parent)
+    r = np.load(out)
+    x, eps = r["x"], 1e-6
+    fd = [
+        (scipy_stats.variation(x + eps * e) - scipy_stats.variation(x - eps * e)) / (2 * eps)
+        for e in np.eye(6)
+    ]
+    np.testing.assert_allclose(r["d_variation"], fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(r["d_kl"], -x / x[::-1], rtol=1e-12)  # d/dq x log(x/q) = -x/q
+    np.testing.assert_allclose(r["d_mse"], 2 * (x - r["y_true"]) / 6, rtol=1e-12)
+    rows = np.random.default_rng(0)  # the example's draws, replayed: x, then the entropy rows
+    rows.uniform(0.5, 2.0, 6)
+    p = rows.uniform(0.1, 1.0, (4, 6))
+    np.testing.assert_allclose(r["per_row_entropy"], [scipy_stats.entropy(q) for q in p], rtol=1e-12)
+    X, T = r["X"], r["T"]
+
+    def scale(a):
+        return preprocessing.StandardScaler().fit_transform(a)
+
+    np.testing.assert_allclose(r["scaled"], scale(X), rtol=1e-12)
+    np.testing.assert_allclose(
+        r["d_scaled"], (scale(X + eps * T) - scale(X - eps * T)) / (2 * eps), rtol=1e-5, atol=1e-8
+    )
+    batch = np.load(tmp_path / "batch.npy")
+    rows.standard_normal((8, 3)), rows.standard_normal((8, 3))
+    inputs = rows.standard_normal((5, 8, 3))
+    np.testing.assert_allclose(batch, np.stack([scale(a) for a in inputs]), rtol=1e-12, atol=1e-12)
