@@ -19,7 +19,7 @@ $(BASE): pyproject.toml | $(PY)
 	touch $@
 
 $(DEMO): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[scipy]"
+	$(PY) -m pip install -q -e ".[scipy,plot]"
 	touch $@ $(BASE)
 
 $(TEST): pyproject.toml | $(PY)
@@ -31,7 +31,7 @@ $(BENCH): pyproject.toml $(TEST)
 	touch $@
 
 demo: $(DEMO)
-	$(PY) scripts/demo.py --figure $(CURDIR)/docs/_build/demo/bratu_demo.png
+	$(PY) scripts/demo.py --figure build/demo/bratu_demo.png
 
 $(DOCS): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[docs]"
