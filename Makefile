@@ -96,9 +96,11 @@ bench: $(BENCH)
 info: $(BASE)
 	$(PY) -m polyad info
 
+# ruff, then mypy over polyad/ (its configuration, and what it checks, in pyproject.toml's [tool.mypy])
 lint: $(TEST)
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 format: $(TEST)
 	$(PY) -m ruff format .
