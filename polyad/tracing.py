@@ -1,6 +1,9 @@
 """Abstract evaluation: ``eval_shape`` runs a function on abstract tensors through the ops'
 ``abstract_eval`` rules, computing no data."""
 
+from collections.abc import Callable
+from typing import Any
+
 import optree
 
 from polyad import dispatch
@@ -57,7 +60,7 @@ class AbstractInterpreter(Interpreter):
         return AbstractTensor(out, self)
 
 
-def eval_shape(func, *args, **kwargs):
+def eval_shape(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Output shapes and dtypes of ``func(*args)`` without computing anything.
 
     Args:
@@ -74,7 +77,7 @@ def eval_shape(func, *args, **kwargs):
     """
     if not callable(func):
         raise TypeError(f"eval_shape(func, ...): func must be callable, got {type(func).__name__}")
-    flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+    flat, tree = optree.tree_flatten(args, none_is_leaf=False)  # type: ignore[arg-type]
     backend = dispatch.backend_of([x for x in flat if not isinstance(x, ShapeDtype)])
     with new_level(AbstractInterpreter, backend) as interp:
         ins = [
