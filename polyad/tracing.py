@@ -77,7 +77,7 @@ def eval_shape(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """
     if not callable(func):
         raise TypeError(f"eval_shape(func, ...): func must be callable, got {type(func).__name__}")
-    flat, tree = optree.tree_flatten(args, none_is_leaf=False)  # type: ignore[arg-type]
+    flat, tree = optree.tree_flatten(args, none_is_leaf=False)
     backend = dispatch.backend_of([x for x in flat if not isinstance(x, ShapeDtype)])
     with new_level(AbstractInterpreter, backend) as interp:
         ins = [
