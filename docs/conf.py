@@ -33,6 +33,7 @@ html_theme = "alabaster"
 html_theme_options = {
     "description": "composable function transforms for Array API code",
     "fixed_sidebar": True,
+    "page_width": "1180px",
 }
 html_static_path: list[str] = []
 
