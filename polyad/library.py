@@ -80,7 +80,7 @@ class CustomOp:
         return f"input {i} ({'*' if i >= len(self._positional) else ''}{name})" if name else f"input {i}"
 
     # -- calling: arrays positional, metadata keyword
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             if not self._has_varargs:
                 moved = [k for k in kwargs if k in self._positional]

@@ -66,7 +66,7 @@ class Generator:
         True
     """
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         _check_seed(seed, "Generator(seed")
         self._seed = seed
         self._impls = {}

@@ -57,7 +57,7 @@ class Distributed:
 
     __slots__ = ("client", "output", "timeout")
 
-    def __init__(self, client, output="array", timeout=None):
+    def __init__(self, client: Any, output: str = "array", timeout: float | None = None) -> None:
         if not isinstance(output, str) or output not in OUTPUTS:
             raise ValueError(f"pa.distributed(output={output!r}): output must be 'array' or 'dask'")
         if timeout is not None and (

@@ -236,7 +236,7 @@ class SparseJacobian:
         how = "detected at each call" if self.sparsity is None else f"{self.n_colors} colours"
         return f"<{self.transform} of {getattr(self.func, '__name__', self.func)!r}: {how}>"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.sparsity is not None:
             known = self._known
         else:  # this point's pattern; its colouring is kept while the pattern stays the same
