@@ -161,13 +161,13 @@ def draw(runs, lam, path):
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.2), gridspec_kw={"wspace": 0.4})
     image = left.imshow(host(xp.reshape(u, (n, n))), origin="lower", extent=(0, 1, 0, 1), cmap="viridis")
     fig.colorbar(image, ax=left, label="u")
-    left.set(xlabel="x", ylabel="y", title=f"Bratu solution, λ = {lam}, {n}x{n} grid")
+    left.set(xlabel="x", ylabel="y", title=f"u, λ = {lam}, {n}x{n} grid")
     for k, (m, _, norms, how) in enumerate(runs):
         right.semilogy(range(len(norms)), norms, "o-", color=f"C{k}", label=f"{m}x{m}, Jacobian by {how}")
     right.set(xlabel="Newton iteration", ylabel="max |F(u)|  (F = A u - h²λ exp(u))",
               title="Residual per Newton iteration")  # fmt: skip
     right.grid(True, which="both", alpha=0.3)
-    right.legend(loc="lower left")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8)  # below: never on a curve
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     print(f"figure: {os.path.abspath(path)}")
