@@ -4,10 +4,11 @@ PY := $(VENV)/bin/python
 BASE := $(VENV)/.installed-base
 TEST := $(VENV)/.installed-test
 DEMO := $(VENV)/.installed-demo
+DOCS := $(VENV)/.installed-docs
 BENCH := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-numpy test-strict test-dask test-dask-full test-interop conformance bench lint format info
+.PHONY: docs demo test test-numpy test-strict test-dask test-dask-full test-interop conformance bench lint format info
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -18,7 +19,7 @@ $(BASE): pyproject.toml | $(PY)
 	touch $@
 
 $(DEMO): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[scipy]"
+	$(PY) -m pip install -q -e ".[scipy,plot]"
 	touch $@ $(BASE)
 
 $(TEST): pyproject.toml | $(PY)
@@ -30,7 +31,22 @@ $(BENCH): pyproject.toml $(TEST)
 	touch $@
 
 demo: $(DEMO)
-	$(PY) scripts/demo.py
+	$(PY) scripts/demo.py --figure build/demo/bratu_demo.png
+
+$(DOCS): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[docs]"
+	touch $@ $(BASE)
+
+# The documentation (docs/, Sphinx: autodoc + napoleon) into docs/_build/html, strictly: a broken
+# reference or a docstring warning fails the build. The gallery scripts run first, drawing its figures.
+docs: $(DOCS)
+	rm -rf docs/_generated
+	@for script in examples/[a-z]*.py; do \
+		echo "gallery: $$script"; \
+		POLYAD_BACKEND=numpy POLYAD_GALLERY_DIR=docs/_generated/gallery $(PY) $$script > /dev/null || exit 1; \
+	done
+	$(PY) -m sphinx -b html -W --keep-going -q -n docs docs/_build/html
+	@echo "documentation: $(CURDIR)/docs/_build/html/index.html"
 
 test: test-numpy test-strict test-dask
 
@@ -80,9 +96,11 @@ bench: $(BENCH)
 info: $(BASE)
 	$(PY) -m polyad info
 
+# ruff, then mypy over polyad/ (its configuration, and what it checks, in pyproject.toml's [tool.mypy])
 lint: $(TEST)
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 format: $(TEST)
 	$(PY) -m ruff format .

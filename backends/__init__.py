@@ -65,7 +65,8 @@ import importlib.metadata
 import inspect
 import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 ENTRY_POINT_GROUP = "polyad.backends"
 _LOCK = threading.RLock()  # guards the registry and the device types
@@ -310,7 +311,9 @@ DEVICE_TYPE_PREDICATES = []
 _DEVICE_TYPE_USERS = {"cpu": 1}  # device type -> registrations holding it (it leaves at zero)
 
 
-def register_device_type(name, predicate=None, *, above="cpu"):
+def register_device_type(
+    name: str, predicate: Callable[[Any], bool] | None = None, *, above: str | None = "cpu"
+) -> Callable[[], None]:
     """Add device type ``name`` to ``DEVICE_PRIORITY``, just above ``above``; kernels can then be
     registered for it (``custom_op.register_kernel``, ``library.impl``, ``library.override``).
 

@@ -3,6 +3,9 @@
 The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for how it fits together.
 """
 
+import types
+from typing import Any
+
 from polyad import config, dispatch, library, random, xp
 from polyad.api import (
     ChunkPlan,
@@ -41,7 +44,7 @@ from polyad.transforms.sparsity import SparsityFallbackWarning
 __version__ = "0.1.0"
 
 
-def array_namespace(*xs):
+def array_namespace(*xs: Any) -> types.ModuleType:
     """polyad's namespace for any mix of backend arrays, polyad tensors (of any transform, and those
     created inside one), abstract arrays (``ShapeDtype``, a fake function's arguments) and Python scalars.
 

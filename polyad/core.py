@@ -197,7 +197,7 @@ class Tensor(TensorExits):
         kind = type(self).__name__
         return f"{kind}(level={self.level}, shape={self.shape}, dtype={self.dtype}, value={self._value!r})"
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
 
 class FreshTensor(Tensor):
@@ -530,7 +530,7 @@ def _reconnecting(op, args, params):
     return PASS if _pre_dispatch is None else _pre_dispatch(op, args, params)
 
 
-exits._on_live_change = _update_hook
+exits._on_live_change = _update_hook  # type: ignore[assignment]
 
 
 def bind(op, *args, **params):

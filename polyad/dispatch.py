@@ -9,6 +9,7 @@ so that backends declare their device types through them, and are re-exported he
 
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from polyad import backends
@@ -66,18 +67,18 @@ def _load(name):
         ) from None
 
 
-def usable_backends():
+def usable_backends() -> list[str]:
     """Names of the backends that load on this machine (tries each once)."""
     return backends.usable()
 
 
-def unavailable_backends():
+def unavailable_backends() -> dict[str, str]:
     """``{name: reason}`` for backends that cannot be used here."""
     backends.usable()
     return backends.unavailable()
 
 
-def get_backend():
+def get_backend() -> str:
     """Return the name of the default backend of the calling thread: the backend of its innermost
     ``with backend(...)`` block, else the process-wide default (``set_backend``, ``POLYAD_BACKEND``).
     It is where arrays are created when no input says where."""
@@ -98,7 +99,7 @@ def default_backend():
     return b
 
 
-def set_backend(name):
+def set_backend(name: str) -> None:
     """Make ``name`` (one of ``polyad.backends.names()``: "numpy", "cupy", "array_api_strict", or one
     registered) the process-wide default backend: every thread, running or started later, uses it,
     except inside a ``with polyad.backend(...)`` block, which chooses for its own thread only (and keeps
@@ -125,7 +126,7 @@ def set_backend(name):
 
 
 @contextmanager
-def backend(name):
+def backend(name: str) -> Iterator[None]:
     """Context manager: use backend ``name`` as the default inside the block, in this thread only (other
     threads keep theirs), restoring the previous one on exit.
 

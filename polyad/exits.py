@@ -421,7 +421,7 @@ class TracedComplex(_TracedNumber, complex):
     ``_TracedNumber``)."""
 
     __slots__ = ("_tensor", "_note")
-    _base = complex
+    _base = complex  # type: ignore[assignment]
 
 
 _NUMBER_TYPES = frozenset((float, TracedFloat, TracedComplex))  # what polyad hands out

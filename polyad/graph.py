@@ -11,6 +11,8 @@ records the path taken.
 """
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import optree
 
@@ -138,14 +140,14 @@ class Graph:
                 env[var.id] = o
         return optree.tree_unflatten(self.out_tree, [read(r) for r in self.outputs])
 
-    def lower(self, backend=None):
+    def lower(self, backend: str | None = None) -> Any:
         """This graph with its constants moved to ``backend`` (a name; default: the default backend), as
         ``call_delegate`` expects."""
         b = _backend_arg(backend, "Graph.lower")
         consts = [_to_backend(c, b) for c in self.consts]
         return Graph(self.inputs, self.in_tree, self.nodes, self.outputs, self.out_tree, consts)
 
-    def compile(self, backend=None):
+    def compile(self, backend: str | None = None) -> Any:
         """This graph as one straight-line Python function of backend arrays: trace once, replay fast.
 
         Each node becomes one call of its kernel, already resolved for ``backend`` (a name; default: the
@@ -442,7 +444,7 @@ _call_delegate = Op("call_delegate", _delegate_kernel, abstract_eval=_delegate_a
 _call_delegate.higher_order = lambda *args, lowered: lowered(*args)
 
 
-def call_delegate(lowered, *args):
+def call_delegate(lowered: Callable[..., Any], *args: Any) -> Any:
     """Run a captured, lowered graph as one op: eagerly it replays the graph; under ``make_graph`` it is one
     node; ``eval_shape`` evaluates its shapes; grad, jvp and vmap transform the graph it carries.
 

@@ -19,7 +19,9 @@ Example:
 
 import inspect
 import re
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from polyad import config, core, dispatch
 from polyad.core import Op, Tensor, bind
@@ -35,7 +37,7 @@ CUSTOM_OPS = {}  # "namespace::name" -> CustomOp
 class _Context:
     """What ``setup_context`` keeps for ``backward``: attributes, or ``save_for_backward(*arrays)``."""
 
-    def save_for_backward(self, *arrays):
+    def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
 
 
@@ -78,7 +80,7 @@ class CustomOp:
         return f"input {i} ({'*' if i >= len(self._positional) else ''}{name})" if name else f"input {i}"
 
     # -- calling: arrays positional, metadata keyword
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             if not self._has_varargs:
                 moved = [k for k in kwargs if k in self._positional]
@@ -168,7 +170,7 @@ class CustomOp:
                     )
         return out
 
-    def register_kernel(self, device_types, fn=None):
+    def register_kernel(self, device_types: str | Sequence[str], fn: Callable[..., Any] | None = None) -> Any:
         """Register ``fn(*args, **kwargs)`` as this op's kernel for one or more device types ("cpu",
         "cuda", or a registered stand-in). Usable as a decorator.
 
@@ -194,7 +196,9 @@ class CustomOp:
         return register(fn) if fn is not None else register
 
     # -- rules
-    def register_autograd(self, backward, /, *, setup_context=None):
+    def register_autograd(
+        self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
+    ) -> None:
         """Register the reverse-mode rule, in torch.library's convention.
 
         Args:
@@ -239,7 +243,7 @@ class CustomOp:
                 )
         return tuple(_conform(g, p, self, i) for i, (g, p) in enumerate(zip(grads, primals)))
 
-    def register_jvp(self, rule):
+    def register_jvp(self, rule: Callable[..., Any]) -> None:
         """Register the forward-mode rule ``rule(primals: tuple, tangents: tuple, **kwargs) ->
         (output, tangent)``. Zero tangents arrive as zeros of the primal's shape. The tangent is checked
         (an array of the output's library and shape; its dtype cast within real or complex floating to
@@ -262,7 +266,7 @@ class CustomOp:
 
         self.register_rule("jvp", jvp)
 
-    def register_vmap(self, rule):
+    def register_vmap(self, rule: Callable[..., Any]) -> None:
         """Register the batching rule ``rule(info, in_dims, *args, **kwargs) -> (output, out_dim)``.
         ``args`` are the underlying values with their batch dimension where ``in_dims`` says (None: not
         batched); ``info.batch_size`` and ``info.randomness`` describe the vmap level. ``out_dim`` is an
@@ -308,7 +312,7 @@ class CustomOp:
             )
         return out, d
 
-    def register_fake(self, fn):
+    def register_fake(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Register the abstract evaluation ``fn(*fake_args, **kwargs)``: it receives abstract arrays
         (``shape``, ``dtype``, ``device``; their namespace, ``__array_namespace__()``, is ``polyad.xp``,
         whose functions on them compute shapes only, as ``xp.empty_like(x)``) and returns the abstract
@@ -319,7 +323,7 @@ class CustomOp:
         self.register_rule("abstract_eval", fake_abstract_eval(self.name, fn))
         return fn
 
-    def register_rule(self, kind, rule):
+    def register_rule(self, kind: str, rule: Callable[..., Any]) -> None:
         """Register ``rule`` for rule kind ``kind`` (a name in ``core.RULE_KINDS``: "vjp", "jvp", "batch",
         "abstract_eval", or the kind of a transform added later), with that kind's signature (see
         ``core.Op``), as polyad's own ops have them: used as given, unchecked. The
@@ -331,7 +335,9 @@ class CustomOp:
         self.op.rules[kind] = rule
 
 
-def custom_op(name, fn=None, /, *, mutates_args=()):
+def custom_op(
+    name: str, fn: Callable[..., Any] | None = None, /, *, mutates_args: str | Sequence[str] = ()
+) -> Any:
     """Turn a Python function into a polyad op named ``"namespace::name"``.
 
     The function body is the op's default kernel: it receives raw backend arrays (use ``pa.xp`` or the
@@ -467,7 +473,9 @@ def _unchanged(xp, a, before):
     return bool(xp.all(same))
 
 
-def impl(name, device_types=("cpu", "cuda"), func=None):
+def impl(
+    name: str, device_types: str | Sequence[str] = ("cpu", "cuda"), func: Callable[..., Any] | None = None
+) -> Any:
     """Register ``func`` as the kernel of custom op ``name`` for ``device_types``; a decorator if ``func``
     is None (``pa.library.impl("mylib::f", "cuda")(kernel)``)."""
     op = CUSTOM_OPS.get(name)
@@ -502,7 +510,7 @@ def _resolve_op(op):
 
 
 @contextmanager
-def override(op, layer, impl):
+def override(op: Any, layer: str, impl: Callable[..., Any] | None) -> Any:
     """Replace one layer of an op's implementation inside the block, restoring it on exit (even on error).
 
     The analogue of PyTorch's Python dispatcher: try a faster batching rule for ``matmul``, count calls

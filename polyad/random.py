@@ -41,6 +41,7 @@ Example:
 import threading
 import warnings
 import weakref
+from typing import Any
 
 from polyad import backends, dispatch
 from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels
@@ -65,7 +66,7 @@ class Generator:
         True
     """
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         _check_seed(seed, "Generator(seed")
         self._seed = seed
         self._impls = {}
@@ -78,12 +79,12 @@ class Generator:
             impl = self._impls[backend.name] = backend.generator(self._seed)
         return impl
 
-    def get_state(self):
+    def get_state(self) -> Any:
         """A snapshot of this generator's state on the default backend and every one it has drawn on."""
         self._impl(dispatch.default_backend())
         return {name: impl.get_state() for name, impl in self._impls.items()}
 
-    def set_state(self, state):
+    def set_state(self, state: Any) -> None:
         """Restore a snapshot from ``get_state``."""
         if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
             raise TypeError(
@@ -102,7 +103,15 @@ class Generator:
 
     # -------------------------------------------------------------------------- distributions
 
-    def normal(self, loc=0.0, scale=1.0, size=None, *, dtype=None, device=None):
+    def normal(
+        self,
+        loc: float = 0.0,
+        scale: float = 1.0,
+        size: int | tuple[int, ...] | None = None,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Any:
         """Normal samples with mean ``loc`` and standard deviation ``scale``.
 
         ``size`` defaults to the broadcast shape of ``loc`` and ``scale``; ``dtype`` to the backend's
@@ -112,13 +121,29 @@ class Generator:
         z = self._draw("normal", shape, _dtype_of_kind(dtype, device, "normal", "real floating"), device)
         return _affine(z, loc, scale, 0.0, 1.0)
 
-    def uniform(self, low=0.0, high=1.0, size=None, *, dtype=None, device=None):
+    def uniform(
+        self,
+        low: float = 0.0,
+        high: float = 1.0,
+        size: int | tuple[int, ...] | None = None,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Any:
         """Uniform samples on ``[low, high)`` (``size`` defaults to the broadcast shape of the bounds)."""
         shape = _shape(size, "uniform", low=low, high=high)
         u = self._draw("uniform", shape, _dtype_of_kind(dtype, device, "uniform", "real floating"), device)
         return _affine(u, low, high - low, 0.0, 1.0)
 
-    def integers(self, low, high=None, size=None, *, dtype=None, device=None):
+    def integers(
+        self,
+        low: int,
+        high: int | None = None,
+        size: int | tuple[int, ...] | None = None,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Any:
         """Integers uniform on ``[low, high)`` (``[0, low)`` when ``high`` is None); Python int bounds."""
         if high is None:
             low, high = 0, low
@@ -235,39 +260,60 @@ def _affine(z, shift, scale, unit_shift, unit_scale):
 _DEFAULT = [Generator()]
 
 
-def default_generator():
+def default_generator() -> Generator:
     """The generator the module-level functions draw from."""
     return _DEFAULT[0]
 
 
-def seed(s):
+def seed(s: int | None) -> None:
     """Reseed the default generator (a new ``Generator(s)`` replaces it; ``s`` a non-negative int or
     None)."""
     _check_seed(s, "seed(s")
     _DEFAULT[0] = Generator(s)
 
 
-def get_state():
+def get_state() -> Any:
     """Snapshot of the default generator's state."""
     return _DEFAULT[0].get_state()
 
 
-def set_state(state):
+def set_state(state: Any) -> None:
     """Restore the default generator's state from ``get_state``."""
     _DEFAULT[0].set_state(state)
 
 
-def normal(loc=0.0, scale=1.0, size=None, *, dtype=None, device=None):
+def normal(
+    loc: float = 0.0,
+    scale: float = 1.0,
+    size: int | tuple[int, ...] | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
     """Normal samples from the default generator (see ``Generator.normal``)."""
     return _DEFAULT[0].normal(loc, scale, size, dtype=dtype, device=device)
 
 
-def uniform(low=0.0, high=1.0, size=None, *, dtype=None, device=None):
+def uniform(
+    low: float = 0.0,
+    high: float = 1.0,
+    size: int | tuple[int, ...] | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
     """Uniform samples from the default generator (see ``Generator.uniform``)."""
     return _DEFAULT[0].uniform(low, high, size, dtype=dtype, device=device)
 
 
-def integers(low, high=None, size=None, *, dtype=None, device=None):
+def integers(
+    low: int,
+    high: int | None = None,
+    size: int | tuple[int, ...] | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
     """Random integers from the default generator (see ``Generator.integers``)."""
     return _DEFAULT[0].integers(low, high, size, dtype=dtype, device=device)
 

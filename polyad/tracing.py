@@ -1,6 +1,9 @@
 """Abstract evaluation: ``eval_shape`` runs a function on abstract tensors through the ops'
 ``abstract_eval`` rules, computing no data."""
 
+from collections.abc import Callable
+from typing import Any
+
 import optree
 
 from polyad import dispatch
@@ -57,7 +60,7 @@ class AbstractInterpreter(Interpreter):
         return AbstractTensor(out, self)
 
 
-def eval_shape(func, *args, **kwargs):
+def eval_shape(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Output shapes and dtypes of ``func(*args)`` without computing anything.
 
     Args:

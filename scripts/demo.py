@@ -14,10 +14,15 @@ against the Array API:
   Newton solves with SciPy's ``spsolve`` on the sparse Jacobian, its pattern found once.
 
 Run with ``make demo`` (default backend) or ``POLYAD_BACKEND=array_api_strict python scripts/demo.py``.
-The sparse part needs SciPy (``pip install polyad[scipy]``; ``make demo`` installs it).
+The sparse part needs SciPy (``pip install polyad[scipy]``; ``make demo`` installs it). The demo also draws
+the solution and the residual per Newton iteration into a PNG (``--figure PATH``; default
+``<temp dir>/polyad-demo/bratu_demo.png``, ``make demo`` writes ``build/demo/bratu_demo.png``): that needs
+matplotlib (``pip install polyad[plot]``), and without it the demo says so and draws nothing.
 """
 
 import argparse
+import os
+import tempfile
 import time
 
 import polyad as pa
@@ -91,6 +96,9 @@ def main():
     parser.add_argument("--tol", type=float, default=1e-10, help="Newton tolerance on ||F||_inf")
     parser.add_argument("--sparse-n", type=int, default=128,
                         help="grid side of the sparse Newton run (default 128; 0: skip it)")  # fmt: skip
+    default_figure = os.path.join(tempfile.gettempdir(), "polyad-demo", "bratu_demo.png")
+    parser.add_argument("--figure", default=default_figure,
+                        help="where to write the PNG of the solution and the convergence")  # fmt: skip
     args = parser.parse_args()
     n, lam = args.n, args.lam
 
@@ -105,9 +113,11 @@ def main():
     start = time.perf_counter()
     print("Newton iterations (Jacobian by pa.jacfwd: vmap of jvp over the input basis):")
     converged = False
+    dense_norms = []
     for it in range(1, 30):
         r = f(u)
         norm = float(xp.max(xp.abs(r)))
+        dense_norms.append(norm)
         print(f"  iter {it - 1:2d}  ||F(u)||_inf = {norm:.3e}")
         if norm < args.tol:
             converged = True
@@ -130,8 +140,37 @@ def main():
     print(f"  vmap speed-up over the vjp loop: jacrev {t_loop / t_rev:.1f}x, jacfwd {t_loop / t_fwd:.1f}x")
     if not converged:
         raise SystemExit(1)
+    runs = [(n, u, dense_norms, "pa.jacfwd")]
     if args.sparse_n:
-        sparse_part(f, u, n, lam, args.sparse_n, args.tol, t_fwd)
+        runs += sparse_part(f, u, n, lam, args.sparse_n, args.tol, t_fwd)
+    draw(runs, lam, args.figure)
+
+
+def draw(runs, lam, path):
+    """The solution of the largest grid and the residual per Newton iteration of each run, as a PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no figure: it needs matplotlib, which is not installed: pip install 'polyad[plot]', then run "
+              "the demo again)")  # fmt: skip
+        return
+    n, u = runs[-1][0], runs[-1][1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.2), gridspec_kw={"wspace": 0.4})
+    image = left.imshow(host(xp.reshape(u, (n, n))), origin="lower", extent=(0, 1, 0, 1), cmap="viridis")
+    fig.colorbar(image, ax=left, label="u")
+    left.set(xlabel="x", ylabel="y", title=f"u, λ = {lam}, {n}x{n} grid")
+    for k, (m, _, norms, how) in enumerate(runs):
+        right.semilogy(range(len(norms)), norms, "o-", color=f"C{k}", label=f"{m}x{m}, Jacobian by {how}")
+    right.set(xlabel="Newton iteration", ylabel="max |F(u)|  (F = A u - h²λ exp(u))",
+              title="Residual per Newton iteration")  # fmt: skip
+    right.grid(True, which="both", alpha=0.3)
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8)  # below: never on a curve
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    print(f"figure: {os.path.abspath(path)}")
 
 
 def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
@@ -140,7 +179,7 @@ def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
         from scipy.sparse.linalg import spsolve
     except ImportError:
         print("(sparse part skipped: it needs SciPy, which is not installed: pip install polyad[scipy])")
-        return
+        return []
     for m in (n_small, 2 * n_small):  # the grid above, then one with four times the unknowns
         f_m = f_small if m == n_small else (lambda v, m=m: residual(v, lam, m))
         u_m = u_small if m == n_small else xp.linspace(0.0, 0.5, m * m, dtype=xp.float64)
@@ -169,9 +208,11 @@ def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
           f"{jac.n_colors} colours (coloured in {t_color * 1e3:.1f} ms)")  # fmt: skip
     t_jac = t_solve = 0.0
     converged = False
+    norms = []
     for it in range(1, 30):
         r = f(u)
         norm = float(xp.max(xp.abs(r)))
+        norms.append(norm)
         print(f"  iter {it - 1:2d}  ||F(u)||_inf = {norm:.3e}")
         if norm < tol:
             converged = True
@@ -191,6 +232,7 @@ def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
     print(f"  sparse Jacobian at the solution: max |J - J_analytic| = {err:.1e}")
     if not converged:
         raise SystemExit(1)
+    return [(n, u, norms, "pa.sparse_jacfwd")]
 
 
 if __name__ == "__main__":

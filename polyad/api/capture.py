@@ -2,12 +2,15 @@
 imports the other: below the transforms (``polyad.graph``) or at the top of the dispatcher
 (``polyad.predispatch``)."""
 
+from collections.abc import Callable
+from typing import Any
+
 from polyad.api.arguments import _check_callable, _flatten, _is_array, _leaf_name
 from polyad.graph import capture_graph
 from polyad.predispatch import capture_pre_dispatch_graph
 
 
-def make_graph(func, *args, pre_dispatch=False):
+def make_graph(func: Callable[..., Any], *args: Any, pre_dispatch: bool = False) -> Any:
     """Capture what ``func(*args)`` computes as a ``Graph``.
 
     Args:

@@ -69,7 +69,7 @@ class ChunkPlan(NamedTuple):
     max_memory: int | None
 
     @property
-    def estimated_bytes(self):
+    def estimated_bytes(self) -> int:
         return self.fixed_bytes + self.chunk_size * self.bytes_per_row
 
 

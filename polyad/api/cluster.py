@@ -22,6 +22,7 @@ import pickle
 import threading
 import types
 import uuid
+from typing import Any
 
 import optree
 
@@ -56,7 +57,7 @@ class Distributed:
 
     __slots__ = ("client", "output", "timeout")
 
-    def __init__(self, client, output="array", timeout=None):
+    def __init__(self, client: Any, output: str = "array", timeout: float | None = None) -> None:
         if not isinstance(output, str) or output not in OUTPUTS:
             raise ValueError(f"pa.distributed(output={output!r}): output must be 'array' or 'dask'")
         if timeout is not None and (
@@ -92,7 +93,7 @@ def _stack():
     return stack
 
 
-def distributed(client, *, output="array", timeout=None):
+def distributed(client: Any, *, output: str = "array", timeout: float | None = None) -> "Distributed":
     """Run the chunks of ``vmap``, ``jacrev``, ``jacfwd`` and ``hessian`` on a Dask cluster.
 
     Pass the result as a transform's ``client=`` (a plain ``distributed.Client`` there means the

@@ -1,6 +1,9 @@
 """Forward mode: jvp (a forward level carrying tangents, forward.py) and linearize (a reverse level's
 tape recorded once, then replayed forwards with the JVP rules for each tangent)."""
 
+from collections.abc import Callable
+from typing import Any
+
 import optree
 
 from polyad import exits
@@ -41,7 +44,14 @@ def _check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
 
 
 @recorded_call("jvp")
-def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+def jvp(
+    func: Callable[..., Any],
+    primals: tuple[Any, ...],
+    tangents: tuple[Any, ...],
+    *,
+    strict: bool = False,
+    has_aux: bool = False,
+) -> tuple[Any, ...]:
     """Evaluate ``func(*primals)`` and its Jacobian-vector product with ``tangents``.
 
     Args:
@@ -118,7 +128,7 @@ def _jvp(func, primals, tangents, strict, has_aux, what):
 
 
 @not_recorded("linearize")
-def linearize(func, *primals):
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """Evaluate ``func(*primals)`` once and return a function for its JVP at that point.
 
     The primal computation is recorded once; ``jvp_fn(*tangents)`` replays only the tangent rules on the

@@ -11,7 +11,8 @@ all of this around the realified function.
 
 import functools
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import optree
 
@@ -421,17 +422,17 @@ _SHARED_ARGS = """
 
 @recorded("jacrev")
 def jacrev(
-    func,
-    argnums=0,
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
     *,
-    has_aux=False,
-    chunk_size=None,
-    holomorphic=False,
-    complex_layout=None,
-    max_memory=None,
-    client=None,
-    progress=False,
-):
+    has_aux: bool = False,
+    chunk_size: int | str | None = None,
+    holomorphic: bool = False,
+    complex_layout: str | None = None,
+    max_memory: int | str | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> Callable[..., Any]:
     """The Jacobian by reverse mode: one ``vjp``, then ``vmap(vjp_fn)`` over the standard basis of the
     outputs (torch.func.jacrev's semantics).
 
@@ -461,18 +462,18 @@ def jacrev(
 
 @recorded("jacfwd")
 def jacfwd(
-    func,
-    argnums=0,
-    has_aux=False,
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
+    has_aux: bool = False,
     *,
-    randomness="error",
-    chunk_size=None,
-    holomorphic=False,
-    complex_layout=None,
-    max_memory=None,
-    client=None,
-    progress=False,
-):
+    randomness: str = "error",
+    chunk_size: int | str | None = None,
+    holomorphic: bool = False,
+    complex_layout: str | None = None,
+    max_memory: int | str | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> Callable[..., Any]:
     """The Jacobian by forward mode: ``vmap(jvp)`` over the standard basis of the inputs
     (torch.func.jacfwd's semantics).
 
@@ -502,16 +503,16 @@ jacfwd.__doc__ = jacfwd.__doc__.format(args=_SHARED_ARGS.format(one="jvp"))
 
 @recorded("hessian")
 def hessian(
-    func,
-    argnums=0,
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
     *,
-    chunk_size=None,
-    holomorphic=False,
-    complex_layout=None,
-    max_memory=None,
-    client=None,
-    progress=False,
-):
+    chunk_size: int | str | None = None,
+    holomorphic: bool = False,
+    complex_layout: str | None = None,
+    max_memory: int | str | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> Callable[..., Any]:
     """The Hessian, ``jacfwd(jacrev(func, argnums), argnums)`` (forward over reverse, as torch.func).
 
     Args:
@@ -559,5 +560,5 @@ def hessian(
             _check_jacobian_dtypes(in_flat, in_tree, what, "argument", holomorphic, nums)
         return forward_over_reverse(*args, **kwargs)
 
-    hessian_f.chunk_plan = forward_over_reverse.chunk_plan
+    hessian_f.chunk_plan = forward_over_reverse.chunk_plan  # type: ignore[attr-defined]
     return hessian_f

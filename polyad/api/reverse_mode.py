@@ -6,7 +6,9 @@ grads walk that tape backwards, ``linearize`` (forward_mode.py) replays it forwa
 """
 
 import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import optree
 
@@ -117,7 +119,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
 
 
 @not_recorded("vjp")
-def vjp(func, *primals, has_aux=False):
+def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Evaluate ``func(*primals)`` and return a function computing vector-Jacobian products.
 
     Args:
@@ -189,7 +191,9 @@ def _grad_transform(transform, func, argnums, has_aux, arrange):
 
 
 @recorded("grad")
-def grad(func, argnums=0, has_aux=False):
+def grad(
+    func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The gradient of a scalar function, as a function.
 
     Args:
@@ -216,7 +220,9 @@ def grad(func, argnums=0, has_aux=False):
 
 
 @recorded("grad_and_value")
-def grad_and_value(func, argnums=0, has_aux=False):
+def grad_and_value(
+    func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """Like ``grad`` but returns ``(gradient, value)`` or ``(gradient, (value, aux))`` (torch.func's order).
 
     Args:
@@ -237,7 +243,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 
 @recorded("value_and_grad")
-def value_and_grad(func, argnums=0, has_aux=False):
+def value_and_grad(
+    func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """Like ``grad`` but returns ``(value, gradient)`` or ``((value, aux), gradient)`` (JAX's order).
 
     Args:
@@ -261,7 +269,7 @@ def value_and_grad(func, argnums=0, has_aux=False):
 
 
 @contextmanager
-def no_grad():
+def no_grad() -> Iterator[None]:
     """Inside the block, grad levels that already exist record nothing (torch.func's semantics: a
     ``no_grad`` inside a differentiated function is respected; one around the transform call is not).
 
@@ -283,7 +291,7 @@ def no_grad():
 
 
 @contextmanager
-def enable_grad():
+def enable_grad() -> Iterator[None]:
     """Undo an enclosing ``no_grad`` inside the block."""
     previous = _tls.no_grad_level
     _tls.no_grad_level = 0

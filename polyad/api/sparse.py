@@ -10,6 +10,8 @@ a ``cupyx.scipy.sparse`` matrix.
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import optree
 
@@ -114,7 +116,7 @@ def _patterns(transform, func, argnums, args, kwargs):
 
 
 @not_recorded("jacobian_sparsity")
-def jacobian_sparsity(func, argnums=0):
+def jacobian_sparsity(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
     """The non-zero pattern of ``func``'s Jacobian, found in one evaluation on index sets.
 
     Every intermediate value carries, per element, the set of input elements it depends on: element-wise
@@ -153,7 +155,7 @@ def jacobian_sparsity(func, argnums=0):
 
 
 @not_recorded("hessian_sparsity")
-def hessian_sparsity(func, argnums=0):
+def hessian_sparsity(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
     """The non-zero pattern of ``func``'s Hessian: the Jacobian pattern of its gradient (the sparsity
     transform runs through ``grad``'s backward pass, whose rules are polyad ops), made symmetric.
 
@@ -220,11 +222,11 @@ class SparseJacobian:
         functools.update_wrapper(self, func, updated=())
 
     @property
-    def colors(self):
+    def colors(self) -> Any:
         return None if self._known is None else self._known.colors
 
     @property
-    def n_colors(self):
+    def n_colors(self) -> int | None:
         return None if self._known is None else self._known.n_colors
 
     def _colored(self, pattern):
@@ -234,7 +236,7 @@ class SparseJacobian:
         how = "detected at each call" if self.sparsity is None else f"{self.n_colors} colours"
         return f"<{self.transform} of {getattr(self.func, '__name__', self.func)!r}: {how}>"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.sparsity is not None:
             known = self._known
         else:  # this point's pattern; its colouring is kept while the pattern stays the same
@@ -439,7 +441,13 @@ def _sparse_transform(transform, func, argnums, sparsity, coloring, mode, detect
 
 
 @not_recorded("sparse_jacfwd")
-def sparse_jacfwd(func, argnums=0, *, sparsity=None, coloring="dsatur"):
+def sparse_jacfwd(
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
+    *,
+    sparsity: Any = None,
+    coloring: str = "dsatur",
+) -> "SparseJacobian":
     """The Jacobian as a sparse matrix, by forward mode: one JVP per colour of its columns.
 
     Columns that share no row get one colour; one ``jvp`` with the sum of their basis vectors gives all
@@ -478,7 +486,13 @@ def sparse_jacfwd(func, argnums=0, *, sparsity=None, coloring="dsatur"):
 
 
 @not_recorded("sparse_jacrev")
-def sparse_jacrev(func, argnums=0, *, sparsity=None, coloring="dsatur"):
+def sparse_jacrev(
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
+    *,
+    sparsity: Any = None,
+    coloring: str = "dsatur",
+) -> "SparseJacobian":
     """The Jacobian as a sparse matrix, by reverse mode: one VJP per colour of its rows (rows that share
     no column get one colour). Cheaper than ``sparse_jacfwd`` where rows need fewer colours than columns
     (a few dense columns: a row colouring avoids them).
@@ -504,7 +518,13 @@ def sparse_jacrev(func, argnums=0, *, sparsity=None, coloring="dsatur"):
 
 
 @not_recorded("sparse_hessian")
-def sparse_hessian(func, argnums=0, *, sparsity=None, coloring="dsatur"):
+def sparse_hessian(
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
+    *,
+    sparsity: Any = None,
+    coloring: str = "dsatur",
+) -> "SparseJacobian":
     """The Hessian as a sparse matrix: forward mode over the gradient (Hessian-vector products), one per
     colour of the Hessian's columns (a distance-1 colouring of its column-intersection graph, the direct
     method: it does not use symmetry to share colours, as a star colouring would, and reads every entry

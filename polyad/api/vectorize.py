@@ -3,6 +3,8 @@ from a memory budget: chunking.py), or a Python loop over the examples (``chunk_
 tasks on a Dask cluster (cluster.py); in_dims and out_dims may be pytree prefixes."""
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import optree
 
@@ -165,16 +167,16 @@ def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call,
 
 @recorded("vmap")
 def vmap(
-    func,
-    in_dims=0,
-    out_dims=0,
-    randomness="error",
+    func: Callable[..., Any],
+    in_dims: Any = 0,
+    out_dims: Any = 0,
+    randomness: str = "error",
     *,
-    chunk_size=None,
-    max_memory=None,
-    client=None,
-    progress=False,
-):
+    chunk_size: int | str | None = None,
+    max_memory: int | str | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> Callable[..., Any]:
     """Vectorise ``func`` over a batch dimension of its inputs (torch.func.vmap's semantics).
 
     Args:
@@ -243,7 +245,7 @@ def vmap(
         call = _Call(config, args, kwargs)
         return call.plan(cluster.resolve(client, call.flat + optree.tree_leaves(kwargs), call.what))
 
-    vmapped.chunk_plan = chunk_plan
+    vmapped.chunk_plan = chunk_plan  # type: ignore[attr-defined]
     return vmapped
 
 

@@ -41,7 +41,7 @@ class ShapeDtype:
     def __eq__(self, other):
         return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape, other.dtype)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self):
         return f"ShapeDtype(shape={self.shape}, dtype={self.dtype})"
@@ -77,12 +77,12 @@ def namespace_function(op, doc=None, name=None, arity=None):
 
     if arity == 1:  # the common shapes skip a level of argument packing
 
-        def f(x, /):
+        def f(x, /):  # type: ignore[misc]
             return bind(op, x)
 
     elif arity == 2:
 
-        def f(x1, x2, /):
+        def f(x1, x2, /):  # type: ignore[misc]
             return bind(op, x1, x2)
 
     f.__name__ = f.__qualname__ = name or op.name.split(".")[-1]

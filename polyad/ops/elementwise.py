@@ -11,6 +11,7 @@ from here.
 
 import cmath
 import math
+from typing import Any
 
 from polyad.core import bind
 from polyad.ops.base import (
@@ -351,7 +352,7 @@ _stop_gradient = define("stop_gradient", lambda xp, x: x, abstract_eval=lambda x
 _stop_gradient.rules["batch"] = unary_batch(_stop_gradient)
 
 
-def stop_gradient(x):
+def stop_gradient(x: Any) -> Any:
     """``x`` as a constant to every grad and jvp level (its derivative is zero).
 
     Example:

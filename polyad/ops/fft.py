@@ -319,7 +319,7 @@ for _f, _op in (
     (hfft, _hfft),
     (ihfft, _ihfft),
 ):
-    _f.op = _op
+    _f.op = _op  # type: ignore[union-attr]
 
 # ------------------------------------------------------------------------------ sample frequencies
 

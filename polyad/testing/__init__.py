@@ -8,6 +8,8 @@ Example:
 """
 
 import random
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import optree
 
@@ -92,7 +94,15 @@ def _scalar_close(a, b, atol, rtol, what):
         raise AssertionError(f"{what}: {a!r} vs {b!r} (atol={atol}, rtol={rtol})")
 
 
-def check_jvp(f, args, *, eps=1e-6, atol=1e-6, rtol=1e-5, rng=None):
+def check_jvp(
+    f: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    rng: Any = None,
+) -> None:
     """``jvp`` of ``f`` at ``args`` matches central finite differences in a random direction."""
     rng = rng or random.Random(0)
     tangents = optree.tree_map(lambda x: random_like(x, rng), args)
@@ -100,7 +110,16 @@ def check_jvp(f, args, *, eps=1e-6, atol=1e-6, rtol=1e-5, rng=None):
     _close(t_out, numerical_jvp(f, args, tangents, eps), atol, rtol, "jvp vs finite differences")
 
 
-def check_vjp(f, args, *, eps=1e-6, atol=1e-6, rtol=1e-5, rng=None, against_jvp=True):
+def check_vjp(
+    f: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    rng: Any = None,
+    against_jvp: bool = True,
+) -> None:
     """``vjp`` of ``f`` at ``args`` satisfies ``<u, J v> = <J^T u, v>`` with ``J v`` from finite differences
     (and, if ``against_jvp``, from ``jvp``: forward and reverse mode agree)."""
     rng = rng or random.Random(1)
@@ -123,7 +142,17 @@ def check_vjp(f, args, *, eps=1e-6, atol=1e-6, rtol=1e-5, rng=None, against_jvp=
         _scalar_close(lhs, inner(u, jv), atol * scale, rtol, "vjp vs jvp (<J^T u, v> vs <u, J v>)")
 
 
-def check_grads(f, args, order=1, modes=("fwd", "rev"), *, eps=1e-6, atol=1e-6, rtol=1e-5, seed=0):
+def check_grads(
+    f: Callable[..., Any],
+    args: tuple[Any, ...],
+    order: int = 1,
+    modes: Sequence[str] = ("fwd", "rev"),
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    seed: int = 0,
+) -> None:
     """Check derivatives of ``f`` at ``args`` up to ``order`` in the given modes.
 
     At each order, forward mode (``jvp``) and reverse mode (``vjp``) are compared with central finite
@@ -158,7 +187,15 @@ def check_grads(f, args, order=1, modes=("fwd", "rev"), *, eps=1e-6, atol=1e-6, 
             )  # fmt: skip
 
 
-def check_vmap(f, batched_args, in_dims, *, out_dims=0, atol=1e-12, rtol=1e-10):
+def check_vmap(
+    f: Callable[..., Any],
+    batched_args: tuple[Any, ...],
+    in_dims: Any,
+    *,
+    out_dims: Any = 0,
+    atol: float = 1e-12,
+    rtol: float = 1e-10,
+) -> None:
     """``vmap(f, in_dims, out_dims)`` equals a Python loop of ``f`` over the batch, stacked at out_dims."""
     flat, tree = optree.tree_flatten(tuple(batched_args), none_is_leaf=True)
     dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(batched_args)

@@ -277,7 +277,7 @@ class CheckedArray:
 
     __slots__ = ("raw", "_ns")
     __array_ufunc__ = None  # NumPy defers to our reflected operators
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, raw, ns):
         self.raw = raw

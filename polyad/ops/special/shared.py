@@ -244,7 +244,7 @@ def special_function(name, argnames, partials, *, generic=None, doc):
         f.__signature__ = inspect.Signature([inspect.Parameter(argname, inspect.Parameter.POSITIONAL_ONLY)])
     else:
 
-        def f(*args):
+        def f(*args):  # type: ignore[misc]
             return bind(op, *float_args(name, argnames, args))
 
         f.__signature__ = inspect.Signature(
