@@ -38,7 +38,7 @@ import math
 
 from polyad import core, dispatch
 from polyad.graph import Const, Graph, Node, Var
-from polyad.ops.common import _dtype_name
+from polyad.ops.common import _dtype_name as _slow_dtype_name
 
 # Folded constants up to this many elements are kept; a larger result stays a node (a constant is held
 # for the life of the compiled function, and replay moves it to the replay's backend every call).
@@ -58,6 +58,20 @@ _FILL_PRESERVING = frozenset(
 )  # fmt: skip
 _RESHAPES = frozenset({"reshape", "expand_dims", "squeeze"})
 _PERMUTATIONS = frozenset({"permute_dims", "matrix_transpose", "moveaxis"})
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    """``dtype``'s name, cached (``str`` of a NumPy dtype costs microseconds, and passes ask often)."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        name = _DTYPE_NAMES[dtype] = _slow_dtype_name(dtype)
+        return name
+    except TypeError:  # an unhashable dtype object
+        return _slow_dtype_name(dtype)
 
 
 def _opaque(op):
@@ -709,11 +723,8 @@ def _protect_outputs(original, optimized):
 
 
 def _fingerprint(graph):
-    """The graph's structure: equal fingerprints, same computation."""
-    nodes = tuple(
-        (n.op.name, tuple(_ref_key(r) for r in n.inputs), tuple(o.id for o in n.outputs)) for n in graph.nodes
-    )
-    return nodes, len(graph.consts), tuple(_ref_key(r) for r in graph.outputs)
+    """Identifies an unchanged graph: the passes hand back the very node objects they did not change."""
+    return tuple(map(id, graph.nodes)), len(graph.consts), tuple(_ref_key(r) for r in graph.outputs)
 
 
 def optimize(graph, *, passes=PASSES, max_rounds=8):

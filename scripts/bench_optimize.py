@@ -1,0 +1,76 @@
+"""What the graph optimiser does to the benchmark workloads: nodes before and after, and compiled replay
+time before and after, in one process (compare figures within one run only).
+
+    python scripts/bench_optimize.py [--quick] [--backend numpy]
+
+Workloads (scripts/bench.py): W1 ``chain`` (200 tiny elementwise steps, 8 elements), W2 ``w2_loss``
+(4e6 elements; 4e5 with --quick), W5 ``sum(log(1 + exp(A @ x)))`` with a 256 x 256 ``A``; each as the graph
+of ``pa.grad`` and of ``pa.hessian`` (the W2 Hessian is left out: it is a 4e6 x 4e6 matrix). Each row
+checks the optimised graph's result against the original's before timing it.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import polyad as pa
+from polyad import xp
+from polyad.compiler import optimize
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import chain, measure, w2_loss  # noqa: E402
+
+
+def _workloads(quick):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((256, 256)) / 16.0
+    w5 = lambda v: xp.sum(xp.log(1 + xp.exp(a @ v)))  # noqa: E731
+    w1 = lambda v: chain(xp, v)  # noqa: E731
+    w2 = lambda v: w2_loss(xp, v)  # noqa: E731
+    x1 = np.linspace(0.1, 0.9, 8)
+    x2 = np.linspace(-3, 3, 400_000 if quick else 4_000_000)
+    x5 = rng.standard_normal(256)
+    return [
+        ("W1 grad", pa.grad(w1), x1),
+        ("W1 hessian", pa.hessian(w1), x1),
+        ("W2 grad", pa.grad(w2), x2),
+        ("W5 grad", pa.grad(w5), x5),
+        ("W5 hessian", pa.hessian(w5), x5),
+    ]
+
+
+def _time(s):
+    return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller W2, fewer repeats")
+    parser.add_argument("--backend", default="numpy", help="the backend to compile for (default numpy)")
+    args = parser.parse_args()
+    header = f"{'workload':<12}{'nodes':>7}{'opt':>6}{'optimize()':>12}{'replay':>12}{'replay opt':>12}{'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for name, fn, x in _workloads(args.quick):
+        graph = pa.make_graph(fn, x)
+        start = time.perf_counter()
+        optimised = optimize(graph)
+        t_opt = time.perf_counter() - start
+        before = graph.compile(args.backend)
+        after = optimised.compile(args.backend)
+        ref, got = before(x), after(x)
+        if not np.allclose(got, ref, rtol=1e-12, atol=1e-14):
+            raise AssertionError(f"{name}: the optimised graph computes something else")
+        t_before = measure(lambda: before(x), args.quick)
+        t_after = measure(lambda: after(x), args.quick)
+        print(
+            f"{name:<12}{len(graph.nodes):>7}{len(optimised.nodes):>6}{_time(t_opt):>12}"
+            f"{_time(t_before):>12}{_time(t_after):>12}{t_after / t_before:>7.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
