@@ -10,7 +10,7 @@ from helpers import assert_close, to_numpy
 
 import polyad as pa
 from polyad import dispatch, xp
-from polyad.compiler import optimize
+from polyad.compiler import optimize, reuse_buffers
 from polyad.compiler.optimize import (
     FOLD_LIMIT,
     PASSES,
@@ -414,3 +414,60 @@ def test_op_table_row_through_optimize_equals_eager(row, i):
     if isinstance(expected, tuple | list):
         assert isinstance(got, tuple | list) and len(got) == len(expected)
     _same(got, expected)
+
+
+# ------------------------------------------------------------------------------ buffer reuse
+
+
+def _w2_like(v):
+    return xp.sin(v) * xp.exp(-(v**2)) + xp.tanh(v) * 2.0
+
+
+def test_reuse_buffers_writes_large_results_into_dead_buffers_on_numpy():
+    x = np.linspace(-3, 3, 100_000)
+    g = optimize(pa.make_graph(_w2_like, x))
+    planned = reuse_buffers(g, "numpy")
+    names = _ops(planned)
+    assert sum("[out=" in n for n in names) >= 3 and len(names) == len(g.nodes)
+    y = np.linspace(-1, 2, 100_000)
+    y_before = y.copy()
+    compiled = planned.compile("numpy")
+    first = compiled(y)
+    _same(first, _w2_like(y_before))
+    _same(compiled(y), first)  # a second call: nothing stale
+    _same(planned(y), first)  # replay
+    assert np.array_equal(y, y_before) and not np.shares_memory(first, y)  # the argument is never written
+
+
+def test_reuse_buffers_is_a_no_op_without_out_and_for_small_arrays():
+    import array_api_strict
+
+    g = optimize(pa.make_graph(_w2_like, np.linspace(-3, 3, 100_000)))
+    assert reuse_buffers(g, "array_api_strict") is g
+    small = optimize(pa.make_graph(_w2_like, np.linspace(-3, 3, 100)))
+    assert reuse_buffers(small, "numpy") is small
+    # a graph planned for NumPy replayed on array_api_strict computes out of place
+    planned = reuse_buffers(g, "numpy")
+    y = np.linspace(-1, 2, 100_000)
+    _same(planned(array_api_strict.asarray(y)), _w2_like(y))
+
+
+def test_reuse_buffers_keeps_buffers_that_a_view_may_read():
+    def f(v):
+        s = xp.sin(v)
+        view = xp.reshape(s, (200, 500))  # may share s's memory
+        e = xp.exp(s)  # the last reader of s: still not in place, the view is read below
+        return xp.reshape(view, (100_000,)) + e
+
+    x = np.linspace(-3, 3, 100_000)
+    planned = reuse_buffers(pa.make_graph(f, x), "numpy")
+    assert "exp" in _ops(planned)
+    _same(planned.compile("numpy")(x), f(x))
+
+
+def test_transforms_of_a_planned_graph_compute_out_of_place():
+    x = np.linspace(-3, 3, 100_000)
+    planned = reuse_buffers(optimize(pa.make_graph(_w2_like, x)), "numpy")
+    loss = lambda v: xp.sum(planned(v))  # noqa: E731
+    y = np.linspace(-1, 2, 100_000)
+    assert_close(pa.grad(loss)(y), pa.grad(lambda v: xp.sum(_w2_like(v)))(y), rtol=1e-14, atol=1e-15)
