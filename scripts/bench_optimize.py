@@ -52,8 +52,8 @@ def main():
     parser.add_argument("--backend", default="numpy", help="the backend to compile for (default numpy)")
     args = parser.parse_args()
     header = (
-        f"{'workload':<12}{'nodes':>7}{'opt':>6}{'optimize()':>12}{'replay':>12}{'replay opt':>12}{'ratio':>7}"
-        f"{'+reuse':>12}{'ratio':>7}{'in place':>9}"
+        f"{'workload':<12}{'nodes':>7}{'opt':>6}{'optimize()':>12}{'replay':>12}{'replay opt':>12}"
+        f"{'ratio':>7}{'+reuse':>12}{'ratio':>7}{'in place':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -73,7 +73,7 @@ def main():
         times = [float("inf")] * 3
         for _ in range(3):
             for k, c in enumerate(compiled):
-                times[k] = min(times[k], measure(lambda c=c: c(x), args.quick))
+                times[k] = min(times[k], measure(lambda c=c, x=x: c(x), args.quick))
         t_before, t_after, t_reuse = times
         print(
             f"{name:<12}{len(graph.nodes):>7}{len(optimised.nodes):>6}{_time(t_opt):>12}"
