@@ -471,3 +471,10 @@ def test_transforms_of_a_planned_graph_compute_out_of_place():
     loss = lambda v: xp.sum(planned(v))  # noqa: E731
     y = np.linspace(-1, 2, 100_000)
     assert_close(pa.grad(loss)(y), pa.grad(lambda v: xp.sum(_w2_like(v)))(y), rtol=1e-14, atol=1e-15)
+
+
+def test_pre_dispatch_graphs_come_back_unchanged():
+    x = _arr([0.5, 1.0])
+    g = pa.make_graph(lambda v: pa.grad(lambda u: xp.sum(xp.sin(u) * v))(v), x, pre_dispatch=True)
+    assert any(hasattr(n, "run") for n in g.nodes)
+    assert optimize(g) is g and reuse_buffers(g, "numpy") is g

@@ -128,8 +128,8 @@ def reuse_buffers(graph, backend=None, *, min_bytes=REUSE_MIN_BYTES):
     if not isinstance(graph, Graph):
         raise TypeError(f"reuse_buffers(graph): graph must be a polyad Graph, got {type(graph).__name__}")
     b = dispatch.default_backend() if backend is None else dispatch._load(backend)
-    if b.name not in _OUT_BACKENDS:
-        return graph
+    if b.name not in _OUT_BACKENDS or any(hasattr(n, "run") for n in graph.nodes):
+        return graph  # no out=; or a pre-dispatch graph, whose transform nodes read unlisted variables
     nodes = graph.nodes
 
     def eligible(op):

@@ -272,7 +272,7 @@ def simplify_algebra(graph):
             and _shape_of(x, consts) == out.shape
             and _dtype_of(x, consts) == _dtype_name(out.dtype)
         )
-        if name in ("broadcast_to", "astype", "positive") and same_type:
+        if name in ("broadcast_to", "astype", "positive") and same_type and params.get("device") is None:
             rw.alias(out, x)
             continue
         if (name in _PERMUTATIONS or name in _RESHAPES and params.get("copy") is not True) and isinstance(
@@ -737,7 +737,8 @@ def optimize(graph, *, passes=PASSES, max_rounds=8):
 
     Returns:
         A new ``Graph`` computing the same values, with the same inputs and output structure; outputs
-        that became an input, a constant or a repeat of another output are fresh copies.
+        that became an input, a constant or a repeat of another output are fresh copies. A pre-dispatch
+        graph (``make_graph(..., pre_dispatch=True)``, with transform nodes) comes back unchanged.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -750,6 +751,8 @@ def optimize(graph, *, passes=PASSES, max_rounds=8):
         raise TypeError(
             f"optimize(graph): graph must be a polyad Graph (pa.make_graph), got {type(graph).__name__}"
         )
+    if any(hasattr(n, "run") for n in graph.nodes):
+        return graph  # a pre-dispatch graph: its transform nodes read free variables the passes cannot see
     result = graph
     for _ in range(max_rounds):
         before = _fingerprint(result)
