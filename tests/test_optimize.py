@@ -478,3 +478,27 @@ def test_pre_dispatch_graphs_come_back_unchanged():
     g = pa.make_graph(lambda v: pa.grad(lambda u: xp.sum(xp.sin(u) * v))(v), x, pre_dispatch=True)
     assert any(hasattr(n, "run") for n in g.nodes)
     assert optimize(g) is g and reuse_buffers(g, "numpy") is g
+
+
+@pytest.mark.parametrize("row,i", _table_cases())
+def test_op_table_row_gradient_through_optimize_equals_eager(row, i):
+    """The graph of the gradient of ``sum(row(...))`` (where the output is one real floating array),
+    optimised, against the eager gradient: symbolic ones meet every op's VJP."""
+    from helpers import diff_fn
+
+    if row.skip_reason("value") or row.skip_reason("vjp"):
+        pytest.skip("known failure of the row")
+    sample = row.samples(Sampler())[i]
+    fn, diff = diff_fn(row, sample)
+    if not diff:
+        pytest.skip("no floating argument")
+    out = fn(*diff)
+    if dispatch.backend_of_array(out) is None or str(out.dtype).rsplit(".")[-1] not in ("float32", "float64"):
+        pytest.skip("not one real floating output")
+    loss = lambda *d: xp.sum(fn(*d))  # noqa: E731
+    grad = pa.grad(loss, argnums=tuple(range(len(diff))))
+    expected = grad(*diff)
+    g = pa.make_graph(grad, *diff)
+    o = optimize(g)
+    assert len(o.nodes) <= len(g.nodes)
+    _same(o(*diff), expected)

@@ -65,10 +65,11 @@ _DTYPE_NAMES = {}
 
 def _dtype_name(dtype):
     """``dtype``'s name, cached (``str`` of a NumPy dtype costs microseconds, and passes ask often)."""
+    key = (type(dtype), dtype)  # the type first: dtypes of two libraries are never compared (they warn)
     try:
-        return _DTYPE_NAMES[dtype]
+        return _DTYPE_NAMES[key]
     except KeyError:
-        name = _DTYPE_NAMES[dtype] = _slow_dtype_name(dtype)
+        name = _DTYPE_NAMES[key] = _slow_dtype_name(dtype)
         return name
     except TypeError:  # an unhashable dtype object
         return _slow_dtype_name(dtype)
