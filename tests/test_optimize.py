@@ -502,3 +502,17 @@ def test_op_table_row_gradient_through_optimize_equals_eager(row, i):
     o = optimize(g)
     assert len(o.nodes) <= len(g.nodes)
     _same(o(*diff), expected)
+
+
+def test_zero_products_fold_only_where_no_inf_can_hide():
+    def f(k, x):
+        zk, zx = xp.zeros_like(k), xp.zeros_like(x)
+        return k * zk + k, zx * xp.ones_like(x) + x, x * zx  # integers; a finite fill; a float (kept)
+
+    k = _bxp().asarray([3, -4], dtype=_bxp().int64)
+    x = _arr([1.0, np.inf])
+    with np.errstate(invalid="ignore"):
+        g = pa.make_graph(f, k, x)
+        o = optimize(g)
+        assert _ops(o) == ["multiply", "asarray_copy", "asarray_copy"]  # the outputs that are inputs: copies
+        _check(g, o, f, _bxp().asarray([7, 0], dtype=_bxp().int64), _arr([-2.0, np.inf]))

@@ -354,7 +354,9 @@ def fold_symbolic(graph):
     ``full_like``, is a small constant or a literal with one value, or is a reshape, broadcast, transpose,
     cast, selection or negation of such a value. ``x * ones``, ``ones * x``, ``x / ones``, ``x + zeros``,
     ``zeros + x`` and ``x - zeros`` then become ``x`` (cast when the result's dtype is wider than ``x``'s),
-    provided ``x`` already has the result's shape: a broadcasting operand keeps its node. Complex results
+    provided ``x`` already has the result's shape: a broadcasting operand keeps its node. ``zeros * x``
+    becomes ``zeros`` when ``x`` is an integer or boolean array or a finite fill (``inf * 0`` is nan, so a
+    floating ``x`` keeps the product). Complex results
     keep their nodes (``(inf + 0j) * (1 + 0j)`` is not ``inf + 0j``).
 
     Args:
@@ -400,6 +402,9 @@ def fold_symbolic(graph):
             keep_of = None
             if name == "multiply":
                 keep_of = b if _is_one(fa) else a if _is_one(fb) else None
+                if keep_of is None:
+                    # zeros * x is zeros when x cannot be inf or nan (an integer, or a finite fill)
+                    keep_of = _zero_product(a, fa, b, fb, consts) or _zero_product(b, fb, a, fa, consts)
             elif name == "divide":
                 keep_of = a if _is_one(fb) else None
             elif name == "add":
@@ -439,6 +444,17 @@ def fold_symbolic(graph):
             if f is not None and not isinstance(f, bool):
                 fills[out.id] = -f
     return rw.finish()
+
+
+def _zero_product(zero, f_zero, other, f_other, consts):
+    """``zero`` when it holds zeros and ``other`` is never inf or nan, so their product is ``zero``."""
+    if not _is_zero(f_zero) or not isinstance(zero, Var | Const):
+        return None
+    kind = _dtype_of(other, consts) if isinstance(other, Var | Const) else type(other).__name__
+    finite = f_other is not None and math.isfinite(f_other)
+    if finite or kind == "bool" or "int" in (kind or ""):
+        return zero
+    return None
 
 
 def _python_number_of(value, dtype_name):
