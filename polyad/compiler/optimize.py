@@ -37,7 +37,7 @@ Example:
 import math
 
 from polyad import core, dispatch
-from polyad.graph import Const, Graph, Node, Var
+from polyad.graph import Const, Graph, Node, Var, _param_to_backend
 from polyad.ops.common import _dtype_name as _slow_dtype_name
 
 # Folded constants up to this many elements are kept; a larger result stays a node (a constant is held
@@ -517,8 +517,6 @@ def fold_constants(graph):
         >>> [n.op.name for n in fold_constants(g).nodes]  # the gradient is a constant: 3 everywhere
         ['multiply', 'sum']
     """
-    from polyad.graph import _param_to_backend  # noqa: PLC0415  (a helper of the graph module)
-
     rw = _Rewrite(graph)
     consts = rw.consts
     backend = None
