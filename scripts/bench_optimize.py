@@ -1,7 +1,8 @@
 """What the graph optimiser does to the benchmark workloads: nodes before and after, and compiled replay
-time before and after, in one process (compare figures within one run only).
+time before and after (the fastest of many alternating batches), in one process (compare figures within
+one run only).
 
-    python scripts/bench_optimize.py [--quick] [--backend numpy]
+    python scripts/bench_optimize.py [--quick] [--rounds 15] [--only "W2"] [--backend numpy]
 
 Workloads (scripts/bench.py): W1 ``chain`` (200 tiny elementwise steps, 8 elements), W2 ``w2_loss``
 (4e6 elements; 4e5 with --quick), W5 ``sum(log(1 + exp(A @ x)))`` with a 256 x 256 ``A``; each as the graph
@@ -21,7 +22,7 @@ from polyad import xp
 from polyad.compiler import optimize, reuse_buffers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import chain, measure, w2_loss  # noqa: E402
+from bench import chain, w2_loss  # noqa: E402
 
 
 def _workloads(quick):
@@ -42,6 +43,26 @@ def _workloads(quick):
     ]
 
 
+def _best_alternating(fns, rounds, min_time=0.02):
+    """Seconds per call of each of ``fns``: batches of calls taken in turn, many rounds, the fastest batch
+    of each. On a shared machine the minimum is the figure least disturbed by the other load, and taking
+    turns exposes each function to the same disturbances."""
+    batch = []
+    for fn in fns:
+        fn()
+        start = time.perf_counter()
+        fn()
+        batch.append(max(1, int(min_time / max(time.perf_counter() - start, 1e-7))))
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(batch[k]):
+                fn()
+            best[k] = min(best[k], (time.perf_counter() - start) / batch[k])
+    return best
+
+
 def _time(s):
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
@@ -49,6 +70,8 @@ def _time(s):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller W2, fewer repeats")
+    parser.add_argument("--rounds", type=int, default=15, help="alternating timing rounds (default 15)")
+    parser.add_argument("--only", default=None, help="run the workloads whose name contains this")
     parser.add_argument("--backend", default="numpy", help="the backend to compile for (default numpy)")
     args = parser.parse_args()
     header = (
@@ -58,6 +81,8 @@ def main():
     print(header)
     print("-" * len(header))
     for name, fn, x in _workloads(args.quick):
+        if args.only and args.only not in name:
+            continue
         graph = pa.make_graph(fn, x)
         start = time.perf_counter()
         optimised = optimize(graph)
@@ -69,12 +94,7 @@ def main():
         for c in compiled[1:]:
             if not np.allclose(c(x), ref, rtol=1e-12, atol=1e-14):
                 raise AssertionError(f"{name}: the optimised graph computes something else")
-        # the machine is shared: alternate the three, three times, and keep each one's best median
-        times = [float("inf")] * 3
-        for _ in range(3):
-            for k, c in enumerate(compiled):
-                times[k] = min(times[k], measure(lambda c=c, x=x: c(x), args.quick))
-        t_before, t_after, t_reuse = times
+        t_before, t_after, t_reuse = _best_alternating([lambda c=c, x=x: c(x) for c in compiled], args.rounds)
         print(
             f"{name:<12}{len(graph.nodes):>7}{len(optimised.nodes):>6}{_time(t_opt):>12}"
             f"{_time(t_before):>12}{_time(t_after):>12}{t_after / t_before:>7.2f}"
