@@ -7,7 +7,8 @@ both return a new graph that computes the same values; ``Graph.compile`` turns t
 straight-line code.
 """
 
+from polyad.compiler.buffers import reuse_buffers
 from polyad.compiler.fusion import fuse
 from polyad.compiler.optimize import optimize
 
-__all__ = ["fuse", "optimize"]
+__all__ = ["fuse", "optimize", "reuse_buffers"]
