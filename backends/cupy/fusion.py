@@ -9,6 +9,7 @@ float32 or float64 as the arrays are; literals are cast to ``T``.
 """
 
 import hashlib
+import sys
 
 
 class ElementwiseSource:
@@ -56,7 +57,9 @@ def sources(spec):
     where it has none) and one ``ReductionSource`` per output that is a sum (None for the others)."""
     inputs = ", ".join(f"T in{k}" for k in range(len(spec.input_shapes)))
     body = _body(spec)
-    elementwise_outputs = [(k, target) for k, (target, kind, _) in enumerate(spec.outputs) if kind == "elementwise"]
+    elementwise_outputs = [
+        (k, target) for k, (target, kind, _) in enumerate(spec.outputs) if kind == "elementwise"
+    ]
     elementwise = None
     if elementwise_outputs:
         operation = "\n".join(body + [f"out{k} = t{target};" for k, target in elementwise_outputs])
@@ -78,21 +81,33 @@ def sources(spec):
         )
         name = f"{function}_sum"
         reductions.append(
-            ReductionSource(inputs, f"T out{index}", f"{function}({args})", "a + b", f"out{index} = a", "0",
-                            name, preamble, params.get("axis"), bool(params.get("keepdims")))  # fmt: skip
+            ReductionSource(
+                inputs,
+                f"T out{index}",
+                f"{function}({args})",
+                "a + b",
+                f"out{index} = a",
+                "0",
+                name,
+                preamble,
+                params.get("axis"),
+                bool(params.get("keepdims")),
+            )  # fmt: skip
         )
     return elementwise, reductions
 
 
-def kernel(spec):
+def kernel(spec, fallback):
     """The "cuda" kernel ``kernel(xp, *arrays)`` of a fused group; CuPy kernels are built at its first
-    call (on CUDA arrays, so CuPy is there)."""
+    call on CuPy arrays. Other arrays of a "cuda" device type (a stand-in registered with
+    ``register_device_type``) go to ``fallback``, the straight-line kernel."""
     built = []
     shape = spec.shape
 
     def run(xp, *args):
-        import cupy
-
+        cupy = sys.modules.get("cupy")
+        if cupy is None or not all(isinstance(a, cupy.ndarray) for a in args):
+            return fallback(xp, *args)
         if not built:
             elementwise, reductions = sources(spec)
             built.append(
@@ -102,8 +117,20 @@ def kernel(spec):
             )
             built.append(
                 [
-                    (cupy.ReductionKernel(r.in_params, r.out_params, r.map_expr, r.reduce_expr, r.post_map_expr,
-                                          r.identity, r.name, preamble=r.preamble), r.axis, r.keepdims)  # fmt: skip
+                    (
+                        cupy.ReductionKernel(
+                            r.in_params,
+                            r.out_params,
+                            r.map_expr,
+                            r.reduce_expr,
+                            r.post_map_expr,
+                            r.identity,
+                            r.name,
+                            preamble=r.preamble,
+                        ),
+                        r.axis,
+                        r.keepdims,
+                    )  # fmt: skip
                     if r is not None
                     else None
                     for r in reductions

@@ -66,9 +66,7 @@ def source(spec):
     for st in spec.statements:
         if st.op not in FUSABLE:
             continue  # a sum: NumPy reduces the stored summand
-        names = [
-            f"s{v}" if kind == "in" else f"t{v}" if kind == "t" else literals[v] for kind, v in st.args
-        ]
+        names = [f"s{v}" if kind == "in" else f"t{v}" if kind == "t" else literals[v] for kind, v in st.args]
         expr = FUSABLE[st.op][1].format(*names).replace("(1.0 / ", "(one / ")
         lines.append(f"        t{st.target} = {expr}")
     for k, target in enumerate(stored):

@@ -206,7 +206,9 @@ def _prune(graph, backend_name):
             continue
         if i in shape_read and node.inputs[0].id not in needed:
             like = node.inputs[0]
-            const = Const(len(consts), backend.xp.empty(like.shape, dtype=_param_to_backend(like.dtype, backend)))
+            const = Const(
+                len(consts), backend.xp.empty(like.shape, dtype=_param_to_backend(like.dtype, backend))
+            )
             consts.append(const.value)
             node = Node(node.op, [const, *node.inputs[1:]], node.params, node.outputs)
         nodes.append(node)
@@ -219,7 +221,7 @@ def _dtype_of(dtype):
 
 
 def _fusable(node):
-    """"elementwise", "sum" or None: how ``node`` may take part in a group (its op, params, arguments)."""
+    """ "elementwise", "sum" or None: how ``node`` may take part in a group (its op, params, arguments)."""
     name = node.op.name
     if len(node.outputs) != 1 or node.op.multiple_results or _dtype_of(node.outputs[0].dtype) is None:
         return None
@@ -463,7 +465,7 @@ def _fused_op(spec, members, inputs, out_vars):
     cpu_kernel = cpu.kernel(spec, generic)
     if cpu_kernel is not None:
         op.kernels["cpu"] = cpu_kernel
-    op.kernels["cuda"] = cuda.kernel(spec)
+    op.kernels["cuda"] = cuda.kernel(spec, generic)
     return op
 
 
