@@ -33,8 +33,14 @@ def _numba():
 
 
 def available():
-    """Whether fused CPU kernels can be built here (Numba imports)."""
-    return _numba() is not None
+    """Whether fused CPU kernels can be built here: Numba is installed (it is imported when the first
+    kernel is built, not here: the import takes a good part of a second)."""
+    if "numba" in sys.modules:
+        return sys.modules["numba"] is not None
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _literal(value, dtype):

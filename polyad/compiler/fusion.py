@@ -215,8 +215,21 @@ def _prune(graph, backend_name):
     return Graph(graph.inputs, graph.in_tree, nodes, graph.outputs, graph.out_tree, consts)
 
 
+_DTYPE_NAMES = {}  # dtype -> its name (``str`` of a NumPy dtype costs microseconds; graphs repeat a few)
+
+
+def _name_of(dtype):
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        name = _DTYPE_NAMES[dtype] = _dtype_name(dtype)
+        return name
+    except TypeError:  # an unhashable dtype object
+        return _dtype_name(dtype)
+
+
 def _dtype_of(dtype):
-    name = _dtype_name(dtype)
+    name = _name_of(dtype)
     return name if name in FLOAT_DTYPES else None
 
 
@@ -227,9 +240,7 @@ def _fusable(node):
         return None
     for r in node.inputs:
         if isinstance(r, Var | Const):
-            if _dtype_name(r.dtype if isinstance(r, Var) else r.value.dtype) != _dtype_name(
-                node.outputs[0].dtype
-            ):
+            if _name_of(r.dtype if isinstance(r, Var) else r.value.dtype) != _name_of(node.outputs[0].dtype):
                 return None
         elif isinstance(r, bool) or not isinstance(r, numbers.Real):
             return None
