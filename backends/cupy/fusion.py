@@ -37,14 +37,12 @@ def _literal(value):
 
 def _body(spec):
     """The group's element-wise statements as CUDA C lines ``T t<id> = expr;``, in order."""
-    from polyad.compiler.fusion import FUSABLE
-
     lines = []
     for st in spec.statements:
-        if st.op not in FUSABLE:
+        if st.cuda is None:
             continue  # a sum: a ReductionKernel of its own
         names = [f"in{v}" if kind == "in" else f"t{v}" if kind == "t" else _literal(v) for kind, v in st.args]
-        lines.append(f"T t{st.target} = {FUSABLE[st.op][2].format(*names)};")
+        lines.append(f"T t{st.target} = {st.cuda.format(*names)};")
     return lines
 
 

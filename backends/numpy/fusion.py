@@ -50,8 +50,6 @@ def _literal(value, dtype):
 def source(spec):
     """The Python source of ``spec``'s loop: ``fused(n, in0, in1, ..., out0, ...)``, where a full input is
     a flat array of the group's ``n`` elements and a one-element input is read once before the loop."""
-    from polyad.compiler.fusion import FUSABLE
-
     modes = [_mode(s, spec.shape) for s in spec.input_shapes]
     stored = _stored(spec)
     params = ["n", *[f"in{k}" for k in range(len(modes))], *[f"out{k}" for k in range(len(stored))]]
@@ -70,10 +68,10 @@ def source(spec):
         if mode != "one":
             lines.append(f"        s{k} = in{k}[i]")
     for st in spec.statements:
-        if st.op not in FUSABLE:
+        if st.cpu is None:
             continue  # a sum: NumPy reduces the stored summand
         names = [f"s{v}" if kind == "in" else f"t{v}" if kind == "t" else literals[v] for kind, v in st.args]
-        expr = FUSABLE[st.op][1].format(*names).replace("(1.0 / ", "(one / ")
+        expr = st.cpu.format(*names).replace("(1.0 / ", "(one / ")
         lines.append(f"        t{st.target} = {expr}")
     for k, target in enumerate(stored):
         lines.append(f"        out{k}[i] = t{target}")

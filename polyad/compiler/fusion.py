@@ -37,6 +37,8 @@ Example:
 import numbers
 
 from polyad import dispatch
+from polyad.backends.cupy import fusion as cuda_fusion
+from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.core import Op, bind
 from polyad.graph import Const, Graph, Node, Var, _param_to_backend
 from polyad.ops.common import _dtype_name
@@ -83,12 +85,16 @@ FLOAT_DTYPES = ("float32", "float64")
 
 class Statement:
     """One member of a group in the kernel's terms: ``target = op(args)``; each arg is ``("in", k)`` (the
-    fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``."""
+    fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``. ``cpu`` and
+    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum), so that backends, which sit
+    below the compiler, need not import it."""
 
-    __slots__ = ("target", "op", "args", "params")
+    __slots__ = ("target", "op", "args", "params", "cpu", "cuda")
 
     def __init__(self, target, op, args, params):
         self.target, self.op, self.args, self.params = target, op, args, params
+        row = FUSABLE.get(op)
+        self.cpu, self.cuda = (row[1], row[2]) if row is not None else (None, None)
 
     def __repr__(self):
         return f"t{self.target} = {self.op}({', '.join(map(repr, self.args))})"
@@ -148,11 +154,8 @@ def fuse(graph, backend=None):
     if not isinstance(graph, Graph):
         raise TypeError(f"fuse(graph=...): expected a polyad.graph.Graph, got {type(graph).__name__}")
     name = _backend_name(backend)
-    if name == "numpy":
-        from polyad.backends.numpy import fusion as cpu
-
-        if not cpu.available():
-            return graph
+    if name == "numpy" and not cpu_fusion.available():
+        return graph
     pruned = _prune(graph, name)
     groups = _find_groups(pruned)
     if not any(len(g.members) > 1 for g in groups):
@@ -470,13 +473,10 @@ def _fused_op(spec, members, inputs, out_vars):
     op = FusedOp(name, generic, register=False, multiple_results=multiple, abstract_eval=abstract)
     op.higher_order = body  # transforms run the members, each by its own rules
     op.fusion = spec
-    from polyad.backends.cupy import fusion as cuda
-    from polyad.backends.numpy import fusion as cpu
-
-    cpu_kernel = cpu.kernel(spec, generic)
+    cpu_kernel = cpu_fusion.kernel(spec, generic)
     if cpu_kernel is not None:
         op.kernels["cpu"] = cpu_kernel
-    op.kernels["cuda"] = cuda.kernel(spec, generic)
+    op.kernels["cuda"] = cuda_fusion.kernel(spec, generic)
     return op
 
 
