@@ -3,8 +3,9 @@
 Rows, all in one run: the compiled graph of ``grad`` unfused, the same graph fused (Numba, parallel and on
 one thread), the fused expression through numexpr (the library not chosen, for the record: it inlines
 every value into one expression, with no common subexpressions), the hand-written NumPy gradient and
-``jax.jit(jax.grad)`` where JAX imports. Each row is the median of several timed batches after warm-up;
-compile times (first call) are printed separately.
+``jax.jit(jax.grad)`` where JAX imports. The rows are timed in turns (one batch of each row per round, so
+that the load of a shared machine falls on all of them alike); each is the median of its batches after
+warm-up. The fused graph's first call (Numba's compile, or its load from the cache) is printed apart.
 
     .venv/bin/python scripts/bench_fusion.py [--n 4000000] [--quick]
 """
@@ -34,21 +35,25 @@ def by_hand(x):
     return np.cos(x) * e - 2.0 * x * s * e + (1.0 - t * t)
 
 
-def measure(fn, repeats, min_time=0.2):
-    """Median seconds per call: two warm-up calls, then ``repeats`` batches of at least ``min_time``."""
-    fn()
-    fn()
-    start = time.perf_counter()
-    fn()
-    number = max(1, int(min_time / max(time.perf_counter() - start, 1e-7)))
-    times = []
-    for _ in range(repeats):
-        gc.collect()
+def measure(fns, repeats, min_time=0.2):
+    """Median seconds per call of each of ``fns``: two warm-up calls each, then ``repeats`` rounds, each
+    timing one batch (at least ``min_time``) of every function in turn."""
+    numbers = []
+    for fn in fns:
+        fn()
+        fn()
         start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
+        fn()
+        numbers.append(max(1, int(min_time / max(time.perf_counter() - start, 1e-7))))
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, number, out in zip(fns, numbers, times):
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            out.append((time.perf_counter() - start) / number)
+    return [statistics.median(t) for t in times]
 
 
 _NUMEXPR = {"negative": "(-{0})", "positive": "{0}", "broadcast_to": "{0}", "add": "({0} + {1})",
@@ -83,7 +88,7 @@ def main():
         err = float(np.max(np.abs(got - ref)))
         if err > 1e-12:
             sys.exit(f"{name}: wrong gradient (max error {err:.3g})")
-        rows.append((name, measure(fn, repeats), note))
+        rows.append((name, fn, note))
 
     grad = pa.grad(lambda v: w2_loss(xp, v))
     graph = pa.make_graph(grad, x)
@@ -91,18 +96,24 @@ def main():
     row("polyad make_graph(grad).compile() (unfused)", lambda: unfused(x), f"{len(graph.nodes)} nodes")
     if cpu.available():
         fused_graph = fuse(graph, "numpy")
-        kinds = [n.op.name if isinstance(n.op, FusedOp) else n.op.name for n in fused_graph.nodes]
         fused = fused_graph.compile()
         start = time.perf_counter()
         fused(x)
         first = time.perf_counter() - start
-        note = f"{len(kinds)} nodes, first call (Numba compile or cache load) {first:.2f} s"
-        row("polyad fuse(graph).compile() (Numba, parallel)", lambda: fused(x), note)
+        note = f"{len(fused_graph.nodes)} nodes, first call (Numba compile or cache load) {first:.2f} s"
+        row("polyad fuse(graph).compile() (Numba, one thread)", lambda: fused(x), note)
         saved = cpu.PARALLEL_MIN
-        cpu.PARALLEL_MIN = 1 << 62
+        cpu.PARALLEL_MIN = 1
         try:
-            serial = fuse(graph, "numpy").compile()
-            row("polyad fuse(graph).compile() (Numba, one thread)", lambda: serial(x))
+            threads = fuse(graph, "numpy").compile()
+            start = time.perf_counter()
+            threads(x)
+            first = time.perf_counter() - start
+            row(
+                "polyad fuse(graph).compile() (Numba, parallel)",
+                lambda: threads(x),
+                f"first call {first:.2f} s",
+            )
         finally:
             cpu.PARALLEL_MIN = saved
         try:
@@ -130,8 +141,14 @@ def main():
         row("jax.jit(jax.grad)", lambda: np.asarray(jg(xj).block_until_ready()))
     except ImportError:
         print("JAX is not installed (pip install -e .[bench]): no jax.jit row")
+    times = measure([fn for _, fn, _ in rows], repeats)
+    rows = [(name, t, note) for (name, _, note), t in zip(rows, times)]
     hand = next(t for name, t, _ in rows if name.startswith("numpy"))
-    print(f"W2 gradient, n={args.n}, {os.cpu_count()} CPUs, median of {repeats} batches")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"W2 gradient, n={args.n}, {os.cpu_count()} CPUs (load average {load:.1f}), "
+        f"median of {repeats} rounds"
+    )
     for name, t, note in rows:
         print(f"  {name:<52} {t * 1e3:9.2f} ms  {t / hand:5.2f}x hand-written  {note}")
 

@@ -18,7 +18,10 @@ import threading
 
 import numpy as np
 
-PARALLEL_MIN = 1 << 17  # elements from which the loop runs on Numba's threads (below: one thread is faster)
+# Elements from which the loop runs on Numba's threads; None: always one thread. Measured on the 2-core VM
+# (scripts/bench_fusion.py, W2 at 4e6): one thread was faster than Numba's two under the machine's load,
+# and a parallel loop takes longer to compile.
+PARALLEL_MIN = None
 _COMPILED = {}  # (source, parallel) -> Numba dispatcher
 _LOCK = threading.Lock()
 
@@ -177,7 +180,7 @@ def kernel(spec, fallback):
         else:
             raise ValueError(f"fused CPU kernel: unknown output kind {kind!r}")
     multiple = len(results) > 1
-    parallel = n >= PARALLEL_MIN
+    parallel = PARALLEL_MIN is not None and n >= PARALLEL_MIN
 
     def run(xp, *args):
         flat = []
