@@ -151,6 +151,34 @@ def main():
     )
     for name, t, note in rows:
         print(f"  {name:<52} {t * 1e3:9.2f} ms  {t / hand:5.2f}x hand-written  {note}")
+    if cpu.available():
+        w1(repeats)
+
+
+def w1(repeats):
+    """W1 (scripts/bench.py's ``chain``: 200 small steps on 8 elements): one fused loop against one NumPy
+    call per op, and what the fused graph's first call costs (the compile target is 1 s)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench import chain
+
+    x = np.linspace(0.1, 0.9, 8)
+    graph = pa.make_graph(pa.grad(lambda v: chain(xp, v)), x)
+    unfused = graph.compile()
+    start = time.perf_counter()
+    fused_graph = fuse(graph, "numpy")
+    fuse_time = time.perf_counter() - start
+    fused = fused_graph.compile()
+    start = time.perf_counter()
+    fused(x)
+    first = time.perf_counter() - start
+    assert np.allclose(fused(x), unfused(x), rtol=1e-13, atol=0)
+    t_unfused, t_fused = measure([lambda: unfused(x), lambda: fused(x)], repeats)
+    print(f"W1 gradient (chain of 200 steps, 8 elements), {len(graph.nodes)} nodes")
+    print(f"  polyad make_graph(grad).compile() (unfused)          {t_unfused * 1e6:9.1f} us")
+    print(
+        f"  polyad fuse(graph).compile() (Numba)                 {t_fused * 1e6:9.1f} us  "
+        f"{len(fused_graph.nodes)} nodes; fuse {fuse_time:.2f} s, first call {first:.2f} s"
+    )
 
 
 if __name__ == "__main__":
