@@ -132,9 +132,9 @@ def _build(text, parallel):
     if path is not None:
         try:
             if not os.path.exists(path):
-                with open(path + ".tmp", "w") as f:
+                with open(f"{path}.{os.getpid()}.tmp", "w") as f:
                     f.write(header + text + "\n\nkernel = " + jit.format(parallel, True))
-                os.replace(path + ".tmp", path)
+                os.replace(f"{path}.{os.getpid()}.tmp", path)
             name = f"polyad_fused_{digest}"
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
