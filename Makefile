@@ -23,11 +23,11 @@ $(DEMO): pyproject.toml | $(PY)
 	touch $@ $(BASE)
 
 $(TEST): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,jit]"
 	touch $@ $(BASE)
 
 $(BENCH): pyproject.toml $(TEST)
-	$(PY) -m pip install -q -e ".[test,bench]"
+	$(PY) -m pip install -q -e ".[test,bench,jit]"
 	touch $@
 
 demo: $(DEMO)

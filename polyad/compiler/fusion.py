@@ -1,6 +1,483 @@
-"""Fusion of elementwise groups for ``pa.jit`` (being written: identity for now)."""
+"""Fusion for ``pa.jit``: maximal groups of element-wise ops (an element-wise group may end in sums) in a
+captured ``Graph`` become one node each, whose op carries a kernel per device type.
+
+What a fused node runs, by device (``dispatch.choose_kernel`` picks, as for any op with kernels):
+
+- "cpu", on NumPy arrays: one Numba loop over the elements (``backends/numpy/fusion.py``); the library
+  was chosen by measurement (``scripts/bench_fusion.py``): numexpr has no common subexpressions and no
+  multiple outputs, so the gradient of W2 recomputes exp and tanh and ran slower than unfused NumPy;
+- "cuda", on CuPy arrays: a generated ``ElementwiseKernel``, plus one ``ReductionKernel`` per sum
+  (``backends/cupy/fusion.py``);
+- anything else (array_api_strict, dask, a NumPy array where Numba is missing): the group's ops as
+  straight-line calls, the generic kernel.
+
+Transforms of a fused graph (``pa.grad(graph)``) run the group's ops on their own tensors (the fused op
+is higher-order), so every derivative comes from the ops' own rules.
+
+Fusable ops, one table (``FUSABLE``): each row gives the Numba (CPU) and CUDA expression of the op; an op
+outside it is never fused. A group holds one floating dtype (float32 or float64: every member's output,
+every array input; Python int/float literals are cast to it, as NumPy's promotion does), so each fused
+kernel computes in the dtype eager code does, with the same correctly-rounded arithmetic and libm-grade
+functions (differences are float rounding of the transcendental functions, within an ulp or two).
+Sums keep eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairwise sum reduces
+it.
+
+Example:
+    >>> import numpy as np, polyad as pa
+    >>> from polyad.compiler.fusion import fuse
+    >>> f = lambda x: pa.xp.sum(pa.xp.sin(x) * pa.xp.exp(-x))
+    >>> graph = pa.make_graph(f, np.linspace(0.0, 1.0, 5))
+    >>> fused = fuse(graph, "array_api_strict")
+    >>> [n.op.name for n in fused.nodes]
+    ['fused[sin,negative,exp,multiply,sum]']
+    >>> bool(np.isclose(fused(np.linspace(0.0, 1.0, 5)), graph(np.linspace(0.0, 1.0, 5))))
+    True
+"""
+
+import numbers
+
+from polyad import dispatch
+from polyad.backends.cupy import fusion as cuda_fusion
+from polyad.backends.numpy import fusion as cpu_fusion
+from polyad.core import Op, bind
+from polyad.graph import Const, Graph, Node, Var, _param_to_backend
+from polyad.ops.common import _dtype_name
+from polyad.tracing import eval_shape
+
+# op name -> (arity, Numba expression, CUDA expression); {0}, {1} are the arguments, {T} the dtype's name
+# in the generated code. Only ops whose expression computes what the eager kernel computes, in the same
+# dtype, are here.
+FUSABLE = {
+    "add": (2, "({0} + {1})", "({0} + {1})"),
+    "subtract": (2, "({0} - {1})", "({0} - {1})"),
+    "multiply": (2, "({0} * {1})", "({0} * {1})"),
+    "divide": (2, "({0} / {1})", "({0} / {1})"),
+    "pow": (2, "({0} ** {1})", "pow({0}, {1})"),
+    "negative": (1, "(-{0})", "(-{0})"),
+    "positive": (1, "{0}", "{0}"),
+    "abs": (1, "abs({0})", "fabs({0})"),
+    "square": (1, "({0} * {0})", "({0} * {0})"),
+    "reciprocal": (1, "(1.0 / {0})", "((T)1 / {0})"),
+    "sign": (1, "np.sign({0})", "({0} > 0 ? (T)1 : ({0} < 0 ? (T)-1 : {0}))"),
+    "sqrt": (1, "np.sqrt({0})", "sqrt({0})"),
+    "exp": (1, "np.exp({0})", "exp({0})"),
+    "expm1": (1, "np.expm1({0})", "expm1({0})"),
+    "log": (1, "np.log({0})", "log({0})"),
+    "log1p": (1, "np.log1p({0})", "log1p({0})"),
+    "sin": (1, "np.sin({0})", "sin({0})"),
+    "cos": (1, "np.cos({0})", "cos({0})"),
+    "tan": (1, "np.tan({0})", "tan({0})"),
+    "asin": (1, "np.arcsin({0})", "asin({0})"),
+    "acos": (1, "np.arccos({0})", "acos({0})"),
+    "atan": (1, "np.arctan({0})", "atan({0})"),
+    "sinh": (1, "np.sinh({0})", "sinh({0})"),
+    "cosh": (1, "np.cosh({0})", "cosh({0})"),
+    "tanh": (1, "np.tanh({0})", "tanh({0})"),
+    "asinh": (1, "np.arcsinh({0})", "asinh({0})"),
+    "acosh": (1, "np.arccosh({0})", "acosh({0})"),
+    "atanh": (1, "np.arctanh({0})", "atanh({0})"),
+    # shape ops that are the identity on the elements of a group of their output's shape
+    "broadcast_to": (1, "{0}", "{0}"),
+}
+REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
+FLOAT_DTYPES = ("float32", "float64")
 
 
-def fuse(graph, backend):
-    """``graph`` with maximal elementwise groups fused for ``backend``; computes the same values."""
-    return graph
+class Statement:
+    """One member of a group in the kernel's terms: ``target = op(args)``; each arg is ``("in", k)`` (the
+    fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``. ``cpu`` and
+    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum), so that backends, which sit
+    below the compiler, need not import it."""
+
+    __slots__ = ("target", "op", "args", "params", "cpu", "cuda")
+
+    def __init__(self, target, op, args, params):
+        self.target, self.op, self.args, self.params = target, op, args, params
+        row = FUSABLE.get(op)
+        self.cpu, self.cuda = (row[1], row[2]) if row is not None else (None, None)
+
+    def __repr__(self):
+        return f"t{self.target} = {self.op}({', '.join(map(repr, self.args))})"
+
+
+class FusionSpec:
+    """What a backend needs to generate a fused kernel: the group's element shape and dtype, the shapes
+    of its inputs, the statements in order and its outputs, each ``(var id, kind, params)`` where kind is
+    "elementwise" (a value of the group's shape) or "sum" (a reduction, ``params`` its axis/keepdims)."""
+
+    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes):
+        self.shape = tuple(shape)
+        self.dtype = dtype  # "float32" or "float64"
+        self.input_shapes = [tuple(s) for s in input_shapes]
+        self.statements = statements
+        self.outputs = outputs
+        self.out_shapes = [tuple(s) for s in out_shapes]
+
+    def summand_of(self, index):
+        """The argument of the sum that produces output ``index``."""
+        target = self.outputs[index][0]
+        return next(s.args[0] for s in self.statements if s.target == target)
+
+
+def _backend_name(backend):
+    if backend is None:
+        return dispatch.default_backend().name
+    if isinstance(backend, str):
+        return backend
+    name = getattr(backend, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"fuse(backend={backend!r}): backend must be a backend name (a str) or a Backend")
+    return name
+
+
+def fuse(graph, backend=None):
+    """``graph`` with maximal element-wise(-then-sum) groups fused into one node each; same values.
+
+    Args:
+        graph: a ``polyad.graph.Graph`` (``pa.make_graph(f, *args)``).
+        backend: the backend the graph will be compiled for (a name or a Backend; None: the default). On
+            "numpy" without Numba the graph is returned unchanged (a straight-line node would only add a
+            call); elsewhere groups become nodes whose kernels are picked per device when they run.
+
+    Returns:
+        A new ``Graph`` computing the same outputs; nodes whose values nothing needs are dropped.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> g = pa.make_graph(pa.grad(lambda x: pa.xp.sum(pa.xp.tanh(x) ** 2)), np.ones(3))
+        >>> fused = fuse(g, "array_api_strict")
+        >>> len(fused.nodes) < len(g.nodes)
+        True
+        >>> np.allclose(fused.compile()(np.ones(3)), g(np.ones(3)))
+        True
+    """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"fuse(graph=...): expected a polyad.graph.Graph, got {type(graph).__name__}")
+    name = _backend_name(backend)
+    if name == "numpy" and not cpu_fusion.available():
+        return graph
+    pruned = _prune(graph, name)
+    groups = _find_groups(pruned)
+    if not any(len(g.members) > 1 for g in groups):
+        return graph
+    return _rebuild(pruned, groups)
+
+
+# ------------------------------------------------------------------------------------------ grouping
+
+
+class _Group:
+    __slots__ = ("id", "members", "shape", "dtype", "ext_deps", "parent")
+
+    def __init__(self, id, shape, dtype):
+        self.id = id
+        self.members = []  # node indices, ascending
+        self.shape = shape
+        self.dtype = dtype
+        self.ext_deps = set()  # groups some input from outside this group depends on
+        self.parent = None  # union-find: the group this one was merged into
+
+
+def _root(group):
+    while group.parent is not None:
+        group = group.parent
+    return group
+
+
+def _prune(graph, backend_name):
+    """``graph`` without the nodes whose values no output needs, and with each ``*_like`` op that only
+    needs the shape of an otherwise unneeded value reading a constant of that shape instead (the graph of
+    ``grad(f)`` reads ``f``'s value that way: the forward pass's last steps then go, and the rest of the
+    forward fuses with the backward). This is what ``Graph.compile`` runs, made explicit, so that
+    replaying the graph (``Graph.__call__``) runs the same nodes."""
+    needed = {r.id for r in graph.outputs if isinstance(r, Var)}
+    shape_read = set()  # node indices whose first input only gives a shape
+    for i in range(len(graph.nodes) - 1, -1, -1):
+        node = graph.nodes[i]
+        if not any(o.id in needed for o in node.outputs):
+            continue
+        refs = [r for r in node.inputs if isinstance(r, Var)]
+        if node.op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
+            shape_read.add(i)
+            refs = refs[1:]
+        needed.update(r.id for r in refs)
+    consts = list(graph.consts)
+    nodes = []
+    backend = dispatch._load(backend_name)
+    for i, node in enumerate(graph.nodes):
+        if not any(o.id in needed for o in node.outputs):
+            continue
+        if i in shape_read and node.inputs[0].id not in needed:
+            like = node.inputs[0]
+            const = Const(
+                len(consts), backend.xp.empty(like.shape, dtype=_param_to_backend(like.dtype, backend))
+            )
+            consts.append(const.value)
+            node = Node(node.op, [const, *node.inputs[1:]], node.params, node.outputs)
+        nodes.append(node)
+    return Graph(graph.inputs, graph.in_tree, nodes, graph.outputs, graph.out_tree, consts)
+
+
+_DTYPE_NAMES = {}  # dtype -> its name (``str`` of a NumPy dtype costs microseconds; graphs repeat a few)
+
+
+def _name_of(dtype):
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        name = _DTYPE_NAMES[dtype] = _dtype_name(dtype)
+        return name
+    except TypeError:  # an unhashable dtype object
+        return _dtype_name(dtype)
+
+
+def _dtype_of(dtype):
+    name = _name_of(dtype)
+    return name if name in FLOAT_DTYPES else None
+
+
+def _fusable(node):
+    """ "elementwise", "sum" or None: how ``node`` may take part in a group (its op, params, arguments)."""
+    name = node.op.name
+    if len(node.outputs) != 1 or node.op.multiple_results or _dtype_of(node.outputs[0].dtype) is None:
+        return None
+    for r in node.inputs:
+        if isinstance(r, Var | Const):
+            if _name_of(r.dtype if isinstance(r, Var) else r.value.dtype) != _name_of(node.outputs[0].dtype):
+                return None
+        elif isinstance(r, bool) or not isinstance(r, numbers.Real):
+            return None
+    if name in REDUCTIONS:
+        if node.params.get("dtype") is not None or not isinstance(node.inputs[0], Var):
+            return None
+        return "sum"
+    row = FUSABLE.get(name)
+    if row is None or len(node.inputs) != row[0]:
+        return None
+    if name == "broadcast_to":
+        return "elementwise" if tuple(node.params.get("shape", ())) == node.outputs[0].shape else None
+    return "elementwise" if not node.params else None
+
+
+def _find_groups(graph):
+    producer = {}  # var id -> node index
+    group_of = {}  # node index -> _Group (resolve with _root)
+    reduced = set()  # var ids that sums of a group produced: no member of that group reads them
+    deps = {}  # var id -> set of groups its value depends on
+    groups = []
+    for i, node in enumerate(graph.nodes):
+        for o in node.outputs:
+            producer[o.id] = i
+        kind = _fusable(node)
+        in_vars = [r for r in node.inputs if isinstance(r, Var)]
+        group = None
+        if kind is not None:
+            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups)
+        mine = {_root(g) for v in in_vars for g in deps.get(v.id, ())}
+        if group is not None:
+            group_of[i] = group
+            group.members.append(i)
+            mine.add(group)
+            if kind == "sum":
+                reduced.add(node.outputs[0].id)
+        for o in node.outputs:
+            deps[o.id] = mine
+    return [g for g in groups if g.parent is None]
+
+
+def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
+    """The group ``node`` joins (merging the groups of its producers where that keeps the graph acyclic),
+    or a new one; None when it cannot be fused."""
+    out = node.outputs[0]
+    dtype = _dtype_of(out.dtype)
+    candidates = []
+    for v in in_vars:
+        p = producer.get(v.id)
+        g = _root(group_of[p]) if p in group_of else None
+        if g is None or g in candidates or g.dtype != dtype:
+            continue
+        if kind == "elementwise" and g.shape != out.shape:
+            continue
+        candidates.append(g)
+    # a member must not read a sum of its own group, nor a value outside the group that depends on it
+    candidates = [
+        g
+        for g in candidates
+        if not any(
+            (v.id in reduced and _root(group_of[producer[v.id]]) is g)
+            or (not _produced_in(v, g, producer, group_of) and g in _roots(deps.get(v.id, ())))
+            for v in in_vars
+        )
+    ]
+    chosen = []
+    for g in reversed(candidates):  # the nearest producer's group first
+        # two groups merge only if no path leads from one to the other (it would pass outside both)
+        if all(g not in _roots(c.ext_deps) and c not in _roots(g.ext_deps) for c in chosen):
+            chosen.append(g)
+    if kind == "sum":
+        # a sum joins the group of its summand only
+        p = producer.get(node.inputs[0].id)
+        g = _root(group_of[p]) if p in group_of else None
+        chosen = [g] if g is not None and g in chosen else []
+        if not chosen:
+            return None
+    if not chosen:
+        group = _Group(len(groups), out.shape, dtype)
+        groups.append(group)
+    else:
+        group = chosen[0]
+        for other in chosen[1:]:
+            other.parent = group
+            group.members = sorted(group.members + other.members)
+            group.ext_deps |= other.ext_deps
+    for v in in_vars:
+        if not _produced_in(v, group, producer, group_of):
+            group.ext_deps |= _roots(deps.get(v.id, ()))
+    return group
+
+
+def _produced_in(v, group, producer, group_of):
+    p = producer.get(v.id)
+    return p in group_of and _root(group_of[p]) is group
+
+
+def _roots(groups):
+    return {_root(g) for g in groups}
+
+
+# ------------------------------------------------------------------------------------------ rebuilding
+
+
+def _rebuild(graph, groups):
+    nodes = graph.nodes
+    member_of = {}
+    for g in groups:
+        if len(g.members) > 1:
+            for i in g.members:
+                member_of[i] = g
+    readers = {}  # var id -> indices of the nodes that read it
+    for i, node in enumerate(nodes):
+        for r in node.inputs:
+            if isinstance(r, Var):
+                readers.setdefault(r.id, set()).add(i)
+    graph_outputs = {r.id for r in graph.outputs if isinstance(r, Var)}
+    units = []  # (first index, Node)
+    for i, node in enumerate(nodes):
+        if i not in member_of:
+            units.append((i, node))
+    for g in {id(g): g for g in member_of.values()}.values():
+        units.append((g.members[0], _fused_node(graph, g, readers, graph_outputs)))
+    units.sort(key=lambda u: u[0])
+    return Graph(
+        graph.inputs, graph.in_tree, _topological([n for _, n in units]), graph.outputs, graph.out_tree,
+        graph.consts,
+    )  # fmt: skip
+
+
+def _topological(nodes):
+    """``nodes`` in an order where every value is computed before it is read (groups may have moved a
+    member's output later than one of its readers); ties keep the given order."""
+    producer = {o.id: k for k, n in enumerate(nodes) for o in n.outputs}
+    done = [False] * len(nodes)
+    order = []
+    for start in range(len(nodes)):
+        stack = [(start, False)]
+        while stack:
+            k, expanded = stack.pop()
+            if done[k]:
+                continue
+            if expanded:
+                done[k] = True
+                order.append(nodes[k])
+                continue
+            stack.append((k, True))
+            for r in reversed(nodes[k].inputs):
+                if isinstance(r, Var) and r.id in producer and not done[producer[r.id]]:
+                    stack.append((producer[r.id], False))
+    return order
+
+
+def _fused_node(graph, group, readers, graph_outputs):
+    members = [graph.nodes[i] for i in group.members]
+    inside = {o.id for n in members for o in n.outputs}
+    member_index = set(group.members)
+    inputs, input_index, statements = [], {}, []
+    for node in members:
+        args = []
+        for r in node.inputs:
+            if isinstance(r, Var) and r.id in inside:
+                args.append(("t", r.id))
+            elif isinstance(r, Var | Const):
+                key = ("v", r.id) if isinstance(r, Var) else ("c", r.index)
+                if key not in input_index:
+                    input_index[key] = len(inputs)
+                    inputs.append(r)
+                args.append(("in", input_index[key]))
+            else:
+                args.append(("lit", r))
+        statements.append(Statement(node.outputs[0].id, node.op.name, args, dict(node.params)))
+    outputs, out_vars = [], []
+    for node in members:
+        v = node.outputs[0]
+        if v.id not in graph_outputs and readers.get(v.id, set()) <= member_index:
+            continue  # read inside the group only: it stays in registers
+        kind = "sum" if node.op.name in REDUCTIONS else "elementwise"
+        params = {k: node.params.get(k) for k in ("axis", "keepdims")} if kind == "sum" else {}
+        outputs.append((v.id, kind, params))
+        out_vars.append(v)
+    spec = FusionSpec(
+        group.shape,
+        group.dtype,
+        [r.shape if isinstance(r, Var) else tuple(r.value.shape) for r in inputs],
+        statements,
+        outputs,
+        [v.shape for v in out_vars],
+    )
+    op = _fused_op(spec, members, inputs, out_vars)
+    return Node(op, list(inputs), {}, out_vars)
+
+
+class FusedOp(Op):
+    """The op of a fused group (not in the registry: one per group); ``fusion`` is its ``FusionSpec``."""
+
+    __slots__ = ("fusion",)
+
+
+def _fused_op(spec, members, inputs, out_vars):
+    """The op of one group: generic kernel and transform body = the members as straight-line calls."""
+    multiple = len(out_vars) > 1
+    positions = {("v", r.id) if isinstance(r, Var) else ("c", r.index): k for k, r in enumerate(inputs)}
+
+    def body(*args):
+        env = {}
+
+        def read(r):
+            if isinstance(r, Var):
+                return env[r.id] if r.id in env else args[positions[("v", r.id)]]
+            if isinstance(r, Const):
+                return args[positions[("c", r.index)]]
+            return r
+
+        for node in members:
+            env[node.outputs[0].id] = bind(node.op, *[read(r) for r in node.inputs], **node.params)
+        outs = tuple(env[v.id] for v in out_vars)
+        return outs if multiple else outs[0]
+
+    def generic(xp, *args):
+        return body(*args)
+
+    def abstract(xp, *avals):
+        return eval_shape(body, *avals)
+
+    name = f"fused[{','.join(n.op.name for n in members)}]"
+    op = FusedOp(name, generic, register=False, multiple_results=multiple, abstract_eval=abstract)
+    op.higher_order = body  # transforms run the members, each by its own rules
+    op.fusion = spec
+    cpu_kernel = cpu_fusion.kernel(spec, generic)
+    if cpu_kernel is not None:
+        op.kernels["cpu"] = cpu_kernel
+    op.kernels["cuda"] = cuda_fusion.kernel(spec, generic)
+    return op
+
+
+__all__ = ["FUSABLE", "REDUCTIONS", "FusedOp", "FusionSpec", "fuse"]

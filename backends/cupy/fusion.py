@@ -1,0 +1,153 @@
+"""The CUDA kernels of a fused group (``polyad.compiler.fusion``): the source text of one CuPy
+``ElementwiseKernel`` for the group's element-wise outputs and one ``ReductionKernel`` per sum.
+
+``sources(spec)`` is plain text and needs no GPU (tests check it anywhere); ``kernel(spec)`` builds the
+CuPy kernels on the first call on CUDA arrays (CuPy is imported there, not here).
+
+Every input and output is declared ``T``, the group's one dtype, so CuPy instantiates the kernels for
+float32 or float64 as the arrays are; literals are cast to ``T``.
+"""
+
+import hashlib
+import sys
+
+
+class ElementwiseSource:
+    """The arguments of ``cupy.ElementwiseKernel(in_params, out_params, operation, name)``."""
+
+    def __init__(self, in_params, out_params, operation, name):
+        self.in_params, self.out_params, self.operation, self.name = in_params, out_params, operation, name
+
+
+class ReductionSource:
+    """The arguments of ``cupy.ReductionKernel``, the summand computed by a device function (``preamble``)
+    of the group's statements; ``axis``/``keepdims`` are the sum's."""
+
+    def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name, preamble,
+                 axis, keepdims):  # fmt: skip
+        self.in_params, self.out_params = in_params, out_params
+        self.map_expr, self.reduce_expr, self.post_map_expr = map_expr, reduce_expr, post_map_expr
+        self.identity, self.name, self.preamble = identity, name, preamble
+        self.axis, self.keepdims = axis, keepdims
+
+
+def _literal(value):
+    return f"(T){float(value)!r}"
+
+
+def _body(spec):
+    """The group's element-wise statements as CUDA C lines ``T t<id> = expr;``, in order."""
+    lines = []
+    for st in spec.statements:
+        if st.cuda is None:
+            continue  # a sum: a ReductionKernel of its own
+        names = [f"in{v}" if kind == "in" else f"t{v}" if kind == "t" else _literal(v) for kind, v in st.args]
+        lines.append(f"T t{st.target} = {st.cuda.format(*names)};")
+    return lines
+
+
+def _digest(*parts):
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def sources(spec):
+    """``(elementwise, reductions)``: the ``ElementwiseSource`` of the group's element-wise outputs (None
+    where it has none) and one ``ReductionSource`` per output that is a sum (None for the others)."""
+    inputs = ", ".join(f"T in{k}" for k in range(len(spec.input_shapes)))
+    body = _body(spec)
+    elementwise_outputs = [
+        (k, target) for k, (target, kind, _) in enumerate(spec.outputs) if kind == "elementwise"
+    ]
+    elementwise = None
+    if elementwise_outputs:
+        operation = "\n".join(body + [f"out{k} = t{target};" for k, target in elementwise_outputs])
+        out_params = ", ".join(f"T out{k}" for k, _ in elementwise_outputs)
+        name = f"polyad_fused_{_digest(inputs, out_params, operation)}"
+        elementwise = ElementwiseSource(inputs, out_params, operation, name)
+    reductions = []
+    for index, (_target, kind, params) in enumerate(spec.outputs):
+        if kind != "sum":
+            reductions.append(None)
+            continue
+        summand = spec.summand_of(index)[1]
+        args = ", ".join(f"in{k}" for k in range(len(spec.input_shapes)))
+        function = f"polyad_summand_{_digest(inputs, *body, str(summand))}"
+        preamble = "\n".join(
+            [f"template <typename T>\n__device__ T {function}({inputs}) {{"]
+            + [f"    {line}" for line in body]
+            + [f"    return t{summand};", "}"]
+        )
+        name = f"{function}_sum"
+        reductions.append(
+            ReductionSource(
+                inputs,
+                f"T out{index}",
+                f"{function}({args})",
+                "a + b",
+                f"out{index} = a",
+                "0",
+                name,
+                preamble,
+                params.get("axis"),
+                bool(params.get("keepdims")),
+            )  # fmt: skip
+        )
+    return elementwise, reductions
+
+
+def kernel(spec, fallback):
+    """The "cuda" kernel ``kernel(xp, *arrays)`` of a fused group; CuPy kernels are built at its first
+    call on CuPy arrays. Other arrays of a "cuda" device type (a stand-in registered with
+    ``register_device_type``) go to ``fallback``, the straight-line kernel."""
+    built = []
+    shape = spec.shape
+
+    def run(xp, *args):
+        cupy = sys.modules.get("cupy")
+        if cupy is None or not all(isinstance(a, cupy.ndarray) for a in args):
+            return fallback(xp, *args)
+        if not built:
+            elementwise, reductions = sources(spec)
+            built.append(
+                cupy.ElementwiseKernel(e.in_params, e.out_params, e.operation, e.name)
+                if (e := elementwise) is not None
+                else None
+            )
+            built.append(
+                [
+                    (
+                        cupy.ReductionKernel(
+                            r.in_params,
+                            r.out_params,
+                            r.map_expr,
+                            r.reduce_expr,
+                            r.post_map_expr,
+                            r.identity,
+                            r.name,
+                            preamble=r.preamble,
+                        ),
+                        r.axis,
+                        r.keepdims,
+                    )  # fmt: skip
+                    if r is not None
+                    else None
+                    for r in reductions
+                ]
+            )
+        elementwise, reductions = built
+        dtype = args[0].dtype if args else cupy.float64
+        full = [a if tuple(a.shape) == shape else cupy.broadcast_to(a, shape) for a in args]
+        values = [None] * len(spec.outputs)
+        ew = [k for k, (_, kind, _) in enumerate(spec.outputs) if kind == "elementwise"]
+        if ew:
+            outs = [cupy.empty(shape, dtype) for _ in ew]
+            elementwise(*full, *outs)
+            for k, o in zip(ew, outs):
+                values[k] = o
+        for k, (_, kind, _) in enumerate(spec.outputs):
+            if kind == "sum":
+                reduction, axis, keepdims = reductions[k]
+                values[k] = reduction(*full, axis=axis, keepdims=keepdims)
+        return tuple(values) if len(values) > 1 else values[0]
+
+    return run

@@ -1,0 +1,373 @@
+"""Fusion (polyad.compiler.fusion): which nodes end up in which group, values equal to the unfused graph
+and to eager code (replayed, compiled, transformed), the CPU kernel's fallbacks, and the CUDA source text
+(checked for structure here; run on a GPU by the cuda-marked test)."""
+
+import re
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+from helpers import assert_close, to_numpy
+from polyad.backends.cupy import fusion as cuda_fusion
+from polyad.backends.numpy import fusion as cpu_fusion
+
+import polyad as pa
+from polyad import dispatch
+from polyad import xp as pxp
+from polyad.compiler import fuse
+from polyad.compiler.fusion import FUSABLE, FusedOp
+from polyad.graph import Const, Graph
+
+BACKEND = dispatch.default_backend()
+xb = BACKEND.xp
+
+
+def arr(values, dtype="float64"):
+    return xb.asarray(np.asarray(values, dtype=dtype))
+
+
+def names(graph):
+    """Each node's op name; a fused node shows its members in order: ``fused[sin,exp]``."""
+    return [n.op.name for n in graph.nodes]
+
+
+def fused_nodes(graph):
+    return [n for n in graph.nodes if isinstance(n.op, FusedOp)]
+
+
+def check_values(f, *args, rtol=1e-13, atol=1e-14):
+    """The fused graph of ``f`` replayed, compiled and differentiated equals the unfused graph and eager."""
+    graph = pa.make_graph(f, *args)
+    fused = fuse(graph, BACKEND.name)
+    eager = f(*args)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    for got in (fused(*args), fused.compile()(*args), graph.compile()(*args)):
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(eager)
+        for g, e in zip(got, eager):
+            assert_close(to_numpy(g), to_numpy(e), rtol=rtol, atol=atol)
+            assert str(g.dtype) == str(e.dtype)
+    return graph, fused
+
+
+# ------------------------------------------------------------------------------------------ grouping
+
+
+def test_a_chain_is_one_group():
+    graph = pa.make_graph(lambda x: pxp.exp(pxp.sin(x) * 2.0) - x, arr([0.1, 0.2, 0.3]))
+    fused = fuse(graph, BACKEND.name)
+    assert names(fused) == ["fused[sin,multiply,exp,subtract]"]
+    (node,) = fused.nodes
+    assert node.inputs == graph.inputs and node.outputs == graph.outputs
+
+
+def test_a_value_read_outside_the_group_stays_an_output():
+    def f(x):
+        y = pxp.sin(x)
+        return y, pxp.exp(y) * y
+
+    graph = pa.make_graph(f, arr([0.5, 1.0]))
+    fused = fuse(graph, BACKEND.name)
+    (node,) = fused.nodes
+    assert node.op.name == "fused[sin,exp,multiply]"
+    assert [o.id for o in node.outputs] == [r.id for r in graph.outputs]  # y is read by the caller
+    assert node.op.multiple_results
+
+
+def test_a_path_through_an_unfusable_op_splits_the_group():
+    w = arr(np.eye(2) * 3.0)
+
+    def f(x):
+        a = pxp.sin(x)
+        b = a @ w  # matmul is not element-wise: exp(a) + b cannot join sin's group (a cycle)
+        return pxp.exp(a) + b
+
+    graph = pa.make_graph(f, arr([0.5, 1.0]))
+    fused = fuse(graph, BACKEND.name)
+    assert names(fused) == ["fused[sin,exp]", "matmul", "add"]
+    sin_exp = fused.nodes[0]
+    a, e = sin_exp.outputs
+    assert fused.nodes[1].inputs[0] is a and fused.nodes[2].inputs[0] is e
+
+
+def test_independent_branches_merge_where_they_meet():
+    graph = pa.make_graph(lambda x: pxp.sin(x) * pxp.cos(x) + pxp.tanh(x), arr([0.5, 1.0]))
+    assert names(fuse(graph, BACKEND.name)) == ["fused[sin,cos,multiply,tanh,add]"]
+
+
+def test_a_group_ends_in_a_sum_and_its_readers_start_another():
+    def f(x):
+        s = pxp.sum(pxp.sin(x) * x, axis=1)  # (3,)
+        return pxp.cos(s) * s
+
+    graph = pa.make_graph(f, arr(np.linspace(0, 1, 6).reshape(3, 2)))
+    fused = fuse(graph, BACKEND.name)
+    assert names(fused) == ["fused[sin,multiply,sum]", "fused[cos,multiply]"]
+    spec = fused.nodes[0].op.fusion
+    assert spec.outputs == [(fused.nodes[0].outputs[0].id, "sum", {"axis": 1, "keepdims": False})]
+    assert spec.shape == (3, 2) and fused.nodes[1].op.fusion.shape == (3,)
+
+
+def test_a_sum_never_feeds_its_own_group():
+    graph = pa.make_graph(lambda x: pxp.sin(x) * pxp.sum(pxp.sin(x)), arr([0.5, 1.0]))
+    fused = fuse(graph, BACKEND.name)
+    assert names(fused) == ["fused[sin,sum]", "fused[sin,multiply]"]
+
+
+def test_other_shapes_and_dtypes_start_groups_of_their_own():
+    def f(x, y32, k):
+        a = pxp.exp(x)[:, None] * x  # (3,) -> (3, 3): another group shape
+        b = pxp.sin(y32) * 2.0  # float32: its own group, its own dtype
+        c = k * 3  # integers are never fused
+        return a, b, c
+
+    args = (arr([0.1, 0.2, 0.3]), arr([1.0, 2.0], "float32"), xb.asarray(np.arange(2)))
+    graph = pa.make_graph(f, *args)
+    fused = fuse(graph, BACKEND.name)
+    assert [n for n in names(fused) if n.startswith("fused")] == ["fused[sin,multiply]"]
+    (node,) = fused_nodes(fused)
+    assert node.op.fusion.dtype == "float32"
+    check_values(f, *args, rtol=1e-6)
+
+
+def test_the_gradient_of_w2_is_one_kernel():
+    """grad(sum(sin(v) exp(-v^2) + tanh(v))): the forward's values the backward reads fuse with it, the
+    forward's last steps (only ``ones_like`` reads the loss, for its shape) are gone."""
+
+    def w2(v):
+        return pxp.sum(pxp.sin(v) * pxp.exp(-(v**2)) + pxp.tanh(v))
+
+    x = arr(np.linspace(-3, 3, 7))
+    graph, fused = check_values(pa.grad(w2), x)
+    (node,) = fused_nodes(fused)
+    members = Counter(node.op.name[len("fused[") : -1].split(","))
+    element_wise = Counter(n.op.name for n in graph.nodes if n.op.name in FUSABLE)
+    # all but the loss's last two steps (sin(v) * exp(-v**2), then + tanh(v)) and its sum
+    assert element_wise - members == Counter({"multiply": 1, "add": 1}) and not members - element_wise
+    assert sum(members.values()) == 19
+    assert names(fused) == ["ones_like", "reshape", node.op.name]
+    assert isinstance(fused.nodes[0].inputs[0], Const)
+    v = np.linspace(-3, 3, 7)
+    by_hand = (np.cos(v) - 2 * v * np.sin(v)) * np.exp(-(v**2)) + 1 - np.tanh(v) ** 2
+    assert_close(to_numpy(fused.compile()(x)), by_hand, rtol=1e-13, atol=1e-15)
+
+
+def test_nothing_to_fuse_returns_the_graph():
+    graph = pa.make_graph(lambda x: pxp.sin(x) @ x, arr([1.0, 2.0]))
+    assert fuse(graph, BACKEND.name) is graph
+
+
+# ------------------------------------------------------------------------------------------ values
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: pxp.sqrt(pxp.abs(x)) / (1.0 + x * x) - pxp.log1p(pxp.abs(x)),
+        lambda x: pxp.sum(pxp.tanh(x) ** 2 + pxp.sinh(x) * pxp.cosh(x)),
+        lambda x: pxp.sum(pxp.expm1(x) * pxp.sign(x), axis=0, keepdims=True),
+        lambda x: pxp.atan(x) + pxp.asinh(x) - pxp.sin(pxp.square(x)) * pxp.reciprocal(2.0 + x),
+        lambda x: (pxp.exp(-x) ** 1.5, -pxp.cos(x)),
+    ],
+    ids=["algebra", "sum-of-powers", "axis-sum", "inverse-trig", "two-outputs"],
+)
+def test_values_equal_eager(f):
+    x = arr(np.linspace(-0.9, 0.9, 12).reshape(3, 4))
+    graph, fused = check_values(f, x)
+    assert len(fused.nodes) < len(graph.nodes)
+
+
+def test_broadcast_inputs_of_every_kind():
+    def f(a, b, c):
+        return pxp.sin(a * b) * c + a  # (3, 1) * (1, 4) -> (3, 4); c is one element
+
+    args = (arr(np.linspace(0, 1, 3).reshape(3, 1)), arr(np.linspace(1, 2, 4).reshape(1, 4)), arr([[0.5]]))
+    graph, fused = check_values(f, *args)
+    assert names(fused) == ["fused[multiply,sin,multiply,add]"]
+    assert fused.nodes[0].op.fusion.input_shapes == [(3, 1), (1, 4), (1, 1)]
+
+
+def test_captured_constants_are_inputs():
+    w = arr([1.0, -2.0, 3.0])
+    graph, fused = check_values(lambda x: pxp.exp(x * w) + w, arr([0.1, 0.2, 0.3]))
+    (node,) = fused.nodes
+    assert any(isinstance(r, Const) for r in node.inputs)
+
+
+def test_float32_keeps_its_dtype():
+    x = arr(np.linspace(-2, 2, 9), "float32")
+    graph, fused = check_values(lambda v: pxp.exp(-(v**2)) * 3 + pxp.cos(v) / 7, x, rtol=2e-6, atol=1e-7)
+    assert fused.nodes[0].op.fusion.dtype == "float32"
+
+
+def test_transforms_of_a_fused_graph_use_the_members_rules():
+    def f(x):
+        return pxp.sin(x) * pxp.exp(-x) + x**3
+
+    x = arr([0.3, -0.7, 1.1])
+    graph = pa.make_graph(f, x)
+    fused = fuse(graph, BACKEND.name)
+    (node,) = fused.nodes
+    xn = np.array([0.3, -0.7, 1.1])
+    analytic = np.cos(xn) * np.exp(-xn) - np.sin(xn) * np.exp(-xn) + 3 * xn**2
+    assert_close(to_numpy(pa.grad(lambda v: pxp.sum(fused(v)))(x)), analytic, rtol=1e-13)
+    assert_close(to_numpy(pa.jvp(fused, (x,), (xb.ones_like(x),))[1]), analytic, rtol=1e-13)
+    batch = arr(np.stack([xn, 2 * xn]))
+    assert_close(to_numpy(pa.vmap(fused)(batch)), np.stack([to_numpy(f(x)), to_numpy(f(2 * x))]), rtol=1e-13)
+    # a graph of the fused graph keeps the group as one node
+    again = pa.make_graph(fused, x)
+    assert names(again) == [node.op.name]
+
+
+def test_the_gradient_graph_of_a_fused_graph_fuses_again():
+    graph = pa.make_graph(lambda x: pxp.sum(pxp.tanh(x) * x), arr([0.3, 0.5]))
+    fused = fuse(graph, BACKEND.name)
+    second = pa.make_graph(pa.grad(fused), arr([0.3, 0.5]))
+    refused = fuse(second, BACKEND.name)
+    xn = np.array([0.3, 0.5])
+    assert_close(to_numpy(refused.compile()(arr(xn))), np.tanh(xn) + xn * (1 - np.tanh(xn) ** 2), rtol=1e-13)
+
+
+# ------------------------------------------------------------------------------------------ CPU kernel
+
+
+@pytest.mark.skipif(BACKEND.name != "numpy", reason="the Numba kernel runs on NumPy arrays")
+def test_the_cpu_kernel_is_a_numba_loop_when_numba_is_there():
+    pytest.importorskip("numba")
+    graph = pa.make_graph(lambda x: pxp.sin(x) * pxp.sin(x) + 1, arr([0.1, 0.2]))
+    (node,) = fuse(graph, "numpy").nodes
+    source = node.op.kernels["cpu"].source
+    loop = source.split("for i in prange(n):")[1]
+    assert re.findall(r"t(\d+) = ", loop) == [str(n.outputs[0].id) for n in graph.nodes]
+    assert "np.sin(s0)" in loop and loop.count("np.sin") == 2  # each member once (sin is bound twice)
+    assert f"out0[i] = t{graph.outputs[0].id}" in loop
+    assert "c0 = np.float64(1.0)" in source  # the literal, in the group's dtype
+    calls = []
+    with pa.library.override(pxp.sin, "cpu", lambda v: calls.append(1) or np.sin(v)):
+        fuse(graph, "numpy").compile()(arr([0.1, 0.2]))
+    assert calls == []  # sin ran inside the loop, not as its own op
+
+
+def test_without_the_cpu_library_numpy_graphs_stay_unfused(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba now raises ImportError
+    assert not cpu_fusion.available()
+    graph = pa.make_graph(lambda x: pxp.exp(pxp.sin(x)), np.array([0.1, 0.2]))
+    assert fuse(graph, "numpy") is graph
+    # a graph fused for another backend replays on NumPy through its straight-line kernel
+    fused = fuse(graph, "array_api_strict")
+    (node,) = fused.nodes
+    assert "cpu" not in node.op.kernels
+    assert_close(fused.compile("numpy")(np.array([0.1, 0.2])), np.exp(np.sin([0.1, 0.2])), rtol=1e-15)
+
+
+def test_other_arrays_of_the_cpu_device_type_take_the_straight_line_kernel():
+    pytest.importorskip("numba")
+    import array_api_strict
+
+    graph = pa.make_graph(lambda x: pxp.exp(pxp.sin(x)), np.array([0.1, 0.2]))
+    fused = fuse(graph, "numpy")
+    got = fused.compile("array_api_strict")(array_api_strict.asarray([0.1, 0.2]))
+    assert type(got) is type(array_api_strict.asarray(1.0))
+    assert_close(to_numpy(got), np.exp(np.sin([0.1, 0.2])), rtol=1e-15)
+
+
+# ------------------------------------------------------------------------------------------ CUDA source
+
+_STATEMENT = re.compile(r"^T t(\d+) = (.*);$")
+_ASSIGN = re.compile(r"^out(\d+) = t(\d+);$")
+
+
+def _parse(operation):
+    """``({target: expression}, [(output index, target)])`` of an ElementwiseKernel's operation, checking
+    each temporary is defined once, before any use."""
+    temps, outs = {}, []
+    for line in operation.splitlines():
+        m = _STATEMENT.match(line)
+        if m:
+            used = {int(t) for t in re.findall(r"\bt(\d+)\b", m.group(2))}
+            assert used <= set(temps), f"{line}: reads a temporary not yet defined"
+            assert int(m.group(1)) not in temps
+            temps[int(m.group(1))] = m.group(2)
+            continue
+        m = _ASSIGN.match(line)
+        assert m, f"unexpected line {line!r}"
+        assert int(m.group(2)) in temps
+        outs.append((int(m.group(1)), int(m.group(2))))
+    return temps, outs
+
+
+def test_cuda_elementwise_source():
+    def f(x, y):
+        a = pxp.sin(x) * 2
+        return a, pxp.exp(-a) + y
+
+    graph = pa.make_graph(f, arr([0.1, 0.2]), arr([1.0, 2.0]))
+    (node,) = fuse(graph, BACKEND.name).nodes
+    elementwise, reductions = cuda_fusion.sources(node.op.fusion)
+    assert reductions == [None, None]
+    assert elementwise.in_params == "T in0, T in1" and elementwise.out_params == "T out0, T out1"
+    assert re.fullmatch(r"polyad_fused_[0-9a-f]{16}", elementwise.name)
+    temps, outs = _parse(elementwise.operation)
+    ids = [n.outputs[0].id for n in graph.nodes]  # sin, multiply, negative, exp, add
+    assert list(temps) == ids
+    assert temps[ids[0]] == "sin(in0)"
+    assert temps[ids[1]] == f"(t{ids[0]} * (T)2.0)"  # the int literal, cast to the arrays' type
+    assert temps[ids[2]] == f"(-t{ids[1]})"
+    assert temps[ids[3]] == f"exp(t{ids[2]})"
+    assert temps[ids[4]] == f"(t{ids[3]} + in1)"
+    assert outs == [(0, ids[1]), (1, ids[4])]
+
+
+def test_cuda_reduction_source():
+    graph = pa.make_graph(lambda x: pxp.sum(pxp.tanh(x) * x, axis=(0,)), arr(np.ones((2, 3))))
+    (node,) = fuse(graph, BACKEND.name).nodes
+    elementwise, (reduction,) = cuda_fusion.sources(node.op.fusion)
+    assert elementwise is None
+    assert (reduction.in_params, reduction.out_params) == ("T in0", "T out0")
+    assert (reduction.reduce_expr, reduction.post_map_expr, reduction.identity) == ("a + b", "out0 = a", "0")
+    assert (reduction.axis, reduction.keepdims) == ((0,), False)
+    header, *body, ret, close = reduction.preamble.splitlines()
+    function = re.fullmatch(r"__device__ T (polyad_summand_[0-9a-f]{16})\(T in0\) \{", body.pop(0)).group(1)
+    assert header == "template <typename T>" and close == "}"
+    assert reduction.map_expr == f"{function}(in0)" and reduction.name == f"{function}_sum"
+    temps, _ = _parse("\n".join(line.strip() for line in body))
+    t, m = (n.outputs[0].id for n in graph.nodes[:2])
+    assert temps == {t: "tanh(in0)", m: f"(t{t} * in0)"}
+    assert ret.strip() == f"return t{m};"
+
+
+def test_every_fusable_op_has_a_cuda_and_a_cpu_expression():
+    for name, (arity, cpu, cuda) in FUSABLE.items():
+        args = [f"a{k}" for k in range(arity)]
+        for template in (cpu, cuda):
+            text = template.format(*args)
+            assert all(a in text for a in args), name
+
+
+@pytest.mark.cuda
+def test_cuda_kernels_run_on_cupy():
+    import cupy
+
+    def f(x, y):
+        a = pxp.sin(x) * 2
+        return a, pxp.exp(-a) + y, pxp.sum(pxp.tanh(a) * y, axis=1)
+
+    args = (cupy.linspace(0, 1, 6).reshape(2, 3), cupy.asarray([[1.0], [2.0]]))
+    graph = pa.make_graph(f, *args)
+    fused = fuse(graph, "cupy")
+    assert [n.op.name for n in fused.nodes] == ["fused[sin,multiply,negative,exp,add,tanh,multiply,sum]"]
+    for got, expected in zip(fused.compile("cupy")(*args), f(*args)):
+        assert_close(cupy.asnumpy(got), cupy.asnumpy(expected), rtol=1e-13)
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match=r"fuse\(graph=...\): expected a polyad.graph.Graph, got function"):
+        fuse(lambda x: x, "numpy")
+    graph = pa.make_graph(lambda x: pxp.sin(pxp.sin(x)), arr([1.0]))
+    with pytest.raises(TypeError, match=r"fuse\(backend=3\): backend must be a backend name"):
+        fuse(graph, 3)
+    assert isinstance(fuse(graph), Graph)
