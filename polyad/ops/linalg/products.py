@@ -7,6 +7,7 @@ turn); ``outer`` writes its JVP, and batches by broadcasting rather than as a pr
 from polyad.core import bind
 from polyad.ops.base import (
     _inverse,
+    identity_rows,
     broadcast_batch_args,
     expand_dims,
     move_to_front,
@@ -79,9 +80,17 @@ def _matmul_batch(info, dims, a, b):
     # one matrix against a batch: fold the batch into a single GEMM (a broadcast batched matmul runs
     # one small product per example in NumPy, ~10x slower for per-example vectors, as in jacrev)
     if db is None and a_nd == 1 and ndim_of(b) == 2:
-        return matmul(move_to_front(a, da), b), 0
+        a = move_to_front(a, da)
+        k = identity_rows(a)
+        if k is not None and a.dtype == b.dtype:  # rows k: of the identity (jacfwd's basis) times b
+            return b[k : k + shape_of(a)[0], ...], 0
+        return matmul(a, b), 0
     if da is None and b_nd == 1 and ndim_of(a) == 2:
-        return matmul(move_to_front(b, db), matrix_transpose(a)), 0
+        b = move_to_front(b, db)
+        k = identity_rows(b)
+        if k is not None and a.dtype == b.dtype:  # a times rows k: of the identity: columns of a
+            return matrix_transpose(a)[k : k + shape_of(b)[0], ...], 0
+        return matmul(b, matrix_transpose(a)), 0
     if da is None and b_nd == 2 and ndim_of(a) == 2:
         b = permute_dims(b, (1, db, 2) if db == 0 else (0, 1, 2) if db == 1 else (0, 2, 1))  # (k, B, m)
         s = shape_of(b)
