@@ -7,9 +7,9 @@ turn); ``outer`` writes its JVP, and batches by broadcasting rather than as a pr
 from polyad.core import bind
 from polyad.ops.base import (
     _inverse,
-    identity_rows,
     broadcast_batch_args,
     expand_dims,
+    identity_rows,
     move_to_front,
     permute_dims,
     real_part_for,
