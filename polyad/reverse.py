@@ -128,7 +128,13 @@ class ReverseInterpreter(Interpreter):
                     if gi is None:
                         continue
                 prev = ct.get(pid)
-                ct[pid] = gi if prev is None else add(prev, gi)
+                if prev is None:
+                    ct[pid] = gi
+                elif type(prev) is type(gi) and not isinstance(prev, Tensor):
+                    prev = None  # see _ones_step: the popped array is the expression's only reference
+                    ct[pid] = ct.pop(pid) + gi
+                else:
+                    ct[pid] = add(prev, gi)
             g = grads = gi = prev = None  # hold no cotangent past its entry (peak memory of jacrev)
         for pid, v in borrowed.items():
             if ct.get(pid) is v:
@@ -198,7 +204,15 @@ def _ones_step(grads, parents, ct, known, borrowed):
                 known[pid] = gi
             elif mark is Borrowed:
                 borrowed[pid] = gi
-        else:  # a sum of two cotangents is neither all ones nor borrowed: a new array
+        # a sum of two cotangents is neither all ones nor borrowed
+        elif type(prev) is type(gi) and not isinstance(prev, Tensor):
+            # two backend arrays: the array's own ``+`` on the popped cotangent, whose only reference is
+            # then the expression's, so NumPy's temporary elision may add into its buffer (it checks the
+            # reference count: a cotangent shared with another id, a primal or a view's base is never
+            # written to); one allocation fewer per accumulation on large arrays
+            prev = None
+            ct[pid] = ct.pop(pid) + gi
+        else:
             ct[pid] = add(prev, gi)
 
 

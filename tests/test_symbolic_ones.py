@@ -159,3 +159,33 @@ def test_products_by_ones_are_skipped():
     assert "multiply" not in names, names  # the gradient is cos(x)
     names = _op_names(lambda v: xp.sum(v * _backend_array(np.cos(x))), _backend_array(x))
     assert names.count("multiply") == 1, names  # the forward one: the gradient is cos(x) itself
+
+
+def test_accumulation_in_place_never_writes_a_shared_array():
+    # arrays above NumPy's elision threshold (256 KiB): accumulating cotangents may reuse a buffer only
+    # when nothing else refers to it; shared cotangents (add passes one to both inputs), borrowed primals
+    # and the caller's arrays must come out unchanged, and every gradient exact
+    n = 50_000
+    xn = np.linspace(-2.0, 2.0, n)
+    cn, dn = np.cos(3 * xn), np.sin(5 * xn)
+    x, c, d = _backend_array(xn), _backend_array(cn), _backend_array(dn)
+    g = pa.grad(lambda v: xp.sum(c * (xp.exp(v) + xp.sin(v)) + xp.exp(v) * d))(x)
+    _close(g, cn * np.exp(xn) + cn * np.cos(xn) + dn * np.exp(xn), rtol=1e-12)
+    g = pa.grad(lambda v: xp.sum(xp.sin(v) * (xp.sin(v) + xp.cos(v))))(x)
+    _close(g, np.cos(xn) * (2 * np.sin(xn) + np.cos(xn)) - np.sin(xn) ** 2, rtol=1e-10, atol=1e-12)
+    g = pa.grad(lambda v: xp.sum(v * v * v))(x)
+    _close(g, 3 * xn**2, rtol=1e-12)
+    g = pa.grad(lambda v: xp.sum(v * c) + xp.sum(v * d) + xp.sum((v + v) * c))(x)
+    _close(g, 3 * cn + dn, rtol=1e-12)
+    u = xp.exp(x)
+    g = pa.grad(lambda v: xp.sum((v * u + v * u) * u + v * u))(x)
+    _close(g, 2 * np.exp(2 * xn) + np.exp(xn), rtol=1e-12)
+    _close(c, cn, rtol=0)
+    _close(d, dn, rtol=0)
+    _close(x, xn, rtol=0)
+    _close(u, np.exp(xn), rtol=0)
+    out, f_vjp = pa.vjp(lambda v: (v * c, v * c * 2.0), x)  # two outputs, one cotangent array twice
+    seed = _backend_array(np.ones(n))
+    (g,) = f_vjp((seed, seed))
+    _close(g, 3 * cn, rtol=1e-12)
+    _close(seed, np.ones(n), rtol=0)
