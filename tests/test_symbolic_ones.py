@@ -189,3 +189,31 @@ def test_accumulation_in_place_never_writes_a_shared_array():
     (g,) = f_vjp((seed, seed))
     _close(g, 3 * cn, rtol=1e-12)
     _close(seed, np.ones(n), rtol=0)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 3, 1])
+def test_jacfwd_identity_basis_skips_the_product(chunk_size):
+    # jacfwd's basis is rows of the identity: matmul's batching rule slices the matrix instead of
+    # multiplying by them; the Jacobian is exact and never shares the caller's matrix
+    rng = np.random.default_rng(3)
+    An, Bn, xn = rng.standard_normal((5, 7)), rng.standard_normal((7, 4)), rng.standard_normal(7)
+    A, B, x = _backend_array(An), _backend_array(Bn), _backend_array(xn)
+    J = pa.jacfwd(lambda v: A @ v, chunk_size=chunk_size)(x)
+    _close(J, An, rtol=0, atol=0)
+    J = pa.jacfwd(lambda v: xp.tanh(v @ B), chunk_size=chunk_size)(x)
+    _close(J, (1 - np.tanh(xn @ Bn) ** 2)[:, None] * Bn.T, rtol=1e-12, atol=1e-15)
+    J = pa.jacfwd(lambda v: (A * 2.0) @ xp.sin(v), chunk_size=chunk_size)(x)  # not the basis: a product
+    _close(J, 2.0 * An * np.cos(xn), rtol=1e-12, atol=1e-15)
+    if isinstance(J, np.ndarray):
+        J = pa.jacfwd(lambda v: A @ v, chunk_size=chunk_size)(x)
+        assert not np.shares_memory(J, A)
+    _close(A, An, rtol=0, atol=0)
+
+
+def test_hessian_has_one_matrix_product():
+    rng = np.random.default_rng(4)
+    A = _backend_array(rng.standard_normal((6, 6)))
+    graph = pa.make_graph(pa.hessian(lambda v: xp.sum(xp.log(1 + xp.exp(A @ v)))), _backend_array(np.ones(6)))
+    # matrix-matrix products (the batched tangents): only the VJP's; the tangent of A @ v is A itself
+    products = [n for n in graph.nodes if n.op.name == "matmul" and tuple(n.outputs[0].shape) == (6, 6)]
+    assert len(products) == 1, [n.op.name for n in graph.nodes]

@@ -34,11 +34,11 @@ from polyad.api.complex_jacobians import check_complex_options, complex_layout_j
 from polyad.api.forward_mode import _jvp
 from polyad.api.reverse_mode import _vjp
 from polyad.api.vectorize import vmap
-from polyad.ops.base import registered_identity_rows
 from polyad.ops.common import _bottom, _dtype_name, is_complex
 from polyad.ops.creation import arange, eye, zeros
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import conj
+from polyad.ops.linalg.products import registered_identity_rows
 from polyad.ops.manipulation import expand_dims, reshape
 from polyad.predispatch import recorded
 

@@ -16,6 +16,7 @@ its own that live here, so ``polyad.ops.manipulation.reshape`` is this file's ``
 """
 
 import math
+from typing import NamedTuple
 
 from polyad import dispatch
 from polyad.core import bind
@@ -133,22 +134,16 @@ def _conj_if_complex(d):
 # replaced by ``override`` or ``register_rule`` has no ``ones`` attribute, so the override is what runs.
 
 
-class KnownOnes:
+class KnownOnes(NamedTuple):
     """A cotangent, from a ``vjp.ones`` rule, that is all ones."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
+    value: object
 
 
-class Borrowed:
+class Borrowed(NamedTuple):
     """A cotangent, from a ``vjp.ones`` rule, that is a primal itself (not a new array)."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
+    value: object
 
 
 def with_ones_rule(vjp, ones):
@@ -174,34 +169,6 @@ def times_ones(g, d, x, fresh):
 def passes_ones(r, g):
     """``r``, the cotangent handed on from an all-ones ``g``, marked all ones when it is ``g`` itself."""
     return KnownOnes(r) if r is g else r
-
-
-# Symbolic identity. jacfwd's basis is rows of the identity; while a basis array is registered here
-# (``identity_rows``), the batching rule of ``matmul`` gives a matrix times those rows as a slice of the
-# matrix's transpose, without the product (W5's and W3's first GEMM).
-_IDENTITY_ROWS = {}  # id(array) -> (array, k): the array is rows k, k+1, ... of an identity matrix
-
-
-def identity_rows(x):
-    """``k`` if ``x`` is registered as rows ``k:k + len(x)`` of an identity matrix, else None."""
-    if not _IDENTITY_ROWS:
-        return None
-    entry = _IDENTITY_ROWS.get(id(x))
-    return entry[1] if entry is not None and entry[0] is x else None
-
-
-class registered_identity_rows:
-    """Within the block, ``x`` (a 2-D array, never written to) counts as rows ``k:`` of the identity."""
-
-    def __init__(self, x, k):
-        self.x, self.k = x, k
-
-    def __enter__(self):
-        _IDENTITY_ROWS[id(self.x)] = (self.x, self.k)
-        return self.x
-
-    def __exit__(self, *exc):
-        _IDENTITY_ROWS.pop(id(self.x), None)
 
 
 def _cj_value(d):
