@@ -12,7 +12,8 @@ the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn`
 
 from polyad.core import Interpreter, Tensor, _tls, all_none, bind, eval_raw, rule_kind, split_args
 from polyad.forward import jvp_rule
-from polyad.ops.base import add, zeros_like
+from polyad.ops.base import Borrowed, KnownOnes, add, zeros_like
+from polyad.ops.creation import asarray
 
 VJP = rule_kind(
     "vjp",
@@ -78,14 +79,21 @@ class ReverseInterpreter(Interpreter):
         self.tape.append((op, params, parents, primals, out, i))
         return ReverseTensor(out, self, i)
 
-    def backward(self, seeds, consume=False):
+    def backward(self, seeds, consume=False, ones=False):
         """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}; the dict is used up, so that each
         cotangent is freed as soon as its rule has run: jacrev's basis need not outlive its first step).
 
         With ``consume`` the tape is emptied as it is walked, so each entry's saved values are freed as
         soon as its rule has run (``grad``); without, it stays for another call (``vjp_fn``).
+
+        With ``ones`` every seed is all ones (``grad``'s of a scalar loss): while a cotangent is known to
+        be all ones, its op's ``vjp.ones`` rule runs instead of the VJP and skips the products by it (see
+        ``polyad.ops.base``). A cotangent such a rule borrowed (a primal itself) that reaches the end is
+        copied, so the caller never gets a primal as a gradient.
         """
         ct = seeds
+        known = dict(seeds) if ones else None  # id -> the all-ones array that is its cotangent
+        borrowed = {}  # id -> the primal a ones rule handed over as its cotangent
         if consume:
             tape, self.tape = self.tape, []
             entries = _drain(tape)
@@ -107,6 +115,10 @@ class ReverseInterpreter(Interpreter):
                     f"reverse mode (grad/vjp) is not implemented for op {op.name!r}: it has no VJP rule "
                     "(for a custom op, register one with op.register_autograd)"
                 )
+            if known and known.pop(ids, None) is g and hasattr(rule, "ones"):
+                _ones_step(rule.ones(g, out, *primals, **params), parents, ct, known, borrowed)
+                g = None
+                continue
             grads = rule(g, out, *primals, **params)
             for pid, gi in zip(parents, grads):
                 if pid is None or gi is None:
@@ -116,8 +128,17 @@ class ReverseInterpreter(Interpreter):
                     if gi is None:
                         continue
                 prev = ct.get(pid)
-                ct[pid] = gi if prev is None else add(prev, gi)
+                if prev is None:
+                    ct[pid] = gi
+                elif type(prev) is type(gi) and not isinstance(prev, Tensor):
+                    prev = None  # see _ones_step: the popped array is the expression's only reference
+                    ct[pid] = ct.pop(pid) + gi
+                else:
+                    ct[pid] = add(prev, gi)
             g = grads = gi = prev = None  # hold no cotangent past its entry (peak memory of jacrev)
+        for pid, v in borrowed.items():
+            if ct.get(pid) is v:
+                ct[pid] = asarray(v, copy=True)
         return ct
 
     def forward_sweep(self, seeds, keep=None):
@@ -162,6 +183,37 @@ class ReverseInterpreter(Interpreter):
                 dead.setdefault(k, []).append(p)
         self._dead_cache = (key, dead)
         return dead
+
+
+def _ones_step(grads, parents, ct, known, borrowed):
+    """Accumulate what a ``vjp.ones`` rule handed back, noting cotangents that are all ones or borrowed."""
+    for pid, gi in zip(parents, grads):
+        if pid is None or gi is None:
+            continue
+        if callable(gi):
+            gi = gi()
+            if gi is None:
+                continue
+        mark = type(gi)
+        if mark is KnownOnes or mark is Borrowed:
+            gi = gi.value
+        prev = ct.get(pid)
+        if prev is None:
+            ct[pid] = gi
+            if mark is KnownOnes:
+                known[pid] = gi
+            elif mark is Borrowed:
+                borrowed[pid] = gi
+        # a sum of two cotangents is neither all ones nor borrowed
+        elif type(prev) is type(gi) and not isinstance(prev, Tensor):
+            # two backend arrays: the array's own ``+`` on the popped cotangent, whose only reference is
+            # then the expression's, so NumPy's temporary elision may add into its buffer (it checks the
+            # reference count: a cotangent shared with another id, a primal or a view's base is never
+            # written to); one allocation fewer per accumulation on large arrays
+            prev = None
+            ct[pid] = ct.pop(pid) + gi
+        else:
+            ct[pid] = add(prev, gi)
 
 
 def _drain(tape):

@@ -39,6 +39,7 @@ from polyad.ops.common import _bottom, _dtype_name, is_complex
 from polyad.ops.creation import arange, eye, zeros
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import conj
+from polyad.ops.linalg.products import registered_identity_rows
 from polyad.ops.manipulation import expand_dims, reshape
 from polyad.predispatch import recorded
 
@@ -58,7 +59,8 @@ def _split_basis(rows, leaves, sizes, lead):
     parts, off = [], 0
     for x, n in zip(leaves, sizes):
         piece = rows if len(leaves) == 1 else rows[(slice(None),) * lead + (slice(off, off + n), ...)]
-        piece = reshape(piece, tuple(piece.shape[:lead]) + tuple(x.shape))
+        if tuple(piece.shape[lead:]) != tuple(x.shape):  # kept as it is otherwise: the identity stays known
+            piece = reshape(piece, tuple(piece.shape[:lead]) + tuple(x.shape))
         parts.append(piece if piece.dtype == x.dtype else astype(piece, x.dtype))
         off += n
     return parts
@@ -174,6 +176,7 @@ class _Reverse:
                     _split_basis(_one_hot(i, self.total, self.o_flat[0]), self.o_flat, self.sizes, 0),
                 ),
                 False,
+                ones=self.total == 1,  # the basis of a scalar output is one: rules skip products by it
             )
         )
 
@@ -212,7 +215,12 @@ class _Forward:
         return (res[1], res[2]) if self.spec.has_aux else res[1]
 
     def rows(self, start, stop):
-        spec, basis = self.spec, _eye_rows(start, stop, self.total, self.call.in_flat[0])
+        basis = _eye_rows(start, stop, self.total, self.call.in_flat[0])
+        with registered_identity_rows(basis, start):  # matmul's batching rule skips products by it
+            return self._rows(basis, start, stop)
+
+    def _rows(self, basis, start, stop):
+        spec = self.spec
         if spec.loop and stop - start == 1:
             res = self._push(reshape(basis, (self.total,)))
             tangents, aux = res if spec.has_aux else (res, None)

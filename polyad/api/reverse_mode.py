@@ -76,9 +76,10 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
 def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False):
     """The work of ``vjp``, ``grad`` and ``jacrev``: run ``func`` once at a new reverse level.
 
-    Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume)`` returns the tuple of
-    cotangents of ``primals``, each in its primal's dtype, and with ``consume`` frees the tape as it walks
-    it (``grad``). ``jacobian``: every output must be real floating (jacrev), not just one (vjp).
+    Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume, ones=False)`` returns the
+    tuple of cotangents of ``primals``, each in its primal's dtype, and with ``consume`` frees the tape as
+    it walks it (``grad``); ``ones``: every cotangent is all ones (reverse.py skips products by them).
+    ``jacobian``: every output must be real floating (jacrev), not just one (vjp).
     """
     flat, tree = _flatten(primals)
     _check_inputs(flat, tree, what, root, nums)
@@ -92,7 +93,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
             "boolean outputs carry no derivative (next to floating outputs they are allowed and get none)"
         )
 
-    def backward(cotangents, consume):
+    def backward(cotangents, consume, ones=False):
         ct_flat, ct_tree = _flatten(cotangents)
         _check_structure(ct_tree, out_tree, "vjp_fn(cotangents)", "cotangent", "output")
         seeds = {}
@@ -110,7 +111,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
                 prev = seeds.get(k)
                 seeds[k] = c if prev is None else add(prev, c)
         cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
-        cts = interp.backward(seeds, consume=consume) if seeds else {}
+        cts = interp.backward(seeds, consume=consume, ones=ones) if seeds else {}
         grads = [cts.get(k) for k in leaf_ids]
         grads = [zeros_like(x) if g is None else _plain(_in_dtype_of(g, x)) for g, x in zip(grads, flat)]
         return tuple(optree.tree_unflatten(tree, grads))
@@ -171,7 +172,7 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
             "real function of it (real, abs) or use pa.vjp"
         )
     try:
-        grads = backward(ones_like(out), True)
+        grads = backward(ones_like(out), True, ones=True)  # a symbolic one: rules skip products by it
     finally:
         interp.tape = []  # grad returns no vjp_fn: nothing can use the tape again
     return (grads[0] if single else grads), out, aux

@@ -16,6 +16,7 @@ its own that live here, so ``polyad.ops.manipulation.reshape`` is this file's ``
 """
 
 import math
+from typing import NamedTuple
 
 from polyad import dispatch
 from polyad.core import bind
@@ -125,11 +126,74 @@ def _conj_if_complex(d):
     return conj(d) if is_complex(d) else d
 
 
+# Symbolic ones. Reverse mode knows when a cotangent is all ones (the seed of a scalar loss, ``sum``'s
+# broadcast of it, ``add`` passing it on); an op's VJP rule may then carry a ``ones`` attribute, a rule of
+# the same signature called instead of it for such a cotangent, which skips the product with the ones.
+# What it hands back may be marked: ``KnownOnes`` (all ones again: the next rule may skip too) or
+# ``Borrowed`` (an array that is not the rule's own, a primal: copied if it reaches the caller). A rule
+# replaced by ``override`` or ``register_rule`` has no ``ones`` attribute, so the override is what runs.
+
+
+class KnownOnes(NamedTuple):
+    """A cotangent, from a ``vjp.ones`` rule, that is all ones."""
+
+    value: object
+
+
+class Borrowed(NamedTuple):
+    """A cotangent, from a ``vjp.ones`` rule, that is a primal itself (not a new array)."""
+
+    value: object
+
+
+def with_ones_rule(vjp, ones):
+    """``vjp`` with ``ones`` attached: the rule reverse mode calls when the cotangent is all ones."""
+    vjp.ones = ones
+    return vjp
+
+
+def times_ones(g, d, x, fresh):
+    """``unbroadcast(g * conj(d), x)`` for an all-ones ``g``: ``d`` itself when it is real with ``g``'s shape
+    and dtype (``Borrowed`` unless ``fresh``: ``d`` was made by the rule), else the product."""
+    if (
+        hasattr(d, "shape")
+        and d.dtype == g.dtype
+        and tuple(d.shape) == tuple(g.shape)
+        and _kind(d.dtype) == "f"
+    ):
+        r = unbroadcast(d, x)
+        return Borrowed(d) if r is d and not fresh else r
+    return unbroadcast(g * _cj_value(d), x)
+
+
+def passes_ones(r, g):
+    """``r``, the cotangent handed on from an all-ones ``g``, marked all ones when it is ``g`` itself."""
+    return KnownOnes(r) if r is g else r
+
+
+def _cj_value(d):
+    if isinstance(d, complex):
+        return d.conjugate()
+    return conj(d) if hasattr(d, "dtype") and is_complex(d) else d
+
+
+def _unary_vjp(deriv):
+    def vjp(g, y, x):
+        return (g * _conj_if_complex(deriv(x, y)),)
+
+    def vjp_ones(g, y, x):
+        d = deriv(x, y)
+        return (times_ones(g, d, x, fresh=d is not x and d is not y),)
+
+    return with_ones_rule(vjp, vjp_ones)
+
+
 def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
     """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
     come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
     if deriv is not None:
-        rules.setdefault("vjp", lambda g, y, x: (g * _conj_if_complex(deriv(x, y)),))
+        if "vjp" not in rules:
+            rules["vjp"] = _unary_vjp(deriv)
         rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
     op = define(name, abstract_eval=abstract_eval, **rules)
     op.rules["batch"] = unary_batch(op)
@@ -170,7 +234,13 @@ def _add_jvp(ts, y, a, b):
 
 add = binary(
     "add",
-    vjp=lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(g, b)),
+    vjp=with_ones_rule(
+        lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(g, b)),
+        lambda g, y, a, b: (
+            lambda: passes_ones(unbroadcast(g, a), g),
+            lambda: passes_ones(unbroadcast(g, b), g),
+        ),
+    ),
     jvp=_add_jvp,
 )
 
@@ -469,7 +539,16 @@ def _sum_vjp(g, y, x, *, axis=None, dtype=None, keepdims=False):
     return (_cast_to(broadcast_to(expand_reduced(g, shape_of(x), axis, keepdims), shape_of(x)), x),)
 
 
-_sum = define("sum", abstract_eval=reduction_abstract(_sum_dtype), vjp=_sum_vjp, linear=True)
+def _sum_vjp_ones(g, y, x, **params):
+    return (KnownOnes(_sum_vjp(g, y, x, **params)[0]),)  # a broadcast (or cast) of ones is all ones
+
+
+_sum = define(
+    "sum",
+    abstract_eval=reduction_abstract(_sum_dtype),
+    vjp=with_ones_rule(_sum_vjp, _sum_vjp_ones),
+    linear=True,
+)
 _sum.rules["batch"] = reduction_batch(_sum)
 
 

@@ -15,15 +15,19 @@ from typing import Any
 
 from polyad.core import bind
 from polyad.ops.base import (
+    KnownOnes,
     _broadcast_to_out,
     _complex_like,
     binary,
     broadcast_batch_args,
     conj,
+    passes_ones,
     real,
+    times_ones,
     unary,
     unbroadcast,
     where,
+    with_ones_rule,
     zeros_like,
 )
 from polyad.ops.base import add as add
@@ -64,7 +68,9 @@ reciprocal = unary("reciprocal", lambda x, y: -(y * y))
 
 # Linear ops: the JVP is the op itself; the VJP is written once here.
 negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True)
-positive = unary("positive", vjp=lambda g, y, x: (g,), linear=True)
+positive = unary(
+    "positive", vjp=with_ones_rule(lambda g, y, x: (g,), lambda g, y, x: (KnownOnes(g),)), linear=True
+)
 
 
 def _imag_vjp(g, y, x):
@@ -218,21 +224,48 @@ def _binary_deriv_rules(da, db):
     return {"vjp": vjp, "jvp": jvp}
 
 
+# each ``ones`` rule: the VJP for an all-ones cotangent g, without the products by g (see ops.base)
 subtract = binary(
     "subtract",
-    vjp=lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(-g, b)),
+    vjp=with_ones_rule(
+        lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(-g, b)),
+        lambda g, y, a, b: (lambda: passes_ones(unbroadcast(g, a), g), lambda: unbroadcast(-g, b)),
+    ),
     jvp=_sub_jvp,
 )
 multiply = binary(
     "multiply",
-    vjp=lambda g, y, a, b: (lambda: unbroadcast(g * _cj(b), a), lambda: unbroadcast(_cj(a) * g, b)),
+    vjp=with_ones_rule(
+        lambda g, y, a, b: (lambda: unbroadcast(g * _cj(b), a), lambda: unbroadcast(_cj(a) * g, b)),
+        lambda g, y, a, b: (lambda: times_ones(g, b, a, False), lambda: times_ones(g, a, b, False)),
+    ),
     bilinear=True,
 )
+
+
+def _div_vjp_ones(g, y, a, b):
+    def da():
+        # 1 / b is g / b for g all ones, with one array read instead of two
+        if (
+            hasattr(b, "shape")
+            and b.dtype == g.dtype
+            and tuple(b.shape) == tuple(g.shape)
+            and not is_complex(b)
+        ):
+            return unbroadcast(1.0 / b, a)
+        return unbroadcast(g / _cj(b), a)
+
+    return da, lambda: times_ones(g, -(y / b), b, True)
+
+
 divide = binary(
     "divide",
-    vjp=lambda g, y, a, b: (
-        lambda: unbroadcast(g / _cj(b), a),
-        lambda: unbroadcast(g * _cj(-(y / b)), b),
+    vjp=with_ones_rule(
+        lambda g, y, a, b: (
+            lambda: unbroadcast(g / _cj(b), a),
+            lambda: unbroadcast(g * _cj(-(y / b)), b),
+        ),
+        _div_vjp_ones,
     ),
     jvp=_div_jvp,
 )

@@ -4,6 +4,8 @@
 turn); ``outer`` writes its JVP, and batches by broadcasting rather than as a product.
 """
 
+from contextlib import contextmanager
+
 from polyad.core import bind
 from polyad.ops.base import (
     _inverse,
@@ -16,6 +18,7 @@ from polyad.ops.base import (
     unbroadcast,
 )
 from polyad.ops.common import ShapeDtype, _broadcast, define, ndim_of, shape_of
+from polyad.ops.creation import asarray
 from polyad.ops.linalg.shared import _add, _cj, leading_batch
 from polyad.ops.manipulation import squeeze
 
@@ -41,6 +44,29 @@ def _mH(x):
 
 
 # ------------------------------------------------------------------------------ matmul
+
+# Symbolic identity. jacfwd's basis is rows of the identity; while a basis array is registered here
+# (``identity_rows``), the batching rule of ``matmul`` gives a matrix times those rows as a slice of the
+# matrix's transpose, without the product (W5's and W3's first GEMM).
+_IDENTITY_ROWS = {}  # id(array) -> (array, k): the array is rows k, k+1, ... of an identity matrix
+
+
+def identity_rows(x):
+    """``k`` if ``x`` is registered as rows ``k:k + len(x)`` of an identity matrix, else None."""
+    if not _IDENTITY_ROWS:
+        return None
+    entry = _IDENTITY_ROWS.get(id(x))
+    return entry[1] if entry is not None and entry[0] is x else None
+
+
+@contextmanager
+def registered_identity_rows(x, k):
+    """Within the block, ``x`` (a 2-D array, never written to) counts as rows ``k:`` of the identity."""
+    _IDENTITY_ROWS[id(x)] = (x, k)
+    try:
+        yield x
+    finally:
+        _IDENTITY_ROWS.pop(id(x), None)
 
 
 def _matmul_shape(a, b):
@@ -79,9 +105,18 @@ def _matmul_batch(info, dims, a, b):
     # one matrix against a batch: fold the batch into a single GEMM (a broadcast batched matmul runs
     # one small product per example in NumPy, ~10x slower for per-example vectors, as in jacrev)
     if db is None and a_nd == 1 and ndim_of(b) == 2:
-        return matmul(move_to_front(a, da), b), 0
+        a = move_to_front(a, da)
+        k = identity_rows(a)
+        if k is not None and a.dtype == b.dtype:  # rows k: of the identity (jacfwd's basis) times b
+            # a copy of those rows of b, not a view: the result must not share b's memory
+            return asarray(b[k : k + shape_of(a)[0], ...], copy=True), 0
+        return matmul(a, b), 0
     if da is None and b_nd == 1 and ndim_of(a) == 2:
-        return matmul(move_to_front(b, db), matrix_transpose(a)), 0
+        b = move_to_front(b, db)
+        k = identity_rows(b)
+        if k is not None and a.dtype == b.dtype:  # a times rows k: of the identity: columns of a
+            return asarray(matrix_transpose(a)[k : k + shape_of(b)[0], ...], copy=True), 0
+        return matmul(b, matrix_transpose(a)), 0
     if da is None and b_nd == 2 and ndim_of(a) == 2:
         b = permute_dims(b, (1, db, 2) if db == 0 else (0, 1, 2) if db == 1 else (0, 2, 1))  # (k, B, m)
         s = shape_of(b)
