@@ -194,7 +194,8 @@ def test_large_folded_results_stay_nodes():
 def test_gradient_of_sum_multiplies_by_nothing():
     f = lambda x: xp.sum(xp.sin(x))  # noqa: E731
     g = pa.make_graph(pa.grad(f), _arr([0.0, 1.0, 2.0]))
-    assert _ops(g) == ["sin", "sum", "ones_like", "reshape", "broadcast_to", "cos", "multiply"]
+    # eager reverse mode already skips the multiplication by the seed's ones (symbolic ones)
+    assert _ops(g) == ["sin", "sum", "ones_like", "reshape", "broadcast_to", "cos"]
     o = optimize(g)
     assert _ops(o) == ["cos"] and len(o.consts) == 0
     _check(g, o, pa.grad(f), _arr([3.0, -1.0, 0.25]))
