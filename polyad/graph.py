@@ -15,9 +15,9 @@ import functools
 import optree
 
 from polyad import core, dispatch
-from polyad.core import FreshTensor, Interpreter, Op, Tensor, bind, new_level
+from polyad.core import ConcretizationError, FreshTensor, Interpreter, Op, Tensor, bind, new_level
 from polyad.dispatch import _BY_TYPE
-from polyad.ops.common import _bottom, _dtype_name
+from polyad.ops.common import ShapeDtype, _bottom, _dtype_name
 from polyad.tracing import eval_shape
 
 
@@ -420,6 +420,124 @@ def capture_graph(func, *args):
     flat, in_tree = optree.tree_flatten(args, none_is_leaf=False)
     with new_level(GraphInterpreter) as interp:
         ins = [interp.new_var(x) for x in flat]
+        out = func(*optree.tree_unflatten(in_tree, ins))
+        out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
+        outputs = [interp._ref(o)[1] for o in out_flat]
+    return Graph([t._aux for t in ins], in_tree, interp.nodes, outputs, out_tree, interp.consts)
+
+
+# ------------------------------------------------------------------------------ tracing (pa.jit)
+
+
+class TracedTensor(GraphTensor):
+    """A value being traced by ``pa.jit``: ``_value`` is a ``ShapeDtype`` (shape, dtype, device; no data),
+    ``_aux`` its Var. Asking it for a Python value (``bool``, ``float``, ``int``, ``item``,
+    ``np.asarray``) raises a ``ConcretizationError`` that names it: the trace must hold for every value."""
+
+    __slots__ = ()
+
+    def _scalar(self, what):
+        interp = self._interp
+        if interp is None or not isinstance(interp, TracingInterpreter):
+            raise ConcretizationError(f"{what}() of a traced value that has no concrete value")
+        raise interp.concretization_error(self, what)
+
+    def __array__(self, dtype=None, copy=None):
+        self._scalar("np.asarray")
+
+
+class TracingInterpreter(GraphInterpreter):
+    """Graph capture on abstract values, for ``pa.jit``: each op is recorded and its output shape and
+    dtype come from its ``abstract_eval`` rule; nothing is computed. A value of the function's arguments
+    has no concrete value, so Python control flow on one raises (as JAX's jit), and the graph holds for
+    every input of the traced signature. ``where`` names the jitted function in messages; ``names`` the
+    inputs ("argument 0", "argument 'x'")."""
+
+    transform = "pa.jit"
+    carries = "place in the traced computation (it has no value while pa.jit traces)"
+
+    def __init__(self, level, backend, where, names):
+        super().__init__(level)
+        self.backend = backend
+        self.where = where
+        self.names = names
+
+    def new_var(self, aval):
+        v = Var(self.next_id, aval.shape, aval.dtype)
+        self.next_id += 1
+        return TracedTensor(aval, self, v)
+
+    def _ref(self, a):
+        if type(a) is FreshTensor:  # an array made while tracing: a constant of the graph
+            a = a._value
+        if isinstance(a, Tensor):
+            if a._interp is self:
+                return a._value, a._aux
+            if a._interp is None:  # a plain tensor closed over: its array is a constant
+                return self._ref(a._value)
+            raise TypeError(
+                f"{self.where}: the function uses a value of an enclosing {a._interp.transform} that is not "
+                "among its arguments (a closure over a transformed value); pass it to the jitted function "
+                "as an argument"
+            )
+        if dispatch.backend_of_array(a) is not None:
+            key = id(a)
+            if key not in self._const_ids:
+                self._const_ids[key] = Const(len(self.consts), a)
+                self.consts.append(a)
+            return ShapeDtype(tuple(a.shape), a.dtype, getattr(a, "device", None)), self._const_ids[key]
+        return a, a
+
+    def process(self, op, args, params):
+        values, refs = [], []
+        for a in args:
+            v, r = self._ref(a)
+            values.append(v)
+            refs.append(r)
+        rule = op.rules.get("abstract_eval")
+        if rule is None:
+            raise NotImplementedError(
+                f"{self.where}: op {op.name!r} has no abstract evaluation rule, so it cannot be traced "
+                "(for a custom op, register one with op.register_fake)"
+            )
+        try:
+            out = rule(self.backend.xp, *values, **params)
+        except ConcretizationError as e:
+            raise ConcretizationError(f"{self.where}: {e}") from None
+        if op.multiple_results:
+            wrapped = [self.new_var(o) for o in out]
+            self.nodes.append(Node(op, refs, params, [w._aux for w in wrapped]))
+            return type(out)(wrapped) if not hasattr(out, "_fields") else type(out)(*wrapped)
+        w = self.new_var(out)
+        self.nodes.append(Node(op, refs, params, [w._aux]))
+        return w
+
+    def concretization_error(self, tensor, what):
+        """The error for ``what`` (bool, float, ...) of ``tensor``, naming it and where it came from."""
+        var = tensor._aux
+        origin = self.names.get(var.id)
+        if origin is None:
+            node = next((n for n in self.nodes if any(o is var for o in n.outputs)), None)
+            origin = f"the result of op {node.op.name!r}" if node is not None else "computed inside"
+        kind = {"bool": "bool() (a Python branch)", "index": "operator.index()"}.get(what, f"{what}()")
+        dtype = getattr(var.dtype, "__name__", None) or _dtype_name(var.dtype)  # a dtype or a scalar type
+        return ConcretizationError(
+            f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
+            "its concrete value, which pa.jit does not have while it "
+            "traces: the trace must hold for every value of the arguments. Mark the argument static "
+            "(pa.jit(f, static_argnums=...) or static_argnames=...), so that each value traces anew, or "
+            "compute without Python control flow on the value (xp.where(cond, a, b) for a branch)"
+        )
+
+
+def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
+    """The ``Graph`` of ``func`` on abstract inputs: ``avals`` (ShapeDtypes, flat, structure ``in_tree``)
+    become traced values on ``backend``; each op is recorded through its ``abstract_eval`` rule, computing
+    nothing (``TracingInterpreter``). ``names``: a readable name per input, for errors."""
+    with new_level(TracingInterpreter, backend, where, {}) as interp:
+        ins = [interp.new_var(a) for a in avals]
+        if names is not None:
+            interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
         out = func(*optree.tree_unflatten(in_tree, ins))
         out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         outputs = [interp._ref(o)[1] for o in out_flat]
