@@ -502,8 +502,16 @@ class TracingInterpreter(GraphInterpreter):
             )
         try:
             out = rule(self.backend.xp, *values, **params)
-        except ConcretizationError as e:
-            raise ConcretizationError(f"{self.where}: {e}") from None
+        except (ConcretizationError, NotImplementedError) as e:  # name the jitted function
+            raise type(e)(f"{self.where}: {e}") from None
+        for aval in out if op.multiple_results else (out,):
+            if None in aval.shape:  # the compiled code specialises on shapes: refuse, as JAX's jit does
+                raise ConcretizationError(
+                    f"{self.where}: the shape of op {op.name!r}'s result depends on the values of its "
+                    f"arguments ({aval.shape}), which pa.jit does not have while it traces; call it outside "
+                    "the jitted function, or use a fixed-size form (xp.where with a mask instead of boolean "
+                    "indexing)"
+                )
         if op.multiple_results:
             wrapped = [self.new_var(o) for o in out]
             self.nodes.append(Node(op, refs, params, [w._aux for w in wrapped]))
