@@ -103,7 +103,7 @@ class _Entry:
     """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
     compiled fused graph (for raw arrays) and the structure of the outputs."""
 
-    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree")
+    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree", "single")
 
     def __init__(self, graph, optimized, fused, compiled):
         self.graph = graph
@@ -112,6 +112,7 @@ class _Entry:
         self.compiled = compiled
         self.run = compiled.fn
         self.out_tree = compiled.out_tree
+        self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
 
 
 class Lowered:
@@ -190,7 +191,8 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         entry, leaves, mode = self._lookup(args, kwargs)
         if mode is _COMPILED:
-            return optree.tree_unflatten(entry.out_tree, list(entry.run(*leaves)))
+            out = entry.run(*leaves)
+            return out[0] if entry.single else optree.tree_unflatten(entry.out_tree, list(out))
         if mode is _TRANSFORMED:
             return entry.optimized._run(leaves, {})
         out = entry.run(*leaves)  # plain tensors among the inputs: plain tensors out, as eagerly
@@ -227,7 +229,23 @@ class Jitted:
     def _lookup(self, args, kwargs):
         """``(entry, array leaves, mode)`` for a call: the cached entry of its signature (traced now if
         new), the arrays to run it on, and how to run it."""
-        if self._plain_call and not kwargs:
+        if self._plain_call and not kwargs and args:
+            # the common call, arrays only: the key is their signatures, no pytree flattening
+            sig = []
+            for x in args:
+                b = _BY_TYPE.get(type(x))
+                if b is None:
+                    break
+                sig.append((type(x), x.shape, x.dtype, getattr(x, "device", None)))  # the type: its backend
+            else:
+                key = tuple(sig)
+                entry = self._cache.get(key)
+                if entry is None:
+                    flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+                    entry = self._insert(key, args, kwargs, flat, tree, sig, b)
+                else:
+                    self._hit(key)
+                return entry, args, _COMPILED
             dynamic, statics = args, ()
         else:
             dynamic, statics = self._split(args, kwargs)
@@ -267,18 +285,27 @@ class Jitted:
         except TypeError:  # an unhashable static value: name it
             raise self._unhashable(args, kwargs, flat, tree) from None
         if entry is None:
-            self.misses += 1
-            entry = self._trace(args, kwargs, flat, tree, sig, backend)
-            self._cache[key] = entry
-            if len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+            entry = self._insert(key, args, kwargs, flat, tree, sig, backend)
         else:
-            self.hits += 1
-            try:
-                self._cache.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile: it stays usable for this call
-                pass
+            self._hit(key)
         return entry, leaves, mode
+
+    def _insert(self, key, args, kwargs, flat, tree, sig, backend):
+        """Trace a new signature and cache it under ``key``, dropping the least recently used beyond
+        ``CACHE_SIZE``."""
+        self.misses += 1
+        entry = self._trace(args, kwargs, flat, tree, sig, backend)
+        self._cache[key] = entry
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return entry
+
+    def _hit(self, key):
+        self.hits += 1
+        try:
+            self._cache.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile: the entry stays usable for this call
+            pass
 
     def _split(self, args, kwargs):
         """``(dynamic, statics)``: the traced arguments ``(positional, keyword)`` and the static ones as a
