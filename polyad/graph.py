@@ -461,6 +461,8 @@ class TracingInterpreter(GraphInterpreter):
         self.backend = backend
         self.where = where
         self.names = names
+        self.lifted = []  # (tensor of an enclosing transform the function closes over, its input Var)
+        self._lifted_ids = {}
 
     def new_var(self, aval):
         v = Var(self.next_id, aval.shape, aval.dtype)
@@ -475,11 +477,14 @@ class TracingInterpreter(GraphInterpreter):
                 return a._value, a._aux
             if a._interp is None:  # a plain tensor closed over: its array is a constant
                 return self._ref(a._value)
-            raise TypeError(
-                f"{self.where}: the function uses a value of an enclosing {a._interp.transform} that is not "
-                "among its arguments (a closure over a transformed value); pass it to the jitted function "
-                "as an argument"
-            )
+            # a value of an enclosing transform closed over: an extra input of the graph, so that replaying
+            # the graph on it keeps what it carries (its derivative, batch or place in a graph)
+            traced = self._lifted_ids.get(id(a))
+            if traced is None:
+                traced = self.new_var(ShapeDtype(a.shape, a.dtype, getattr(_bottom(a), "device", None)))
+                self._lifted_ids[id(a)] = traced  # ``lifted`` keeps ``a`` alive: its id stays its own
+                self.lifted.append((a, traced._aux))
+            return traced._value, traced._aux
         if dispatch.backend_of_array(a) is not None:
             key = id(a)
             if key not in self._const_ids:
@@ -539,9 +544,11 @@ class TracingInterpreter(GraphInterpreter):
 
 
 def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
-    """The ``Graph`` of ``func`` on abstract inputs: ``avals`` (ShapeDtypes, flat, structure ``in_tree``)
-    become traced values on ``backend``; each op is recorded through its ``abstract_eval`` rule, computing
-    nothing (``TracingInterpreter``). ``names``: a readable name per input, for errors."""
+    """``(graph, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals`` (ShapeDtypes,
+    flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded through its
+    ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``lifted`` lists the tensors of
+    enclosing transforms that ``func`` closes over: they are the graph's last inputs (its ``in_tree`` has
+    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors."""
     with new_level(TracingInterpreter, backend, where, {}) as interp:
         ins = [interp.new_var(a) for a in avals]
         if names is not None:
@@ -549,7 +556,11 @@ def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
         out = func(*optree.tree_unflatten(in_tree, ins))
         out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         outputs = [interp._ref(o)[1] for o in out_flat]
-    return Graph([t._aux for t in ins], in_tree, interp.nodes, outputs, out_tree, interp.consts)
+    inputs = [t._aux for t in ins] + [var for _, var in interp.lifted]
+    if interp.lifted:
+        in_tree = optree.tree_structure(tuple(range(len(inputs))))
+    graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
+    return graph, [t for t, _ in interp.lifted]
 
 
 # ------------------------------------------------------------------------------ call_delegate

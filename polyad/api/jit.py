@@ -103,16 +103,19 @@ class _Entry:
     """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
     compiled fused graph (for raw arrays) and the structure of the outputs."""
 
-    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree", "single")
+    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree", "single", "lifted")
 
-    def __init__(self, graph, optimized, fused, compiled):
+    def __init__(self, graph, optimized, fused, compiled, lifted=()):
         self.graph = graph
         self.optimized = optimized
         self.fused = fused
         self.compiled = compiled
-        self.run = compiled.fn
-        self.out_tree = compiled.out_tree
+        self.run = compiled.fn if compiled is not None else None
+        self.out_tree = optimized.out_tree
         self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
+        # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
+        # entry serves one call only (it is not cached)
+        self.lifted = lifted
 
 
 class Lowered:
@@ -128,9 +131,12 @@ class Lowered:
         self.compiled = entry.compiled
 
     def as_text(self):
+        text = f"# traced\n{self.graph}\n# optimized\n{self.optimized_graph}\n"
+        if self.compiled is None:
+            return text + "# not compiled: it closes over values of enclosing transforms, replayed op by op"
         return (
-            f"# traced\n{self.graph}\n# optimized\n{self.optimized_graph}\n# fused\n{self.fused_graph}\n"
-            f"# compiled for {self.compiled.backend.name}\n{self.compiled.source}"
+            f"{text}# fused\n{self.fused_graph}\n# compiled for {self.compiled.backend.name}\n"
+            f"{self.compiled.source}"
         )
 
     def __repr__(self):
@@ -190,6 +196,8 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         entry, leaves, mode = self._lookup(args, kwargs)
+        if entry.lifted:
+            return entry.optimized._run(list(leaves) + list(entry.lifted), {})
         if mode is _COMPILED:
             out = entry.run(*leaves)
             return out[0] if entry.single else optree.tree_unflatten(entry.out_tree, list(out))
@@ -295,6 +303,8 @@ class Jitted:
         ``CACHE_SIZE``."""
         self.misses += 1
         entry = self._trace(args, kwargs, flat, tree, sig, backend)
+        if entry.lifted:
+            return entry
         self._cache[key] = entry
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -348,9 +358,11 @@ class Jitted:
             names = [_leaf_name(tree, p, "", tuple(range(len(args)))) for p in positions]
         else:
             names = [f"traced leaf {k}" for k in range(len(positions))]
-        graph = trace_graph(call, avals, in_tree, backend, self._where, names)
+        graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names)
         graph.donated = self._donated(args, flat, positions)
         optimized = compiler.optimize(graph)
+        if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
+            return _Entry(graph, optimized, None, None, lifted)
         fused = compiler.fuse(optimized, backend.name)
         compiled = fused.compile(backend.name)
         return _Entry(graph, optimized, fused, compiled)
