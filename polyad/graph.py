@@ -455,6 +455,7 @@ class TracingInterpreter(GraphInterpreter):
 
     transform = "pa.jit"
     carries = "place in the traced computation (it has no value while pa.jit traces)"
+    refuses_random = True  # a draw would be a constant of the trace, the same at every call
 
     def __init__(self, level, backend, where, names):
         super().__init__(level)

@@ -402,3 +402,11 @@ def test_wraps_the_function():
 
     f = pa.jit(scaled)
     assert f.__name__ == "scaled" and f.__doc__ == "Doc." and f.__wrapped__ is scaled
+
+
+def test_random_draws_inside_jit_are_refused():
+    # a draw while tracing would be replayed as a constant at every call: refused, with the fix
+    with raises_cleanly(RuntimeError, "pa.random.normal inside pa.jit(<lambda>)", "pass the values in"):
+        pa.jit(lambda x: x + pa.random.normal(size=(3,)))(_arr(X))
+    noise = pa.random.normal(size=(3,))
+    assert_close(pa.jit(lambda x, z: x + z)(_arr(X), noise), _arr(X) + noise)
