@@ -410,3 +410,13 @@ def test_random_draws_inside_jit_are_refused():
         pa.jit(lambda x: x + pa.random.normal(size=(3,)))(_arr(X))
     noise = pa.random.normal(size=(3,))
     assert_close(pa.jit(lambda x, z: x + z)(_arr(X), noise), _arr(X) + noise)
+
+
+def test_constant_outputs_are_fresh_arrays_per_call():
+    f = pa.jit(lambda x: (x * 2, xp.ones(3)))
+    x = _arr(X)
+    _, ones = f(x)
+    if pa.get_backend() == "numpy":
+        ones[0] = 5.0  # the caller writes into its result: the next call is not affected
+    _, again = f(x)
+    assert_close(again, _bxp().ones(3))

@@ -24,7 +24,7 @@ from polyad import compiler, dispatch
 from polyad.api.arguments import _check_callable, _fname, _is_dim, _leaf_name
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import _BY_TYPE
-from polyad.graph import trace_graph
+from polyad.graph import Const, trace_graph
 from polyad.ops.common import ShapeDtype, _bottom
 
 CACHE_SIZE = 64  # traced signatures kept per jitted function (least recently used goes first)
@@ -111,6 +111,9 @@ class _Entry:
         self.fused = fused
         self.compiled = compiled
         self.run = compiled.fn if compiled is not None else None
+        held = [i for i, r in enumerate(fused.outputs) if isinstance(r, Const)] if fused is not None else []
+        if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
+            self.run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
         self.out_tree = optimized.out_tree
         self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
         # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
@@ -414,6 +417,13 @@ class Jitted:
 
 _COMPILED, _PLAIN, _TRANSFORMED = "compiled", "plain", "transformed"
 _CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
+
+
+def _copy_outputs(fn, held, bxp, *args):
+    out = list(fn(*args))
+    for i in held:
+        out[i] = bxp.asarray(out[i], copy=True)  # the caller may write into it: the graph keeps its own
+    return tuple(out)
 
 
 def _array_backend(x):
