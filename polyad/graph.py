@@ -463,10 +463,17 @@ class TracingInterpreter(GraphInterpreter):
         self.where = where
         self.names = names
         self.lifted = []  # (tensor of an enclosing transform the function closes over, its input Var)
+        self._dtypes = {}
         self._lifted_ids = {}
 
     def new_var(self, aval):
-        v = Var(self.next_id, aval.shape, aval.dtype)
+        dtype = self._dtypes.get(aval.dtype)
+        if dtype is None:  # a rule may give a scalar type (NumPy's np.bool): the arrays' own dtype object,
+            # as a concrete capture records it
+            dtype = self._dtypes[aval.dtype] = self.backend.xp.empty((0,), dtype=aval.dtype).dtype
+        if dtype is not aval.dtype:
+            aval = ShapeDtype(aval.shape, dtype, aval.device)
+        v = Var(self.next_id, aval.shape, dtype)
         self.next_id += 1
         return TracedTensor(aval, self, v)
 
