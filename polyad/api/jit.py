@@ -21,7 +21,7 @@ from typing import Any
 import optree
 
 from polyad import compiler, dispatch
-from polyad.api.arguments import _check_callable, _fname, _is_dim, _leaf_name
+from polyad.api.arguments import _check_callable, _fname, _is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import _BY_TYPE
 from polyad.graph import Const, trace_graph
@@ -284,8 +284,16 @@ class Jitted:
                     mode = _TRANSFORMED
                     leaves.append(x)
                 backend = b
+            elif isinstance(x, _VALUE_TYPES) or "dtype" in type(x).__name__.lower():
+                sig.append((type(x), x))  # a Python number, string, dtype...: part of the signature
             else:
-                sig.append((type(x), x))  # a Python number or another leaf: static
+                raise TypeError(
+                    f"{self._where}: {self._leaf_label(args, kwargs, tree, len(sig))} is a "
+                    f"{type(x).__name__}, which pa.jit cannot trace (it traces arrays, and keys the cache on "
+                    "Python numbers, strings and dtypes); pass its arrays as arguments, or mark the "
+                    "argument static (static_argnums / static_argnames): its hash and == then key the "
+                    "cache, so it must compare by value"
+                )
         if mode is _TRANSFORMED:  # replay on the tensors themselves
             leaves = [x for x in flat if isinstance(x, Tensor) or _array_backend(x) is not None]
         if backend is None:
@@ -357,10 +365,7 @@ class Jitted:
         call, positions = self._rebuild(args, kwargs, tree, flat)
         avals = [ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3]) for p in positions]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
-        if self._plain_call and not kwargs:
-            names = [_leaf_name(tree, p, "", tuple(range(len(args)))) for p in positions]
-        else:
-            names = [f"traced leaf {k}" for k in range(len(positions))]
+        names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
         graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names)
         graph.donated = self._donated(args, flat, positions)
         optimized = compiler.optimize(graph)
@@ -369,6 +374,20 @@ class Jitted:
         fused = compiler.fuse(optimized, backend.name)
         compiled = fused.compile(backend.name)
         return _Entry(graph, optimized, fused, compiled)
+
+    def _leaf_label(self, args, kwargs, tree, i):
+        """A readable name of leaf ``i`` of a call's traced arguments: "argument 1['w']", "argument 'y'"."""
+        path = tree.paths()[i]
+        if self._plain_call and not kwargs:
+            head, rest = f"argument {path[0]}", path[1:]
+        elif path[0] == 0:  # among the positional arguments that are not static
+            n = len(args)
+            static_pos = {j % n for j in self.static_argnums if -n <= j < n}
+            dynamic = [j for j in range(n) if j not in static_pos]
+            head, rest = f"argument {dynamic[path[1]]}", path[2:]
+        else:
+            head, rest = f"argument {path[1]!r}", path[2:]
+        return head + "".join(f"[{k!r}]" for k in rest)
 
     def _donated(self, args, flat, positions):
         """The graph input numbers the caller donated (``donate_argnums``), each checked to be arrays."""
@@ -416,6 +435,8 @@ class Jitted:
 
 
 _COMPILED, _PLAIN, _TRANSFORMED = "compiled", "plain", "transformed"
+# non-array leaves that key the cache by value
+_VALUE_TYPES = (int, float, complex, str, bytes, slice, type(Ellipsis), type)
 _CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
 
 
