@@ -20,7 +20,7 @@ from typing import Any
 
 import optree
 
-from polyad import compiler, dispatch
+from polyad import compiler, core, dispatch, predispatch
 from polyad.api.arguments import _check_callable, _fname, _is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import _BY_TYPE
@@ -198,6 +198,10 @@ class Jitted:
     # ------------------------------------------------------------------ calls
 
     def __call__(self, *args, **kwargs):
+        if core._pre_dispatch is not None and predispatch._state.frames and not predispatch._state.depth:
+            # inside make_graph(pre_dispatch=True): one transform node, whose replay jits its body again
+            config = {"static_argnums": self.static_argnums, "static_argnames": tuple(self.static_argnames)}
+            return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
         entry, leaves, mode = self._lookup(args, kwargs)
         if entry.lifted:
             return entry.optimized._run(list(leaves) + list(entry.lifted), {})
