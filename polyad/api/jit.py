@@ -16,7 +16,6 @@ import collections
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import optree
 
@@ -48,10 +47,13 @@ def jit(
 
     While tracing, array arguments have no values: ``bool``, ``float``, ``int``, ``item()`` or
     ``np.asarray`` of one raises ``pa.ConcretizationError`` naming it. Mark such an argument static, or
-    write the branch with ``xp.where``. Python numbers and other non-array leaves among the arguments are
-    part of the signature (a new number traces again), so they keep their Python semantics; pass an
-    array to trace over its values. Arrays the function closes over are constants of the trace (a
-    rebound global is not seen; pass what changes as an argument).
+    write the branch with ``xp.where``. Python numbers, strings and dtypes among the arguments are part of
+    the signature (a new number traces again), so they keep their Python semantics; pass an array to trace
+    over its values. Other objects are refused unless marked static (their hash and ``==`` then key the
+    cache, so they must compare by value). Arrays the function closes over are constants of the trace
+    (a rebound global is not seen: pass what changes as an argument); values of enclosing transforms it
+    closes over are inputs of the trace, replayed on at each call. ``pa.random`` draws are refused
+    inside (they would replay as constants): draw outside and pass the values in.
 
     ``pa.jit`` composes with every transform both ways: ``pa.jit(pa.grad(f))`` compiles the gradient,
     ``pa.grad(pa.jit(f))`` (and jvp, vmap, the Jacobians) transforms the traced graph op by op.
@@ -484,4 +486,4 @@ def _backend_under(x):
     return b, bottom
 
 
-__all__: list[Any] = ["jit", "Jitted", "Lowered", "CACHE_SIZE"]
+__all__ = ["jit", "Jitted", "Lowered", "CACHE_SIZE"]
