@@ -206,12 +206,12 @@ class Jitted:
             return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
         entry, leaves, mode = self._lookup(args, kwargs)
         if entry.lifted:
-            return entry.optimized._run(list(leaves) + list(entry.lifted), {})
+            return _replay(entry, list(leaves) + list(entry.lifted))
         if mode is _COMPILED:
             out = entry.run(*leaves)
             return out[0] if entry.single else optree.tree_unflatten(entry.out_tree, list(out))
         if mode is _TRANSFORMED:
-            return entry.optimized._run(leaves, {})
+            return _replay(entry, leaves)
         out = entry.run(*leaves)  # plain tensors among the inputs: plain tensors out, as eagerly
         out = [Tensor(o) if dispatch.backend_of_array(o) is not None else o for o in out]
         return optree.tree_unflatten(entry.out_tree, out)
@@ -444,6 +444,21 @@ _COMPILED, _PLAIN, _TRANSFORMED = "compiled", "plain", "transformed"
 # non-array leaves that key the cache by value
 _VALUE_TYPES = (int, float, complex, str, bytes, slice, type(Ellipsis), type)
 _CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
+
+
+def _replay(entry, leaves):
+    """The optimised graph replayed op by op on ``leaves`` (tensors of enclosing transforms among them):
+    each op is bound, so those transforms see it. An output that is a constant of the trace is copied."""
+    graph = entry.optimized
+    out = graph._run(leaves, {})
+    if any(isinstance(r, Const) for r in graph.outputs):
+        flat = optree.tree_leaves(out, none_is_leaf=False)
+        for i, r in enumerate(graph.outputs):
+            b = dispatch.backend_of_array(flat[i]) if isinstance(r, Const) else None
+            if b is not None:
+                flat[i] = b.xp.asarray(flat[i], copy=True)
+        out = optree.tree_unflatten(graph.out_tree, flat)
+    return out
 
 
 def _copy_outputs(fn, held, bxp, *args):
