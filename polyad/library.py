@@ -28,6 +28,8 @@ from polyad.ops.common import ShapeDtype, _bottom, _dtype_name, is_complex, is_f
 from polyad.ops.creation import zeros_like
 from polyad.tracing import fake_abstract_eval
 
+# bumped when ``override`` swaps a layer in and out: pa.jit drops the code it compiled with the old one
+GENERATION = [0]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_.]*$")
 CUSTOM_OPS = {}  # "namespace::name" -> CustomOp
 
@@ -525,6 +527,15 @@ def override(op, layer, impl):
         >>> calls
         [(3,)]
     """
+    GENERATION[0] += 1
+    try:
+        yield from _override(op, layer, impl)
+    finally:
+        GENERATION[0] += 1
+
+
+def _override(op, layer, impl):
+    # the body of ``override``, a generator: the layer swapped in until it resumes
     target = _resolve_op(op)
     if not callable(impl):
         raise TypeError(f"override(impl={impl!r}): impl must be callable (a rule or a kernel)")

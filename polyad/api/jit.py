@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import optree
 
-from polyad import compiler, core, dispatch, predispatch
+from polyad import compiler, core, dispatch, library, predispatch
 from polyad.api.arguments import _check_callable, _fname, _is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import _BY_TYPE
@@ -195,6 +195,7 @@ class Jitted:
         self._where = f"pa.jit({_fname(func)})"
         self._cache = collections.OrderedDict()
         self.hits = self.misses = 0
+        self._generation = library.GENERATION[0]
         functools.update_wrapper(self, func, updated=())
 
     # ------------------------------------------------------------------ calls
@@ -246,6 +247,9 @@ class Jitted:
     def _lookup(self, args, kwargs):
         """``(entry, array leaves, mode)`` for a call: the cached entry of its signature (traced now if
         new), the arrays to run it on, and how to run it."""
+        if library.GENERATION[0] != self._generation:  # a kernel or rule was swapped (library.override)
+            self._cache.clear()
+            self._generation = library.GENERATION[0]
         if self._plain_call and not kwargs and args:
             # the common call, arrays only: the key is their signatures, no pytree flattening
             sig = []
