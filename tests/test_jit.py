@@ -480,3 +480,18 @@ def test_a_swapped_kernel_or_rule_is_not_replayed_stale():
         assert_close(g(x), 3.0 * _bxp().ones(3))
     assert_close(f(x), _bxp().sin(x) * 2)  # restored: compiled again with the real kernel
     assert_close(g(x), _bxp().cos(x))
+
+
+def _double(x):
+    return x * 2
+
+
+def test_pickles_without_its_compiled_code():
+    import pickle
+
+    f = pa.jit(_double, donate_argnums=0)
+    x = _arr(X)
+    f(x)
+    g = pickle.loads(pickle.dumps(f))
+    assert g.cache_info().size == 0 and g.donate_argnums == (0,)
+    assert_close(g(x), x * 2)

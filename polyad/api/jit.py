@@ -239,6 +239,10 @@ class Jitted:
     def __repr__(self):
         return f"<pa.jit of {self.func!r}>"
 
+    def __reduce__(self):  # pickled (to a Dask worker): the function and options, not the compiled code
+        config = (self.static_argnums, tuple(self.static_argnames), self.donate_argnums)
+        return (_rebuilt, (self.func, *config))
+
     def __get__(self, obj, objtype=None):  # a jitted method binds like the function would
         return self if obj is None else functools.partial(self, obj)
 
@@ -448,6 +452,12 @@ _COMPILED, _PLAIN, _TRANSFORMED = "compiled", "plain", "transformed"
 # non-array leaves that key the cache by value
 _VALUE_TYPES = (int, float, complex, str, bytes, slice, type(Ellipsis), type)
 _CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
+
+
+def _rebuilt(func, static_argnums, static_argnames, donate_argnums):
+    return jit(
+        func, static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums
+    )
 
 
 def _replay(entry, leaves):
