@@ -181,7 +181,9 @@ class Graph:
             names[v.id] = f"v{v.id}"
             args.append(names[v.id])
         lines = [f"def replay({', '.join(args)}):"]
-        for i, node in _live_nodes(self.nodes, self.outputs):
+        live = _live_nodes(self.nodes, self.outputs)
+        dying = _last_uses(live, self.outputs)
+        for pos, (i, node) in enumerate(live):
             op = node.op
             params = {k: _param_to_backend(v, b) for k, v in node.params.items()}
             if op.shape_only is not None and isinstance(node.inputs[0], Var):
@@ -205,6 +207,8 @@ class Graph:
                 outs.append(names[o.id])
             target = f"({', '.join(outs)},)" if op.multiple_results else outs[0]
             lines.append(f"    {target} = k{i}({call})")
+            if pos in dying:  # let go of values nothing reads any more, as eager code does
+                lines.append(f"    del {', '.join(names[v] for v in dying[pos])}")
         lines.append(f"    return ({', '.join(name_of(r) for r in self.outputs)},)")
         source = "\n".join(lines)
         exec(compile(source, f"<polyad graph of {len(self.nodes)} nodes>", "exec"), env)
@@ -226,6 +230,24 @@ def _shape_only_kernel(op, like, params, backend):
     dtype = params.get("dtype") or _param_to_backend(like.dtype, backend)
     rest = {k: v for k, v in params.items() if k != "dtype"}
     return functools.partial(op.shape_only, xp, like.shape, dtype, **rest)
+
+
+def _last_uses(live, outputs):
+    """``{position in live: [var ids]}``: the variables each node reads for the last time (outputs
+    excepted), so that compiled code can free them there. Shape-only nodes read no variable."""
+    last = {}
+    for pos, (_, node) in enumerate(live):
+        if node.op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
+            continue
+        for r in node.inputs:
+            if isinstance(r, Var):
+                last[r.id] = pos
+    keep = {r.id for r in outputs if isinstance(r, Var)}
+    dying = {}
+    for vid, pos in last.items():
+        if vid not in keep:
+            dying.setdefault(pos, []).append(vid)
+    return dying
 
 
 def _live_nodes(nodes, outputs):

@@ -495,3 +495,26 @@ def test_pickles_without_its_compiled_code():
     g = pickle.loads(pickle.dumps(f))
     assert g.cache_info().size == 0 and g.donate_argnums == (0,)
     assert_close(g(x), x * 2)
+
+
+@pytest.mark.skipif(pa.get_backend() != "numpy", reason="NumPy reports its allocations to tracemalloc")
+def test_compiled_code_frees_intermediates_as_it_goes():
+    import tracemalloc
+
+    def chain(v):
+        for _ in range(10):
+            v = xp.sin(v) + 1.0
+        return v
+
+    x = np.linspace(0.0, 1.0, 250_000)  # 2 MB per array
+    f = pa.jit(chain)
+    expected = chain(x)
+    f(x)
+    tracemalloc.start()
+    try:
+        out = f(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(out, expected, rtol=1e-15)
+    assert peak < 4 * x.nbytes, peak / x.nbytes  # ~2 arrays alive at a time, not the 20 made
