@@ -152,7 +152,8 @@ class Graph:
         default backend), with no dispatch, no level search and no interpretation per call. Nodes whose
         results nothing uses are left out (ops are pure), and ``*_like`` creations, which need only their
         input's shape, no longer keep that input alive: the graph of ``grad(f)`` then skips the last steps
-        of ``f`` that only computed its value. The result runs on raw arrays of that backend only, outside
+        of ``f`` that only computed its value. Each intermediate is released after its last use, as eager
+        code lets go of its temporaries. The result runs on raw arrays of that backend only, outside
         transforms (for transforms, call the graph itself). ``source`` shows the generated code.
 
         Example:
