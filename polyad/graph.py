@@ -17,9 +17,9 @@ from typing import Any
 import optree
 
 from polyad import core, dispatch
-from polyad.core import FreshTensor, Interpreter, Op, Tensor, bind, new_level
+from polyad.core import ConcretizationError, FreshTensor, Interpreter, Op, Tensor, bind, new_level
 from polyad.dispatch import _BY_TYPE
-from polyad.ops.common import _bottom, _dtype_name
+from polyad.ops.common import ShapeDtype, _bottom, _dtype_name
 from polyad.tracing import eval_shape
 
 
@@ -154,7 +154,8 @@ class Graph:
         default backend), with no dispatch, no level search and no interpretation per call. Nodes whose
         results nothing uses are left out (ops are pure), and ``*_like`` creations, which need only their
         input's shape, no longer keep that input alive: the graph of ``grad(f)`` then skips the last steps
-        of ``f`` that only computed its value. The result runs on raw arrays of that backend only, outside
+        of ``f`` that only computed its value. Each intermediate is released after its last use, as eager
+        code lets go of its temporaries. The result runs on raw arrays of that backend only, outside
         transforms (for transforms, call the graph itself). ``source`` shows the generated code.
 
         Example:
@@ -183,7 +184,9 @@ class Graph:
             names[v.id] = f"v{v.id}"
             args.append(names[v.id])
         lines = [f"def replay({', '.join(args)}):"]
-        for i, node in _live_nodes(self.nodes, self.outputs):
+        live = _live_nodes(self.nodes, self.outputs)
+        dying = _last_uses(live, self.outputs)
+        for pos, (i, node) in enumerate(live):
             op = node.op
             params = {k: _param_to_backend(v, b) for k, v in node.params.items()}
             if op.shape_only is not None and isinstance(node.inputs[0], Var):
@@ -207,6 +210,8 @@ class Graph:
                 outs.append(names[o.id])
             target = f"({', '.join(outs)},)" if op.multiple_results else outs[0]
             lines.append(f"    {target} = k{i}({call})")
+            if pos in dying:  # let go of values nothing reads any more, as eager code does
+                lines.append(f"    del {', '.join(names[v] for v in dying[pos])}")
         lines.append(f"    return ({', '.join(name_of(r) for r in self.outputs)},)")
         source = "\n".join(lines)
         exec(compile(source, f"<polyad graph of {len(self.nodes)} nodes>", "exec"), env)
@@ -228,6 +233,24 @@ def _shape_only_kernel(op, like, params, backend):
     dtype = params.get("dtype") or _param_to_backend(like.dtype, backend)
     rest = {k: v for k, v in params.items() if k != "dtype"}
     return functools.partial(op.shape_only, xp, like.shape, dtype, **rest)
+
+
+def _last_uses(live, outputs):
+    """``{position in live: [var ids]}``: the variables each node reads for the last time (outputs
+    excepted), so that compiled code can free them there. Shape-only nodes read no variable."""
+    last = {}
+    for pos, (_, node) in enumerate(live):
+        if node.op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
+            continue
+        for r in node.inputs:
+            if isinstance(r, Var):
+                last[r.id] = pos
+    keep = {r.id for r in outputs if isinstance(r, Var)}
+    dying = {}
+    for vid, pos in last.items():
+        if vid not in keep:
+            dying.setdefault(pos, []).append(vid)
+    return dying
 
 
 def _live_nodes(nodes, outputs):
@@ -426,6 +449,151 @@ def capture_graph(func, *args):
         out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         outputs = [interp._ref(o)[1] for o in out_flat]
     return Graph([t._aux for t in ins], in_tree, interp.nodes, outputs, out_tree, interp.consts)
+
+
+# ------------------------------------------------------------------------------ tracing (pa.jit)
+
+
+class TracedTensor(GraphTensor):
+    """A value being traced by ``pa.jit``: ``_value`` is a ``ShapeDtype`` (shape, dtype, device; no data),
+    ``_aux`` its Var. Asking it for a Python value (``bool``, ``float``, ``int``, ``item``,
+    ``np.asarray``) raises a ``ConcretizationError`` that names it: the trace must hold for every value."""
+
+    __slots__ = ()
+
+    def _scalar(self, what):
+        interp = self._interp
+        if interp is None or not isinstance(interp, TracingInterpreter):
+            raise ConcretizationError(f"{what}() of a traced value that has no concrete value")
+        raise interp.concretization_error(self, what)
+
+    def __array__(self, dtype=None, copy=None):
+        self._scalar("np.asarray")
+
+
+class TracingInterpreter(GraphInterpreter):
+    """Graph capture on abstract values, for ``pa.jit``: each op is recorded and its output shape and
+    dtype come from its ``abstract_eval`` rule; nothing is computed. A value of the function's arguments
+    has no concrete value, so Python control flow on one raises (as JAX's jit), and the graph holds for
+    every input of the traced signature. ``where`` names the jitted function in messages; ``names`` the
+    inputs ("argument 0", "argument 'x'")."""
+
+    transform = "pa.jit"
+    carries = "place in the traced computation (it has no value while pa.jit traces)"
+    refuses_random = True  # a draw would be a constant of the trace, the same at every call
+
+    def __init__(self, level, backend, where, names):
+        super().__init__(level)
+        self.backend = backend
+        self.where = where
+        self.names = names
+        self.lifted = []  # (tensor of an enclosing transform the function closes over, its input Var)
+        self._dtypes = {}
+        self._lifted_ids = {}
+
+    def new_var(self, aval):
+        dtype = self._dtypes.get(aval.dtype)
+        if dtype is None:  # a rule may give a scalar type (NumPy's np.bool): the arrays' own dtype object,
+            # as a concrete capture records it
+            dtype = self._dtypes[aval.dtype] = self.backend.xp.empty((0,), dtype=aval.dtype).dtype
+        if dtype is not aval.dtype:
+            aval = ShapeDtype(aval.shape, dtype, aval.device)
+        v = Var(self.next_id, aval.shape, dtype)
+        self.next_id += 1
+        return TracedTensor(aval, self, v)
+
+    def _ref(self, a):
+        if type(a) is FreshTensor:  # an array made while tracing: a constant of the graph
+            a = a._value
+        if isinstance(a, Tensor):
+            if a._interp is self:
+                return a._value, a._aux
+            if a._interp is None:  # a plain tensor closed over: its array is a constant
+                return self._ref(a._value)
+            # a value of an enclosing transform closed over: an extra input of the graph, so that replaying
+            # the graph on it keeps what it carries (its derivative, batch or place in a graph)
+            traced = self._lifted_ids.get(id(a))
+            if traced is None:
+                traced = self.new_var(ShapeDtype(a.shape, a.dtype, getattr(_bottom(a), "device", None)))
+                self._lifted_ids[id(a)] = traced  # ``lifted`` keeps ``a`` alive: its id stays its own
+                self.lifted.append((a, traced._aux))
+            return traced._value, traced._aux
+        if dispatch.backend_of_array(a) is not None:
+            key = id(a)
+            if key not in self._const_ids:
+                self._const_ids[key] = Const(len(self.consts), a)
+                self.consts.append(a)
+            return ShapeDtype(tuple(a.shape), a.dtype, getattr(a, "device", None)), self._const_ids[key]
+        return a, a
+
+    def process(self, op, args, params):
+        values, refs = [], []
+        for a in args:
+            v, r = self._ref(a)
+            values.append(v)
+            refs.append(r)
+        rule = op.rules.get("abstract_eval")
+        if rule is None:
+            raise NotImplementedError(
+                f"{self.where}: op {op.name!r} has no abstract evaluation rule, so it cannot be traced "
+                "(for a custom op, register one with op.register_fake)"
+            )
+        try:
+            out = rule(self.backend.xp, *values, **params)
+        except (ConcretizationError, NotImplementedError) as e:  # name the jitted function
+            raise type(e)(f"{self.where}: {e}") from None
+        for aval in out if op.multiple_results else (out,):
+            if None in aval.shape:  # the compiled code specialises on shapes: refuse, as JAX's jit does
+                raise ConcretizationError(
+                    f"{self.where}: the shape of op {op.name!r}'s result depends on the values of its "
+                    f"arguments ({aval.shape}), which pa.jit does not have while it traces; call it outside "
+                    "the jitted function, or use a fixed-size form (xp.where with a mask instead of boolean "
+                    "indexing)"
+                )
+        if op.multiple_results:
+            wrapped = [self.new_var(o) for o in out]
+            self.nodes.append(Node(op, refs, params, [w._aux for w in wrapped]))
+            return type(out)(wrapped) if not hasattr(out, "_fields") else type(out)(*wrapped)
+        w = self.new_var(out)
+        self.nodes.append(Node(op, refs, params, [w._aux]))
+        return w
+
+    def concretization_error(self, tensor, what):
+        """The error for ``what`` (bool, float, ...) of ``tensor``, naming it and where it came from."""
+        var = tensor._aux
+        origin = self.names.get(var.id)
+        if origin is None:
+            node = next((n for n in self.nodes if any(o is var for o in n.outputs)), None)
+            origin = f"the result of op {node.op.name!r}" if node is not None else "computed inside"
+        kind = {"bool": "bool() (a Python branch)", "index": "operator.index()"}.get(what, f"{what}()")
+        dtype = getattr(var.dtype, "__name__", None) or _dtype_name(var.dtype)  # a dtype or a scalar type
+        return ConcretizationError(
+            f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
+            "its concrete value, which pa.jit does not have while it "
+            "traces: the trace must hold for every value of the arguments. Mark the argument static "
+            "(pa.jit(f, static_argnums=...) or static_argnames=...), so that each value traces anew, or "
+            "compute without Python control flow on the value (xp.where(cond, a, b) for a branch)"
+        )
+
+
+def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
+    """``(graph, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals`` (ShapeDtypes,
+    flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded through its
+    ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``lifted`` lists the tensors of
+    enclosing transforms that ``func`` closes over: they are the graph's last inputs (its ``in_tree`` has
+    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors."""
+    with new_level(TracingInterpreter, backend, where, {}) as interp:
+        ins = [interp.new_var(a) for a in avals]
+        if names is not None:
+            interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
+        out = func(*optree.tree_unflatten(in_tree, ins))
+        out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
+        outputs = [interp._ref(o)[1] for o in out_flat]
+    inputs = [t._aux for t in ins] + [var for _, var in interp.lifted]
+    if interp.lifted:
+        in_tree = optree.tree_structure(tuple(range(len(inputs))))
+    graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
+    return graph, [t for t, _ in interp.lifted]
 
 
 # ------------------------------------------------------------------------------ call_delegate

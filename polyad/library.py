@@ -30,6 +30,8 @@ from polyad.ops.common import ShapeDtype, _bottom, _dtype_name, is_complex, is_f
 from polyad.ops.creation import zeros_like
 from polyad.tracing import fake_abstract_eval
 
+# bumped when ``override`` swaps a layer in and out: pa.jit drops the code it compiled with the old one
+GENERATION = [0]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_.]*$")
 CUSTOM_OPS = {}  # "namespace::name" -> CustomOp
 
@@ -533,6 +535,20 @@ def override(op: Any, layer: str, impl: Callable[..., Any] | None) -> Any:
         >>> calls
         [(3,)]
     """
+    GENERATION[0] += 1
+    try:
+        yield from _override(op, layer, impl)
+    finally:
+        GENERATION[0] += 1
+
+
+# ops whose kernels an ``override`` block has swapped (name -> open blocks): code generated from an op's
+# stock semantics, such as pa.jit's fused kernels, must not stand in for them
+KERNELS_OVERRIDDEN: dict[str, int] = {}
+
+
+def _override(op, layer, impl):
+    # the body of ``override``, a generator: the layer swapped in until it resumes
     target = _resolve_op(op)
     if not callable(impl):
         raise TypeError(f"override(impl={impl!r}): impl must be callable (a rule or a kernel)")
@@ -558,22 +574,24 @@ def override(op: Any, layer: str, impl: Callable[..., Any] | None) -> Any:
     def kernel(xp, *args, **params):
         return impl(*args, **params)
 
-    if layer == "generic":
-        previous = target.generic
-        target.generic = kernel
-        try:
-            yield target
-        finally:
-            target.generic = previous
-        return
-    dispatch.check_device_type(layer, "override(layer=...)")
+    if layer != "generic":
+        dispatch.check_device_type(layer, "override(layer=...)")
     missing = object()
-    previous = target.kernels.get(layer, missing)
-    target.kernels[layer] = kernel
+    previous = target.generic if layer == "generic" else target.kernels.get(layer, missing)
+    if layer == "generic":
+        target.generic = kernel
+    else:
+        target.kernels[layer] = kernel
+    KERNELS_OVERRIDDEN[target.name] = KERNELS_OVERRIDDEN.get(target.name, 0) + 1
     try:
         yield target
     finally:
-        if previous is missing:
+        KERNELS_OVERRIDDEN[target.name] -= 1
+        if not KERNELS_OVERRIDDEN[target.name]:
+            del KERNELS_OVERRIDDEN[target.name]
+        if layer == "generic":
+            target.generic = previous
+        elif previous is missing:
             del target.kernels[layer]
         else:
             target.kernels[layer] = previous

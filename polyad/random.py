@@ -43,7 +43,7 @@ import warnings
 import weakref
 from typing import Any
 
-from polyad import backends, dispatch
+from polyad import backends, core, dispatch
 from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels
 from polyad.core import Tensor, fresh
 from polyad.ops.elementwise import _broadcast
@@ -156,6 +156,12 @@ class Generator:
         return self._draw("integers", shape, dtype, device, low, high)
 
     def _draw(self, kind, shape, dtype, device, *bounds):
+        for interp in core.active_interpreters():
+            if getattr(interp, "refuses_random", False):  # pa.jit: a draw would be a constant of the trace
+                raise RuntimeError(
+                    f"pa.random.{kind} inside {interp.where}: the jitted code would replay the values drawn "
+                    "while tracing at every call; draw outside the jitted function and pass the values in"
+                )
         levels = batch_levels()
         for interp in levels:
             if interp.randomness == "error":

@@ -172,6 +172,12 @@ def w1(table, peers, quick):
     check("polyad compiled graph", compiled(x), ref)
     t = measure(lambda: compiled(x), quick)
     table.add("W1", "polyad make_graph(grad).compile()", t, f"{t / W1_PRIMITIVES * 1e6:.2f} us/op")
+    start = time.perf_counter()
+    jitted = pa.jit(g)  # trace on abstract values, optimize, fuse, compile: the first call pays
+    check("polyad jit", jitted(x), ref)
+    compile_time = time.perf_counter() - start
+    t = measure(lambda: jitted(x), quick)
+    table.add("W1", "polyad jit(grad)", t, f"compiled; first call (trace + compile) {_fmt(compile_time)}")
     if "torch" in peers:
         torch = peers["torch"]
         xt = torch.from_numpy(x)
@@ -241,6 +247,10 @@ def w2(table, peers, quick):
     table.add(
         "W2", "polyad make_graph(grad).compile()", t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written"
     )
+    jitted = pa.jit(g)
+    check("polyad jit", jitted(x), ref)
+    t = measure(lambda: jitted(x), quick)
+    table.add("W2", "polyad jit(grad)", t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written")
     if "torch" in peers:
         torch = peers["torch"]
         xt = torch.from_numpy(x)
@@ -260,6 +270,10 @@ def w2(table, peers, quick):
         check("jax", jg(xj), ref)
         t = measure(lambda: jg(xj).block_until_ready(), quick)
         table.add("W2", "jax.grad (eager)", t, f"{t / tf:.2f}x forward")
+        jj = jax.jit(jg)
+        check("jax jit", jj(xj), ref)
+        t = measure(lambda: jj(xj).block_until_ready(), quick)
+        table.add("W2", "jax.jit(jax.grad)", t, f"{t / tf:.2f}x forward, compiled")
     if "autograd" in peers:
         autograd, anp = peers["autograd"]
         ag = autograd.grad(lambda v: w2_loss(anp, v))
@@ -415,6 +429,9 @@ def w5(table, peers, quick):
     h = pa.hessian(f)
     check("polyad", h(x), ref)
     table.add("W5", "polyad hessian", measure(lambda: h(x), quick))
+    hj = pa.jit(h)
+    check("polyad jit", hj(x), ref)
+    table.add("W5", "polyad jit(hessian)", measure(lambda: hj(x), quick), "compiled")
     if "torch" in peers:
         torch = peers["torch"]
         At, xt = torch.from_numpy(A), torch.from_numpy(x)
@@ -429,6 +446,7 @@ def w5(table, peers, quick):
         check("jax", hj(xj), ref)
         table.add("W5", "jax.hessian (eager)", measure(lambda: hj(xj).block_until_ready(), quick))
         hjj = jax.jit(hj)
+        check("jax jit", hjj(xj), ref)
         table.add("W5", "jax.jit(jax.hessian)", measure(lambda: hjj(xj).block_until_ready(), quick))
     if "autograd" in peers:
         autograd, anp = peers["autograd"]
@@ -609,6 +627,9 @@ def main():
         WORKLOADS[name](table, peers, args.quick)
     summary = _summary(table)
     print("\n" + summary)
+    targets = _jit_targets(table)
+    print("\n" + targets)
+    summary += "\n\n" + targets
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump({"versions": versions, "quick": args.quick, "rows": table.rows}, fh, indent=1)
@@ -632,6 +653,36 @@ def _summary(table):
             vs_p = f"{s / base:.2f}x" if s and base else ""
             vs_n = f"{s / ref:.2f}x" if s and ref else ""
             lines.append(f"| {w} | {r['system']} | {_fmt(s)} | {vs_p} | {vs_n} | {r['note']} |")
+    return "\n".join(lines)
+
+
+# issue 13 (pa.jit): (workload, what, system, reference system, target ratio), same-run ratios
+JIT_TARGETS = [
+    ("W1", "pa.jit(grad) vs jax.jit(grad)", "polyad jit(grad)", "jax.jit(jax.grad)", 1.5),
+    ("W2", "pa.jit(grad) vs jax.jit(grad)", "polyad jit(grad)", "jax.jit(jax.grad)", 1.25),
+    ("W5", "pa.jit(hessian) vs jax.jit(hessian)", "polyad jit(hessian)", "jax.jit(jax.hessian)", 1.5),
+    ("W2", "eager grad vs hand-written", "polyad grad", "numpy (hand-written gradient)", 1.05),
+    ("W5", "eager hessian vs analytic", "polyad hessian", "numpy analytic A^T diag(s(1-s)) A", 2.0),
+]
+
+
+def _jit_targets(table):
+    """A markdown table of issue 13's targets, each with this run's ratio (or '-' where a row is
+    missing: a peer not installed, a workload not run)."""
+    seconds = {(r["workload"], r["system"]): r["seconds"] for r in table.rows}
+    lines = ["| workload | target | ratio this run | met |", "|---|---|---|---|"]
+    for w, what, ours, theirs, target in JIT_TARGETS:
+        a, b = seconds.get((w, ours)), seconds.get((w, theirs))
+        ratio = a / b if a and b else None
+        met = "-" if ratio is None else "yes" if ratio <= target else "no"
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        lines.append(f"| {w} | {what} <= {target}x | {shown} | {met} |")
+    note = next(
+        (r["note"] for r in table.rows if r["system"] == "polyad jit(grad)" and r["workload"] == "W1"), ""
+    )
+    if "first call" in note:
+        first = note.split("first call (trace + compile) ")[1]
+        lines.append(f"| W1 | compile time (first call of pa.jit(grad)) < 1 s | {first} | |")
     return "\n".join(lines)
 
 

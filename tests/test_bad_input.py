@@ -180,6 +180,17 @@ site("vmap.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.vmap(f_vec, chunk_
 site("vmap.input", NOT_MAPPABLE, "input")(lambda b: pa.vmap(f_vec)(b))
 site("vmap.output", BAD_OUTPUT, "func")(lambda b: pa.vmap(lambda v: b)(XB))
 
+site("jit.func", NOT_CALLABLE, "func")(lambda b: pa.jit(b)(X))
+NOT_STATIC_NUMS = ["0", 2.5, (0, "1"), None, True, {0: 1}, 1j, 5, -6]
+site("jit.static_argnums", NOT_STATIC_NUMS, "static_argnums")(lambda b: pa.jit(f_vec, static_argnums=b)(X))
+site("jit.static_argnames", [3, None, ("v", 1), "w", b"v"], "static_argnames")(
+    lambda b: pa.jit(f_vec, static_argnames=b)(X)
+)
+site("jit.donate_argnums", NOT_STATIC_NUMS, "donate_argnums")(lambda b: pa.jit(f_vec, donate_argnums=b)(X))
+site("jit.static_value", [[1], {"a": 1}, {2}], "static argument 1")(
+    lambda b: pa.jit(lambda v, n: v, static_argnums=1)(X, b)
+)
+
 site("make_graph.func", NOT_CALLABLE, "func")(lambda b: pa.make_graph(b, X))
 site("make_graph.input", NOT_INPUT[:5] + [{"w": 2.0}], "argument 0")(lambda b: pa.make_graph(f_vec, b))
 site("make_graph.pre_dispatch", NOT_BOOL, "pre_dispatch")(lambda b: pa.make_graph(f_vec, X, pre_dispatch=b))

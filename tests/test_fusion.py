@@ -243,10 +243,23 @@ def test_the_cpu_kernel_is_a_numba_loop_when_numba_is_there():
     assert "np.sin(s0)" in loop and loop.count("np.sin") == 2  # each member once (sin is bound twice)
     assert f"out0[i] = t{graph.outputs[0].id}" in loop
     assert "c0 = np.float64(1.0)" in source  # the literal, in the group's dtype
+    compiled = fuse(graph, "numpy").compile()
+    assert len(re.findall(r"= k\d+\(", compiled.source)) == 1  # sin runs inside the loop, not as its own op
+    assert_close(to_numpy(compiled(arr([0.1, 0.2]))), np.sin([0.1, 0.2]) ** 2 + 1, rtol=1e-15)
+
+
+def test_an_overridden_kernel_is_not_fused():
+    """``library.override`` swaps an op's kernel: code generated from the op's stock semantics would ignore
+    the swap, so the op stays out of every group while the override is active."""
+    graph = pa.make_graph(lambda x: pxp.sin(x) * pxp.sin(x) + 1, arr([0.1, 0.2]))
     calls = []
-    with pa.library.override(pxp.sin, "cpu", lambda v: calls.append(1) or np.sin(v)):
-        fuse(graph, "numpy").compile()(arr([0.1, 0.2]))
-    assert calls == []  # sin ran inside the loop, not as its own op
+    with pa.library.override(pxp.sin, "generic", lambda v: calls.append(1) or v):
+        with pa.library.override(pxp.sin, "cpu", lambda v: calls.append(1) or v):
+            fused = fuse(graph, "numpy")
+            assert "sin" in names(fused)
+            out = fused.compile()(arr([0.1, 0.2]))
+    assert calls and not {"sin"} & {n.op.name for n in fused_nodes(fused)}
+    assert_close(to_numpy(out), np.array([0.1, 0.2]) ** 2 + 1, rtol=1e-15)
 
 
 def test_without_the_cpu_library_numpy_graphs_stay_unfused(monkeypatch):

@@ -139,3 +139,24 @@ def test_scipy_and_sklearn_example_runs(tmp_path):
     rows.standard_normal((8, 3)), rows.standard_normal((8, 3))
     inputs = rows.standard_normal((5, 8, 3))
     np.testing.assert_allclose(batch, np.stack([scale(a) for a in inputs]), rtol=1e-12, atol=1e-12)
+
+
+def test_jit_example_runs():
+    scope = {}
+    exec(block("pa.jit(pa.grad(loss)"), scope)
+    w, x, loss = scope["w"], scope["x"], scope["loss"]
+
+    # the gradient at w + 0.1, against central differences of the same loss written in NumPy
+    def numpy_loss(w_):
+        h = np.tanh(np.tanh(x @ w_) @ w_)
+        return np.sum(np.where(h > 0, h, 0.1 * h))
+
+    w1, eps = w + 0.1, 1e-6
+    fd = np.zeros_like(w1)
+    for i in np.ndindex(*w1.shape):
+        e = np.zeros_like(w1)
+        e[i] = eps
+        fd[i] = (numpy_loss(w1 + e) - numpy_loss(w1 - e)) / (2 * eps)
+    np.testing.assert_allclose(scope["g"], fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(scope["per_row"], [loss(w, r, order=1) for r in x], rtol=1e-12)
+    assert scope["step"].cache_info().size == 1

@@ -2,7 +2,7 @@
 value_and_grad, no_grad, enable_grad), forward_mode.py (jvp, linearize), vectorize.py (vmap),
 jacobians.py (jacrev, jacfwd, hessian; complex_jacobians.py for complex layouts), sparse.py
 (jacobian_sparsity, hessian_sparsity, sparse_jacfwd, sparse_jacrev, sparse_hessian; coloring.py
-colours their patterns) and capture.py (make_graph); arguments.py holds the argument checks and
+colours their patterns) capture.py (make_graph) and jit.py (jit); arguments.py holds the argument checks and
 pytree helpers they share, chunking.py the chunked evaluation of vmap and the Jacobians
 (chunk_size="auto", progress bars) and cluster.py their chunks as Dask tasks (pa.distributed).
 
@@ -17,6 +17,7 @@ from polyad.api.chunking import ChunkPlan
 from polyad.api.cluster import DistributedError, distributed
 from polyad.api.forward_mode import jvp, linearize
 from polyad.api.jacobians import hessian, jacfwd, jacrev
+from polyad.api.jit import Jitted, jit
 from polyad.api.reverse_mode import enable_grad, grad, grad_and_value, no_grad, value_and_grad, vjp
 from polyad.api.sparse import (
     SparseJacobian,
@@ -41,6 +42,8 @@ __all__ = [
     "jacfwd",
     "jacobian_sparsity",
     "jacrev",
+    "jit",
+    "Jitted",
     "jvp",
     "linearize",
     "make_graph",

@@ -41,6 +41,7 @@ from polyad.backends.cupy import fusion as cuda_fusion
 from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.core import Op, bind
 from polyad.graph import Const, Graph, Node, Var, _param_to_backend
+from polyad.library import KERNELS_OVERRIDDEN
 from polyad.ops.common import _dtype_name
 from polyad.tracing import eval_shape
 
@@ -239,6 +240,8 @@ def _dtype_of(dtype):
 def _fusable(node):
     """ "elementwise", "sum" or None: how ``node`` may take part in a group (its op, params, arguments)."""
     name = node.op.name
+    if name in KERNELS_OVERRIDDEN:  # a kernel swapped by library.override: generated code would ignore it
+        return None
     if len(node.outputs) != 1 or node.op.multiple_results or _dtype_of(node.outputs[0].dtype) is None:
         return None
     for r in node.inputs:

@@ -1,0 +1,520 @@
+"""pa.jit: trace a function once per input signature, optimise and fuse its graph, replay it compiled.
+
+A call flattens the arguments, builds the signature (tree structure; per array its backend, shape, dtype
+and device; the values of static arguments and of non-array leaves) and looks it up in a bounded LRU cache.
+On a miss, ``polyad.graph.trace_graph`` records the function on abstract values (no data, so Python
+control flow on a traced value raises a ``ConcretizationError``), then the pipeline runs:
+``polyad.compiler.optimize`` -> ``polyad.compiler.fuse(graph, backend)`` -> ``polyad.compiler.reuse_buffers``
+-> ``Graph.compile``.
+
+Arguments that are tensors of active transforms (``pa.grad(pa.jit(f))``, ``pa.vmap(pa.jit(f))``, a jit
+inside another jit or inside ``make_graph``) take another path: the optimised, unfused graph is replayed
+by binding each of its ops, so the enclosing transforms differentiate, batch or record every op by its
+rules (fused kernels need not have rules).
+"""
+
+import collections
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+
+import optree
+
+from polyad import compiler, core, dispatch, library, predispatch
+from polyad.api.arguments import _check_callable, _fname, _is_dim
+from polyad.core import FreshTensor, Tensor
+from polyad.dispatch import _BY_TYPE
+from polyad.graph import Const, trace_graph
+from polyad.ops.common import ShapeDtype, _bottom
+
+CACHE_SIZE = 64  # traced signatures kept per jitted function (least recently used goes first)
+
+
+def jit(
+    func: Callable,
+    *,
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate_argnums: int | Iterable[int] = (),
+) -> "Jitted":
+    """``func`` traced once per input signature and replayed as compiled straight-line code.
+
+    The first call with a new signature (tree structure of the arguments; each array's backend, shape,
+    dtype and device; the values of static arguments) traces ``func`` on abstract values, optimises and
+    fuses the graph and compiles it for the arrays' backend; later calls with that signature run the
+    compiled code without calling ``func`` (Python side effects happen at trace time only, as in JAX).
+    Up to ``CACHE_SIZE`` (64) signatures are kept per jitted function, the least recently used dropped
+    first (``cache_info()``, ``clear_cache()``).
+
+    While tracing, array arguments have no values: ``bool``, ``float``, ``int``, ``item()`` or
+    ``np.asarray`` of one raises ``pa.ConcretizationError`` naming it. Mark such an argument static, or
+    write the branch with ``xp.where``. Python numbers, strings and dtypes among the arguments are part of
+    the signature (a new number traces again), so they keep their Python semantics; pass an array to trace
+    over its values. Other objects are refused unless marked static (their hash and ``==`` then key the
+    cache, so they must compare by value). Arrays the function closes over are constants of the trace
+    (a rebound global is not seen: pass what changes as an argument); values of enclosing transforms it
+    closes over are inputs of the trace, replayed on at each call. ``pa.random`` draws are refused
+    inside (they would replay as constants): draw outside and pass the values in.
+
+    ``pa.jit`` composes with every transform both ways: ``pa.jit(pa.grad(f))`` compiles the gradient,
+    ``pa.grad(pa.jit(f))`` (and jvp, vmap, the Jacobians) transforms the traced graph op by op.
+
+    Args:
+        func: a function of arrays (pytrees allowed, keyword arguments too), returning arrays, Python
+            numbers or pytrees of them.
+        static_argnums: positions of arguments that are not traced: their values (hashable) are part of
+            the signature, and Python control flow on them is free. Names of the same parameters are
+            static too when passed by keyword.
+        static_argnames: names of keyword arguments that are static (and their positions, if ``func``'s
+            signature has them).
+        donate_argnums: positions of array arguments the caller gives up: the compiled code may reuse
+            their memory for its results, so after the call the caller must not read those arrays again
+            (as with JAX). Today no pass writes into them on any backend; the promise is recorded on the
+            graph (``graph.donated``) for the optimiser.
+
+    Returns:
+        A ``Jitted`` callable with ``lower(*args)`` (the traced, optimised and compiled forms),
+        ``cache_info()`` and ``clear_cache()``.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> f = pa.jit(pa.grad(lambda x: pa.xp.sum(pa.xp.sin(x) ** 2)))
+        >>> f(np.array([0.0, np.pi / 4]))
+        array([0., 1.])
+        >>> pa.grad(lambda x: pa.xp.sum(pa.jit(pa.xp.exp)(x)))(np.zeros(2))
+        array([1., 1.])
+    """
+    _check_callable(func, "jit")
+    return Jitted(func, static_argnums, static_argnames, donate_argnums)
+
+
+def _int_tuple(value, name):
+    nums = (value,) if _is_dim(value) else tuple(value) if isinstance(value, tuple | list | range) else None
+    if nums is None or not all(_is_dim(n) for n in nums):
+        raise TypeError(f"jit({name}={value!r}): {name} must be an int or a tuple of ints")
+    return nums
+
+
+def _str_tuple(value, name):
+    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, tuple | list) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"jit({name}={value!r}): {name} must be a str or a tuple of str")
+    return names
+
+
+class _Entry:
+    """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
+    compiled fused graph (for raw arrays) and the structure of the outputs."""
+
+    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree", "single", "lifted")
+
+    def __init__(self, graph, optimized, fused, compiled, lifted=()):
+        self.graph = graph
+        self.optimized = optimized
+        self.fused = fused
+        self.compiled = compiled
+        self.run = compiled.fn if compiled is not None else None
+        held = [i for i, r in enumerate(fused.outputs) if isinstance(r, Const)] if fused is not None else []
+        if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
+            self.run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
+        self.out_tree = optimized.out_tree
+        self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
+        # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
+        # entry serves one call only (it is not cached)
+        self.lifted = lifted
+
+
+class Lowered:
+    """What ``Jitted.lower(*args)`` returns: the forms of one traced signature. ``graph``: as traced;
+    ``optimized_graph``: after ``polyad.compiler.optimize``; ``fused_graph``: after ``fuse``;
+    ``compiled``: the ``CompiledGraph`` (``compiled.source`` is the generated code); ``as_text()``: all
+    of it as text."""
+
+    def __init__(self, entry):
+        self.graph = entry.graph
+        self.optimized_graph = entry.optimized
+        self.fused_graph = entry.fused
+        self.compiled = entry.compiled
+
+    def as_text(self):
+        text = f"# traced\n{self.graph}\n# optimized\n{self.optimized_graph}\n"
+        if self.compiled is None:
+            return text + "# not compiled: it closes over values of enclosing transforms, replayed op by op"
+        return (
+            f"{text}# fused\n{self.fused_graph}\n# compiled for {self.compiled.backend.name}\n"
+            f"{self.compiled.source}"
+        )
+
+    def __repr__(self):
+        return self.as_text()
+
+
+class Jitted:
+    """A function compiled by ``pa.jit``: call it like the function. See ``pa.jit``."""
+
+    def __init__(self, func, static_argnums, static_argnames, donate_argnums):
+        nums = _int_tuple(static_argnums, "static_argnums")
+        names = _str_tuple(static_argnames, "static_argnames")
+        donate = _int_tuple(donate_argnums, "donate_argnums")
+        params = _parameters(func)
+        if params is not None:
+            kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            positional = [p.name for p in params.values() if p.kind in kinds]
+            var_pos = any(p.kind == p.VAR_POSITIONAL for p in params.values())
+            var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+            for n in nums + donate:
+                if not var_pos and not -len(positional) <= n < len(positional):
+                    which = "static_argnums" if n in nums else "donate_argnums"
+                    raise ValueError(
+                        f"jit({which}={n!r}): {_fname(func)} takes {len(positional)} positional "
+                        f"argument(s) ({', '.join(positional) or 'none'}); {n} is out of range"
+                    )
+            for name in names:
+                if name not in params and not var_kw:
+                    raise ValueError(
+                        f"jit(static_argnames={name!r}): {_fname(func)} has no parameter {name!r} (it has "
+                        f"{', '.join(params) or 'none'})"
+                    )
+            # as JAX: a static position is static by name too, and a static name at its position
+            count = len(positional)
+            by_position = tuple(positional[n] for n in nums if -count <= n < count)
+            names = tuple(dict.fromkeys(names + by_position))
+            keyword_ok = [n for n in positional if params[n].kind is not inspect.Parameter.POSITIONAL_ONLY]
+            by_name = tuple(positional.index(n) for n in names if n in keyword_ok)
+            nums = tuple(dict.fromkeys(nums + by_name))
+        overlap = set(nums) & set(donate)
+        if overlap:
+            raise ValueError(
+                f"jit(donate_argnums={donate_argnums!r}): argument(s) {sorted(overlap)} are also static; "
+                "only traced array arguments can be donated"
+            )
+        self.func = func
+        self.static_argnums = nums
+        self.static_argnames = frozenset(names)
+        self.donate_argnums = donate
+        self._plain_call = not nums and not names  # no static arguments: the fast path
+        self._where = f"pa.jit({_fname(func)})"
+        self._cache = collections.OrderedDict()
+        self.hits = self.misses = 0
+        self._generation = library.GENERATION[0]
+        functools.update_wrapper(self, func, updated=())
+
+    # ------------------------------------------------------------------ calls
+
+    def __call__(self, *args, **kwargs):
+        if core._pre_dispatch is not None and predispatch._state.frames and not predispatch._state.depth:
+            # inside make_graph(pre_dispatch=True): one transform node, whose replay jits its body again
+            config = {"static_argnums": self.static_argnums, "static_argnames": tuple(self.static_argnames)}
+            return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
+        entry, leaves, mode = self._lookup(args, kwargs)
+        if entry.lifted:
+            return _replay(entry, list(leaves) + list(entry.lifted))
+        if mode is _COMPILED:
+            out = entry.run(*leaves)
+            return out[0] if entry.single else optree.tree_unflatten(entry.out_tree, list(out))
+        if mode is _TRANSFORMED:
+            return _replay(entry, leaves)
+        out = entry.run(*leaves)  # plain tensors among the inputs: plain tensors out, as eagerly
+        out = [Tensor(o) if dispatch.backend_of_array(o) is not None else o for o in out]
+        return optree.tree_unflatten(entry.out_tree, out)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """The traced, optimised, fused and compiled forms for these arguments (traced if not cached).
+
+        Example:
+            >>> import numpy as np, polyad as pa
+            >>> lowered = pa.jit(lambda x: pa.xp.sin(x) * 2).lower(np.zeros(3))
+            >>> [node.op.name for node in lowered.graph.nodes]
+            ['sin', 'multiply']
+        """
+        return Lowered(self._lookup(args, kwargs)[0])
+
+    def cache_info(self):
+        """``(hits, misses, size, maxsize)`` of the signature cache."""
+        return _CacheInfo(self.hits, self.misses, len(self._cache), CACHE_SIZE)
+
+    def clear_cache(self):
+        """Forget every traced signature."""
+        self._cache.clear()
+
+    def __repr__(self):
+        return f"<pa.jit of {self.func!r}>"
+
+    def __reduce__(self):  # pickled (to a Dask worker): the function and options, not the compiled code
+        config = (self.static_argnums, tuple(self.static_argnames), self.donate_argnums)
+        return (_rebuilt, (self.func, *config))
+
+    def __get__(self, obj, objtype=None):  # a jitted method binds like the function would
+        return self if obj is None else functools.partial(self, obj)
+
+    # ------------------------------------------------------------------ signatures
+
+    def _lookup(self, args, kwargs):
+        """``(entry, array leaves, mode)`` for a call: the cached entry of its signature (traced now if
+        new), the arrays to run it on, and how to run it."""
+        if library.GENERATION[0] != self._generation:  # a kernel or rule was swapped (library.override)
+            self._cache.clear()
+            self._generation = library.GENERATION[0]
+        if self._plain_call and not kwargs and args:
+            # the common call, arrays only: the key is their signatures, no pytree flattening
+            sig = []
+            for x in args:
+                b = _BY_TYPE.get(type(x))
+                if b is None:
+                    break
+                sig.append((type(x), x.shape, x.dtype, getattr(x, "device", None)))  # the type: its backend
+            else:
+                key = tuple(sig)
+                entry = self._cache.get(key)
+                if entry is None:
+                    flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+                    entry = self._insert(key, args, kwargs, flat, tree, sig, b)
+                else:
+                    self._hit(key)
+                return entry, args, _COMPILED
+            dynamic, statics = args, ()
+        else:
+            dynamic, statics = self._split(args, kwargs)
+        flat, tree = optree.tree_flatten(dynamic, none_is_leaf=False)
+        sig = []
+        leaves = []
+        mode = _COMPILED
+        backend = None
+        for x in flat:
+            b = _BY_TYPE.get(type(x))
+            if b is None and not isinstance(x, Tensor):
+                b = dispatch.backend_of_array(x)  # a type not seen yet, or not an array (None)
+            if b is not None:
+                sig.append((b, x.shape, x.dtype, getattr(x, "device", None)))
+                leaves.append(x)
+                backend = b
+            elif isinstance(x, Tensor):
+                b, bottom = _backend_under(x)
+                sig.append((b, x.shape, x.dtype, getattr(bottom, "device", None)))
+                if x._interp is None or type(x) is FreshTensor:
+                    if mode is _COMPILED and type(x) is not FreshTensor:
+                        mode = _PLAIN
+                    leaves.append(_bottom(x))
+                else:
+                    mode = _TRANSFORMED
+                    leaves.append(x)
+                backend = b
+            elif isinstance(x, _VALUE_TYPES) or "dtype" in type(x).__name__.lower():
+                sig.append((type(x), x))  # a Python number, string, dtype...: part of the signature
+            else:
+                raise TypeError(
+                    f"{self._where}: {self._leaf_label(args, kwargs, tree, len(sig))} is a "
+                    f"{type(x).__name__}, which pa.jit cannot trace (it traces arrays, and keys the cache on "
+                    "Python numbers, strings and dtypes); pass its arrays as arguments, or mark the "
+                    "argument static (static_argnums / static_argnames): its hash and == then key the "
+                    "cache, so it must compare by value"
+                )
+        if mode is _TRANSFORMED:  # replay on the tensors themselves
+            leaves = [x for x in flat if isinstance(x, Tensor) or _array_backend(x) is not None]
+        if backend is None:
+            backend = dispatch.default_backend()
+        key = (tree, tuple(sig), statics, backend)
+        try:
+            entry = self._cache.get(key)
+        except TypeError:  # an unhashable static value: name it
+            raise self._unhashable(args, kwargs, flat, tree) from None
+        if entry is None:
+            entry = self._insert(key, args, kwargs, flat, tree, sig, backend)
+        else:
+            self._hit(key)
+        return entry, leaves, mode
+
+    def _insert(self, key, args, kwargs, flat, tree, sig, backend):
+        """Trace a new signature and cache it under ``key``, dropping the least recently used beyond
+        ``CACHE_SIZE``."""
+        self.misses += 1
+        entry = self._trace(args, kwargs, flat, tree, sig, backend)
+        if entry.lifted:
+            return entry
+        self._cache[key] = entry
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return entry
+
+    def _hit(self, key):
+        self.hits += 1
+        try:
+            self._cache.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile: the entry stays usable for this call
+            pass
+
+    def _split(self, args, kwargs):
+        """``(dynamic, statics)``: the traced arguments ``(positional, keyword)`` and the static ones as a
+        hashable key part."""
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        static_args = tuple((i, args[i]) for i in sorted(static_pos))
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        static_kwargs = tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
+        return (dyn_args, dyn_kwargs), (static_args, static_kwargs)
+
+    def _rebuild(self, args, kwargs, tree, flat):
+        """A function of the traced array leaves that calls ``func`` with everything else in place."""
+        positions = [i for i, x in enumerate(flat) if isinstance(x, Tensor) or _array_backend(x) is not None]
+        plain_call = self._plain_call and not kwargs
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n} if n else set()
+
+        def call(*traced):
+            leaves = list(flat)
+            for p, t in zip(positions, traced):
+                leaves[p] = t
+            dynamic = optree.tree_unflatten(tree, leaves)
+            if plain_call:
+                return self.func(*dynamic)
+            dyn_args, dyn_kwargs = dynamic
+            it = iter(dyn_args)
+            full = [args[i] if i in static_pos else next(it) for i in range(n)]
+            full_kwargs = {k: (kwargs[k] if k in self.static_argnames else dyn_kwargs[k]) for k in kwargs}
+            return self.func(*full, **full_kwargs)
+
+        return call, positions
+
+    def _trace(self, args, kwargs, flat, tree, sig, backend):
+        call, positions = self._rebuild(args, kwargs, tree, flat)
+        avals = [ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3]) for p in positions]
+        in_tree = optree.tree_structure(tuple(range(len(avals))))
+        names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
+        graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names)
+        graph.donated = self._donated(args, flat, positions)
+        optimized = compiler.optimize(graph)
+        if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
+            return _Entry(graph, optimized, None, None, lifted)
+        # in-place reuse of dead buffers comes last: the passes before it do not know in-place ops
+        fused = compiler.reuse_buffers(compiler.fuse(optimized, backend.name), backend.name)
+        compiled = fused.compile(backend.name)
+        return _Entry(graph, optimized, fused, compiled)
+
+    def _leaf_label(self, args, kwargs, tree, i):
+        """A readable name of leaf ``i`` of a call's traced arguments: "argument 1['w']", "argument 'y'"."""
+        path = tree.paths()[i]
+        if self._plain_call and not kwargs:
+            head, rest = f"argument {path[0]}", path[1:]
+        elif path[0] == 0:  # among the positional arguments that are not static
+            n = len(args)
+            static_pos = {j % n for j in self.static_argnums if -n <= j < n}
+            dynamic = [j for j in range(n) if j not in static_pos]
+            head, rest = f"argument {dynamic[path[1]]}", path[2:]
+        else:
+            head, rest = f"argument {path[1]!r}", path[2:]
+        return head + "".join(f"[{k!r}]" for k in rest)
+
+    def _donated(self, args, flat, positions):
+        """The graph input numbers the caller donated (``donate_argnums``), each checked to be arrays."""
+        if not self.donate_argnums:
+            return frozenset()
+        n = len(args)
+        ids = set()
+        for d in self.donate_argnums:
+            if not -n <= d < n:
+                raise ValueError(
+                    f"{self._where}: donate_argnums names argument {d}, but the call has {n} positional "
+                    "argument(s)"
+                )
+            leaves = optree.tree_leaves(args[d % n], none_is_leaf=False)
+            if not leaves or not all(_array_backend(x) is not None or isinstance(x, Tensor) for x in leaves):
+                raise TypeError(
+                    f"{self._where}: donated argument {d} must be an array or a pytree of arrays, got a "
+                    f"{type(args[d % n]).__name__}"
+                )
+            ids.update(id(x) for x in leaves)
+        return frozenset(k for k, p in enumerate(positions) if id(flat[p]) in ids)
+
+    def _unhashable(self, args, kwargs, flat, tree):
+        for i, a in [
+            (i, args[i % len(args)]) for i in self.static_argnums if len(args) and -len(args) <= i < len(args)
+        ]:
+            if not _hashable(a):
+                return TypeError(
+                    f"{self._where}: static argument {i} is an unhashable {type(a).__name__}; static "
+                    "values are cache keys: pass a hashable value (a tuple, not a list)"
+                )
+        for k, v in kwargs.items():
+            if k in self.static_argnames and not _hashable(v):
+                return TypeError(
+                    f"{self._where}: static argument {k!r} is an unhashable {type(v).__name__}; static "
+                    "values are cache keys: pass a hashable value (a tuple, not a list)"
+                )
+        for i, x in enumerate(flat):
+            if not _hashable(x):
+                return TypeError(
+                    f"{self._where}: leaf {i} of the arguments is an unhashable {type(x).__name__}, neither "
+                    "an array nor a hashable value (non-array leaves are part of the cache key)"
+                )
+        return TypeError(f"{self._where}: the arguments cannot be hashed into a cache key")
+
+
+_COMPILED, _PLAIN, _TRANSFORMED = "compiled", "plain", "transformed"
+# non-array leaves that key the cache by value
+_VALUE_TYPES = (int, float, complex, str, bytes, slice, type(Ellipsis), type)
+_CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
+
+
+def _rebuilt(func, static_argnums, static_argnames, donate_argnums):
+    return jit(
+        func, static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums
+    )
+
+
+def _replay(entry, leaves):
+    """The optimised graph replayed op by op on ``leaves`` (tensors of enclosing transforms among them):
+    each op is bound, so those transforms see it. An output that is a constant of the trace is copied."""
+    graph = entry.optimized
+    out = graph._run(leaves, {})
+    if any(isinstance(r, Const) for r in graph.outputs):
+        flat = optree.tree_leaves(out, none_is_leaf=False)
+        for i, r in enumerate(graph.outputs):
+            b = dispatch.backend_of_array(flat[i]) if isinstance(r, Const) else None
+            if b is not None:
+                flat[i] = b.xp.asarray(flat[i], copy=True)
+        out = optree.tree_unflatten(graph.out_tree, flat)
+    return out
+
+
+def _copy_outputs(fn, held, bxp, *args):
+    out = list(fn(*args))
+    for i in held:
+        out[i] = bxp.asarray(out[i], copy=True)  # the caller may write into it: the graph keeps its own
+    return tuple(out)
+
+
+def _array_backend(x):
+    b = _BY_TYPE.get(type(x))
+    return b if b is not None else dispatch.backend_of_array(x)
+
+
+def _hashable(x):
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _parameters(func):
+    try:
+        return inspect.signature(func).parameters
+    except (TypeError, ValueError):  # a builtin or C function without a signature
+        return None
+
+
+def _backend_under(x):
+    """``(backend, bottom)`` of tensor ``x``: the array under all its levels and that array's backend; for
+    a traced or abstract value (no array underneath: a jit inside a jit, or inside eval_shape), the
+    backend its interpreter evaluates on."""
+    while isinstance(x._value, Tensor):
+        x = x._value
+    bottom = x._value
+    b = dispatch.backend_of_array(bottom)
+    if b is None:
+        b = getattr(x._interp, "backend", None) or dispatch.default_backend()
+    return b, bottom
+
+
+__all__ = ["jit", "Jitted", "Lowered", "CACHE_SIZE"]
