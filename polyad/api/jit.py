@@ -231,7 +231,7 @@ class Jitted:
 
     def cache_info(self):
         """``(hits, misses, size, maxsize)`` of the signature cache."""
-        return _CacheInfo(self.hits, self.misses, len(self._cache), CACHE_SIZE)
+        return CacheInfo(self.hits, self.misses, len(self._cache), CACHE_SIZE)
 
     def clear_cache(self):
         """Forget every traced signature."""
@@ -453,7 +453,7 @@ class Jitted:
 _COMPILED, _PLAIN, _TRANSFORMED = "compiled", "plain", "transformed"
 # non-array leaves that key the cache by value
 _VALUE_TYPES = (int, float, complex, str, bytes, slice, type(Ellipsis), type)
-_CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
 
 
 def _rebuilt(func, static_argnums, static_argnames, donate_argnums):
