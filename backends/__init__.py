@@ -98,7 +98,10 @@ class Backend:
             keyword only; each is described in this module's docstring.
         is_scalar: default never; devices: default the devices of ``compat``'s namespace info;
             defer_to: default None (nothing to patch); accepts: default none; map_host: default None
-            (host copies); kernels: default none; version: default "unknown"; native: default None.
+            (host copies); kernels: default none; version: default "unknown"; native: default None;
+            fused_kernels: default None (fused groups of ``pa.jit`` run as straight-line calls), else
+            ``fused_kernels(spec, fallback) -> {device type: kernel}`` for a ``polyad.compiler.fusion``
+            group (an empty dict where it cannot build one).
 
     Example:
         >>> from polyad.backends import numpy as numpy_backend
@@ -126,8 +129,10 @@ class Backend:
         kernels=None,
         version="unknown",
         native=None,
+        fused_kernels=None,
     ):
         self.name = name
+        self.fused_kernels = fused_kernels
         self.compat = compat
         self.extras = extras
         if isinstance(array_types, type):

@@ -2,6 +2,7 @@
 this module does not (CuPy is imported by ``load``)."""
 
 from .. import Backend, BackendUnavailable
+from . import fusion  # source text only: CuPy is imported when a kernel first runs
 
 
 def load():
@@ -32,4 +33,5 @@ def load():
         kernels=kernels.KERNELS,  # operator deferral: none needed, Tensor sets __array_ufunc__ = None
         version=cupy.__version__,
         native=cupy,
+        fused_kernels=fusion.kernels,
     )

@@ -151,3 +151,8 @@ def kernel(spec, fallback):
         return tuple(values) if len(values) > 1 else values[0]
 
     return run
+
+
+def kernels(spec, fallback):
+    """The backend's ``fused_kernels`` field: ``{"cuda": kernel}``."""
+    return {"cuda": kernel(spec, fallback)}

@@ -4,7 +4,7 @@ import array_api_compat.numpy as compat_numpy
 import numpy as np
 
 from .. import Backend
-from . import extras, kernels, random
+from . import extras, fusion, kernels, random
 
 
 def _is_scalar(x):
@@ -26,4 +26,5 @@ def load():
         kernels=kernels.KERNELS,  # operator deferral: none needed, Tensor sets __array_ufunc__ = None
         version=np.__version__,
         native=np,
+        fused_kernels=fusion.kernels,
     )

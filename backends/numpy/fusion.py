@@ -202,3 +202,9 @@ def kernel(spec, fallback):
 
     run.source = text
     return run
+
+
+def kernels(spec, fallback):
+    """The backend's ``fused_kernels`` field: ``{"cpu": kernel}``, or nothing without Numba."""
+    k = kernel(spec, fallback)
+    return {} if k is None else {"cpu": k}

@@ -37,7 +37,6 @@ Example:
 import numbers
 
 from polyad import dispatch
-from polyad.backends.cupy import fusion as cuda_fusion
 from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.core import Op, bind
 from polyad.graph import Const, Graph, Node, Var, _param_to_backend
@@ -219,14 +218,17 @@ def _prune(graph, backend_name):
     return Graph(graph.inputs, graph.in_tree, nodes, graph.outputs, graph.out_tree, consts)
 
 
-_DTYPE_NAMES = {}  # dtype -> its name (``str`` of a NumPy dtype costs microseconds; graphs repeat a few)
+# (dtype type, dtype) -> its name (``str`` of a NumPy dtype costs microseconds; graphs repeat a few); the
+# type comes first so that dtypes of two libraries are never compared (array_api_strict warns if they are)
+_DTYPE_NAMES = {}
 
 
 def _name_of(dtype):
+    key = (type(dtype), dtype)
     try:
-        return _DTYPE_NAMES[dtype]
+        return _DTYPE_NAMES[key]
     except KeyError:
-        name = _DTYPE_NAMES[dtype] = _dtype_name(dtype)
+        name = _DTYPE_NAMES[key] = _dtype_name(dtype)
         return name
     except TypeError:  # an unhashable dtype object
         return _dtype_name(dtype)
@@ -476,10 +478,10 @@ def _fused_op(spec, members, inputs, out_vars):
     op = FusedOp(name, generic, register=False, multiple_results=multiple, abstract_eval=abstract)
     op.higher_order = body  # transforms run the members, each by its own rules
     op.fusion = spec
-    cpu_kernel = cpu_fusion.kernel(spec, generic)
-    if cpu_kernel is not None:
-        op.kernels["cpu"] = cpu_kernel
-    op.kernels["cuda"] = cuda_fusion.kernel(spec, generic)
+    # a kernel per device from each loaded backend that builds them (CuPy's only once a GPU is in use)
+    for backend in set(dispatch._BY_TYPE.values()):
+        if backend.fused_kernels is not None:
+            op.kernels.update(backend.fused_kernels(spec, generic))
     return op
 
 
