@@ -42,10 +42,3 @@ def generate(folder):
     for name in special.NAMES:
         lines += [f".. autofunction:: polyad.xp.special.{name}", ""]
     (folder / "special_functions.rst").write_text("\n".join(lines))
-    import polyad
-
-    if callable(getattr(polyad, "jit", None)):
-        jit = ".. autofunction:: polyad.jit\n"
-    else:
-        jit = ".. note::\n   This build's ``polyad`` has no ``jit`` yet.\n"
-    (folder / "jit.rst").write_text(jit)
