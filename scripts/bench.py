@@ -301,9 +301,14 @@ def w3(table, peers, quick, n=512):
     t = measure(lambda: W @ W, quick)
     table.add("W3", "numpy one 512^3 matmul (scale)", t)
     f = lambda v: xp.tanh(W @ v + b)  # noqa: E731
-    for name, jac in (("polyad jacrev", pa.jacrev(f)), ("polyad jacfwd", pa.jacfwd(f))):
+    for name, jac in (
+        ("polyad jacrev", pa.jacrev(f)),
+        ("polyad jacfwd", pa.jacfwd(f)),
+        ("polyad jit(jacrev)", pa.jit(pa.jacrev(f))),
+        ("polyad jit(jacfwd)", pa.jit(pa.jacfwd(f))),
+    ):
         check(name, jac(x), ref)
-        table.add("W3", name, measure(lambda jac=jac: jac(x), quick))
+        table.add("W3", name, measure(lambda jac=jac: jac(x), quick), "compiled" if "jit" in name else "")
     if "torch" in peers:
         torch = peers["torch"]
         Wt, bt, xt = map(torch.from_numpy, (W, b, x))
@@ -319,9 +324,15 @@ def w3(table, peers, quick, n=512):
         jnp = jax.numpy
         Wj, bj, xj = map(jnp.asarray, (W, b, x))
         fj = lambda v: jnp.tanh(Wj @ v + bj)  # noqa: E731
-        for name, jac in (("jax.jacrev (eager)", jax.jacrev(fj)), ("jax.jacfwd (eager)", jax.jacfwd(fj))):
+        for name, jac in (
+            ("jax.jacrev (eager)", jax.jacrev(fj)),
+            ("jax.jacfwd (eager)", jax.jacfwd(fj)),
+            ("jax.jit(jax.jacrev)", jax.jit(jax.jacrev(fj))),
+            ("jax.jit(jax.jacfwd)", jax.jit(jax.jacfwd(fj))),
+        ):
             check(name, jac(xj), ref)
-            table.add("W3", name, measure(lambda jac=jac: jac(xj).block_until_ready(), quick))
+            note = "compiled" if "jit" in name else ""
+            table.add("W3", name, measure(lambda jac=jac: jac(xj).block_until_ready(), quick), note)
     if "autograd" in peers:
         autograd, anp = peers["autograd"]
         aj = autograd.jacobian(lambda v: anp.tanh(anp.dot(W, v) + b))
@@ -380,6 +391,10 @@ def w4(table, peers, quick):
     for got, want in zip(f(params, X, Y), ref):
         check("polyad", got, want)
     table.add("W4", "polyad vmap(grad)", measure(lambda: f(params, X, Y), quick))
+    fc = pa.jit(f)
+    for got, want in zip(fc(params, X, Y), ref):
+        check("polyad jit", got, want)
+    table.add("W4", "polyad jit(vmap(grad))", measure(lambda: fc(params, X, Y), quick), "compiled")
     if "torch" in peers:
         torch = peers["torch"]
         pt = tuple(torch.from_numpy(p) for p in params)
@@ -399,6 +414,11 @@ def w4(table, peers, quick):
         table.add(
             "W4", "jax vmap(grad) (eager)", measure(lambda: jax.block_until_ready(fj(pj, Xj, Yj)), quick)
         )
+        fjj = jax.jit(fj)
+        for got, want in zip(fjj(pj, Xj, Yj), ref):
+            check("jax.jit", got, want)
+        t = measure(lambda: jax.block_until_ready(fjj(pj, Xj, Yj)), quick)
+        table.add("W4", "jax.jit(vmap(grad))", t, "compiled")
     if "autograd" in peers:
         autograd, anp = peers["autograd"]
         ag = autograd.grad(lambda p, x, y: mlp_loss(anp, p, x, y))
