@@ -416,26 +416,30 @@ class GraphInterpreter(Interpreter):
                 "outside other transforms"
             )
         if dispatch.backend_of_array(a) is not None:
-            key = id(a)
-            if key not in self._const_ids:
-                self._const_ids[key] = Const(len(self.consts), a)
-                self.consts.append(a)
-            return a, self._const_ids[key]
+            return a, self._const(a)
         return a, a
 
+    def _const(self, array):
+        """The ``Const`` of a backend array the function closes over (one per array)."""
+        key = id(array)
+        if key not in self._const_ids:
+            self._const_ids[key] = Const(len(self.consts), array)
+            self.consts.append(array)
+        return self._const_ids[key]
+
+    def evaluate(self, op, values, params):
+        """The op's outputs on the inputs' values: here by running it on the concrete arrays."""
+        return bind(op, *values, **params)
+
     def process(self, op, args, params):
-        values, refs = [], []
-        for a in args:
-            v, r = self._ref(a)
-            values.append(v)
-            refs.append(r)
-        out = bind(op, *values, **params)
+        values, refs = zip(*(self._ref(a) for a in args)) if args else ((), ())
+        out = self.evaluate(op, list(values), params)
         if op.multiple_results:
             wrapped = [self.new_var(o) for o in out]
-            self.nodes.append(Node(op, refs, params, [w._aux for w in wrapped]))
+            self.nodes.append(Node(op, list(refs), params, [w._aux for w in wrapped]))
             return type(out)(wrapped) if not hasattr(out, "_fields") else type(out)(*wrapped)
         w = self.new_var(out)
-        self.nodes.append(Node(op, refs, params, [w._aux]))
+        self.nodes.append(Node(op, list(refs), params, [w._aux]))
         return w
 
 
@@ -519,19 +523,11 @@ class TracingInterpreter(GraphInterpreter):
                 self.lifted.append((a, traced._aux))
             return traced._value, traced._aux
         if dispatch.backend_of_array(a) is not None:
-            key = id(a)
-            if key not in self._const_ids:
-                self._const_ids[key] = Const(len(self.consts), a)
-                self.consts.append(a)
-            return ShapeDtype(tuple(a.shape), a.dtype, getattr(a, "device", None)), self._const_ids[key]
+            return ShapeDtype(tuple(a.shape), a.dtype, getattr(a, "device", None)), self._const(a)
         return a, a
 
-    def process(self, op, args, params):
-        values, refs = [], []
-        for a in args:
-            v, r = self._ref(a)
-            values.append(v)
-            refs.append(r)
+    def evaluate(self, op, values, params):
+        """The op's outputs as shapes and dtypes, from its abstract evaluation rule (no kernel runs)."""
         rule = op.rules.get("abstract_eval")
         if rule is None:
             raise NotImplementedError(
@@ -550,13 +546,7 @@ class TracingInterpreter(GraphInterpreter):
                     "the jitted function, or use a fixed-size form (xp.where with a mask instead of boolean "
                     "indexing)"
                 )
-        if op.multiple_results:
-            wrapped = [self.new_var(o) for o in out]
-            self.nodes.append(Node(op, refs, params, [w._aux for w in wrapped]))
-            return type(out)(wrapped) if not hasattr(out, "_fields") else type(out)(*wrapped)
-        w = self.new_var(out)
-        self.nodes.append(Node(op, refs, params, [w._aux]))
-        return w
+        return out
 
     def concretization_error(self, tensor, what):
         """The error for ``what`` (bool, float, ...) of ``tensor``, naming it and where it came from."""

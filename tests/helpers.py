@@ -11,7 +11,7 @@ import pytest
 
 import polyad as pa
 from polyad import core, dispatch
-from polyad.testing.op_table import float_argnums
+from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
 
 
 def to_numpy(x):
@@ -100,3 +100,33 @@ def raises_cleanly(exc, *fragments):
     for frag in fragments:
         assert frag in msg, f"{frag!r} not in {msg!r}"
     assert core.current_level() == 0
+
+
+def _is_array(a):
+    return isinstance(a, core.Tensor) or dispatch.backend_of_array(a) is not None
+
+
+def op_table_array_cases():
+    """``pytest.param(row, i)`` for every op-table sample with an array among its arguments."""
+    cases, sampler = [], Sampler()
+    for row in OP_TABLE:
+        for i, sample in enumerate(row.samples(sampler)):
+            if any(_is_array(a) for a in sample.args):
+                cases.append(pytest.param(row, i, id=f"{row.name}-{sample.name or i}"))
+    return cases
+
+
+def sample_as_function(row, i):
+    """``(fn, xs, sample)``: sample ``i`` of ``row`` as a function of its array arguments alone (the other
+    arguments baked in), those arrays, and the sample."""
+    sample = row.samples(Sampler())[i]
+    f = row.function()
+    arrays = [k for k, a in enumerate(sample.args) if _is_array(a)]
+
+    def fn(*xs):
+        args = list(sample.args)
+        for k, x in zip(arrays, xs):
+            args[k] = x
+        return f(*args, **sample.kwargs)
+
+    return fn, [sample.args[k] for k in arrays], sample

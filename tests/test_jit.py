@@ -9,11 +9,10 @@ import importlib
 import numpy as np
 import optree
 import pytest
-from helpers import assert_close, raises_cleanly, to_numpy
+from helpers import assert_close, op_table_array_cases, raises_cleanly, sample_as_function, to_numpy
 
 import polyad as pa
-from polyad import core, dispatch
-from polyad.testing.op_table import OP_TABLE, Sampler
+from polyad import dispatch
 
 xp = pa.xp
 jit_module = importlib.import_module("polyad.api.jit")  # the module (pa.api.jit is the function)
@@ -28,37 +27,15 @@ def _arr(values, dtype=None):
     return b.asarray(values, dtype=dtype or b.float64)
 
 
-def _is_array(a):
-    return isinstance(a, core.Tensor) or dispatch.backend_of_array(a) is not None
-
-
 # ------------------------------------------------------------------------------ the op table through jit
 
 
-def _cases():
-    cases, sampler = [], Sampler()
-    for row in OP_TABLE:
-        for i, sample in enumerate(row.samples(sampler)):
-            if any(_is_array(a) for a in sample.args):
-                cases.append(pytest.param(row, i, id=f"{row.name}-{sample.name or i}"))
-    return cases
-
-
-@pytest.mark.parametrize("row,i", _cases())
+@pytest.mark.parametrize("row,i", op_table_array_cases())
 def test_op_table_through_jit(row, i):
     if row.skip_reason("value"):
         pytest.xfail(row.skip_reason("value"))
-    sample = row.samples(Sampler())[i]
+    fn, xs, sample = sample_as_function(row, i)
     f = row.function()
-    arrays = [k for k, a in enumerate(sample.args) if _is_array(a)]
-
-    def fn(*xs):
-        args = list(sample.args)
-        for k, x in zip(arrays, xs):
-            args[k] = x
-        return f(*args, **sample.kwargs)
-
-    xs = [sample.args[k] for k in arrays]
     expected = f(*sample.args, **sample.kwargs)
     jitted = pa.jit(fn)
     if "depend" in (row.skip_reason("abstract") or ""):

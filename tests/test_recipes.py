@@ -14,12 +14,12 @@ import functools
 import numpy as np
 import optree
 import pytest
-from helpers import assert_close
+from helpers import assert_close, op_table_array_cases, sample_as_function
 
 import polyad as pa
 from polyad import core, library
 from polyad.predispatch import recorded
-from polyad.testing.op_table import OP_TABLE, Sampler
+from polyad.testing.op_table import Sampler
 
 # ------------------------------------------------------------------------------ the new transform
 
@@ -81,34 +81,12 @@ def counted(func, *args):
 # ------------------------------------------------------------------------------ the op table through it
 
 
-def _is_array(a):
-    return isinstance(a, core.Tensor) or core.dispatch.backend_of_array(a) is not None
-
-
-def _cases():
-    cases, sampler = [], Sampler()
-    for row in OP_TABLE:
-        for i, sample in enumerate(row.samples(sampler)):
-            if any(_is_array(a) for a in sample.args):
-                cases.append(pytest.param(row, i, id=f"{row.name}-{sample.name or i}"))
-    return cases
-
-
-@pytest.mark.parametrize("row,i", _cases())
+@pytest.mark.parametrize("row,i", op_table_array_cases())
 def test_op_table_through_the_new_transform(row, i):
     if row.skip_reason("value"):
         pytest.xfail(row.skip_reason("value"))
-    sample = row.samples(Sampler())[i]
+    fn, xs, sample = sample_as_function(row, i)
     f = row.function()
-    arrays = [k for k, a in enumerate(sample.args) if _is_array(a)]
-
-    def fn(*xs):
-        args = list(sample.args)
-        for k, x in zip(arrays, xs):
-            args[k] = x
-        return f(*args, **sample.kwargs)
-
-    xs = [sample.args[k] for k in arrays]
     out, counts = counted(fn, *xs)
     assert_close(out, f(*sample.args, **sample.kwargs), rtol=row.rtol, atol=row.atol)
     graph = pa.make_graph(fn, *xs)

@@ -38,10 +38,10 @@ import numbers
 
 from polyad import dispatch
 from polyad.backends.numpy import fusion as cpu_fusion
+from polyad.compiler.optimize import _dtype_name as _name_of
 from polyad.core import Op, bind
 from polyad.graph import Const, Graph, Node, Var, _param_to_backend
 from polyad.library import KERNELS_OVERRIDDEN
-from polyad.ops.common import _dtype_name
 from polyad.tracing import eval_shape
 
 # op name -> (arity, Numba expression, CUDA expression); {0}, {1} are the arguments, {T} the dtype's name
@@ -216,22 +216,6 @@ def _prune(graph, backend_name):
             node = Node(node.op, [const, *node.inputs[1:]], node.params, node.outputs)
         nodes.append(node)
     return Graph(graph.inputs, graph.in_tree, nodes, graph.outputs, graph.out_tree, consts)
-
-
-# (dtype type, dtype) -> its name (``str`` of a NumPy dtype costs microseconds; graphs repeat a few); the
-# type comes first so that dtypes of two libraries are never compared (array_api_strict warns if they are)
-_DTYPE_NAMES = {}
-
-
-def _name_of(dtype):
-    key = (type(dtype), dtype)
-    try:
-        return _DTYPE_NAMES[key]
-    except KeyError:
-        name = _DTYPE_NAMES[key] = _dtype_name(dtype)
-        return name
-    except TypeError:  # an unhashable dtype object
-        return _dtype_name(dtype)
 
 
 def _dtype_of(dtype):
