@@ -30,7 +30,7 @@ _state = _DispatchState()
 # (POLYAD_BACKEND, then the last set_backend): every thread reads it outside ``with backend`` blocks.
 _PROCESS_DEFAULT = [None]
 _DEFAULT_LOCK = threading.Lock()
-_BY_TYPE = {}  # array type -> Backend; filled on load and on first sight of a subclass
+BY_TYPE = {}  # array type -> Backend; filled on load and on first sight of a subclass
 # Python's own types: never an array (a subclass of one, such as np.float64, may be: ``is_scalar``)
 _PLAIN = frozenset((int, float, complex, bool, type(None), slice, type(Ellipsis), str, tuple, list))
 _PLAIN_BASES = tuple(_PLAIN)
@@ -41,12 +41,12 @@ def _on_backend(event, backend):
     """Keep the type caches in step with the backends loaded (``backends.subscribe``)."""
     if event == "loaded":
         for t in backend.array_types:
-            _BY_TYPE[t] = backend
+            BY_TYPE[t] = backend
         _NOT_ARRAY.clear()  # a type seen before may belong to the new backend
     else:
-        for t, b in list(_BY_TYPE.items()):
+        for t, b in list(BY_TYPE.items()):
             if b is backend:
-                del _BY_TYPE[t]
+                del BY_TYPE[t]
         with _DEFAULT_LOCK:
             if _PROCESS_DEFAULT[0] is backend:
                 _PROCESS_DEFAULT[0] = None
@@ -149,7 +149,7 @@ def backend(name: str) -> Iterator[None]:
 def backend_of_array(x):
     """The Backend owning array ``x``, or None if ``x`` is not an array of a loaded backend."""
     t = type(x)
-    b = _BY_TYPE.get(t)
+    b = BY_TYPE.get(t)
     if b is not None or t in _NOT_ARRAY:
         return b
     if t in _PLAIN:
@@ -159,7 +159,7 @@ def backend_of_array(x):
     for attempt in range(2):
         for loaded in backends.loaded().values():
             if loaded.is_scalar(x) if scalar else isinstance(x, loaded.array_types):
-                _BY_TYPE[t] = loaded
+                BY_TYPE[t] = loaded
                 return loaded
         if attempt == 0:
             usable_backends()  # an array of a backend not loaded yet: load every backend that can load
@@ -173,7 +173,7 @@ def backend_of(args):
     first = None
     for a in args:
         t = type(a)
-        b = _BY_TYPE.get(t)
+        b = BY_TYPE.get(t)
         if b is None:
             if t in _NOT_ARRAY:
                 continue

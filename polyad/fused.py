@@ -1,5 +1,5 @@
 """Fused element-wise ops that polyad ships as custom ops: one generic kernel written against the Array
-API, plus device kernels that backends declare as data (``KERNELS`` in ``backends/cupy/kernels.py``: a
+API, plus device kernels that backends declare as data (``KERNELS`` in ``polyad/backends/cupy/kernels.py``: a
 CUDA ElementwiseKernel), attached by the core when both the backend and the op exist. They show the
 custom-op path end to end: the dispatcher picks the CUDA kernel for CuPy arrays and the generic one
 elsewhere, and the transforms use the rules registered below.

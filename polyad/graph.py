@@ -18,7 +18,7 @@ import optree
 
 from polyad import core, dispatch
 from polyad.core import ConcretizationError, FreshTensor, Interpreter, Op, Tensor, bind, new_level
-from polyad.dispatch import _BY_TYPE
+from polyad.dispatch import BY_TYPE
 from polyad.ops.common import ShapeDtype, _bottom, _dtype_name
 from polyad.tracing import eval_shape
 
@@ -300,7 +300,7 @@ class CompiledGraph:
         """The fast check of the inputs (the message, if they fail it, comes from ``signature_error``)."""
         backend = self.backend
         for x, (shape, dtype) in zip(flat, self._expected):
-            if _BY_TYPE.get(type(x)) is not backend or x.shape != shape or x.dtype != dtype:
+            if BY_TYPE.get(type(x)) is not backend or x.shape != shape or x.dtype != dtype:
                 return False
         return True
 

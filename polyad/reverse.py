@@ -10,7 +10,7 @@ level records the backward pass itself, and that is how higher derivatives work.
 the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
-from polyad.core import Interpreter, Tensor, _tls, all_none, bind, eval_raw, rule_kind, split_args
+from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, no_grad_level, rule_kind, split_args
 from polyad.forward import jvp_rule
 from polyad.ops.base import Borrowed, KnownOnes, add, zeros_like
 from polyad.ops.creation import asarray
@@ -62,7 +62,7 @@ class ReverseInterpreter(Interpreter):
         if (
             op.nondiff
             or (parents[0] is None and all_none(parents))  # constants only: nothing to differentiate
-            or (self.level <= _tls.no_grad_level and self.respect_no_grad)
+            or (self.level <= no_grad_level() and self.respect_no_grad)
         ):
             # still a tensor of this level (a comparison, an argmax, a *_like...): the namespace stays
             # closed under the transform, so library code sees one namespace and may write into it

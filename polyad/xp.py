@@ -18,7 +18,10 @@ import math
 import sys
 import types
 
-from polyad import core, dispatch, standard
+import polyad.dispatch as dispatch
+from polyad import standard
+from polyad.core import Tensor, bind, install_namespace
+from polyad.ops import creation, indexing
 
 __array_api_version__ = standard.API_VERSION
 
@@ -114,15 +117,89 @@ def __array_namespace_info__():
     return _NamespaceInfo()
 
 
-# private helpers used by the Tensor operators
-_indexing = importlib.import_module("polyad.ops.indexing")
-_creation = importlib.import_module("polyad.ops.creation")
-_getitem = _indexing.getitem
-_index_update = _indexing.index_update
+# ------------------------------------------------------------------------------ the Tensor's methods
+
+# Python operator -> namespace function (reflected and in-place forms follow from the binary ones)
+_BINARY_OPERATORS = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "pow",
+    "matmul": "matmul",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+_COMPARISONS = {
+    "__eq__": "equal",
+    "__ne__": "not_equal",
+    "__lt__": "less",
+    "__le__": "less_equal",
+    "__gt__": "greater",
+    "__ge__": "greater_equal",
+}
+_UNARY_OPERATORS = {
+    "__neg__": "negative",
+    "__pos__": "positive",
+    "__abs__": "abs",
+    "__invert__": "bitwise_invert",
+}
 
 
-def _to_device(x, *, device, stream=None):
-    return _creation.to_device(x, device, stream=stream)
+def _forward(fn):
+    op = getattr(fn, "op", None)  # a function that only binds an op: bind it directly (the hot path)
+    if op is None:
+        return lambda self, other: fn(self, other)
+    return lambda self, other: bind(op, self, other)
 
 
-core.install_operators(_module)
+def _reflected(fn):
+    op = getattr(fn, "op", None)
+    if op is None:
+        return lambda self, other: fn(other, self)
+    return lambda self, other: bind(op, other, self)
+
+
+def _inplace(fn):
+    def method(self, other):
+        result = fn(self, other)
+        return self._become(result) if isinstance(result, Tensor) else result
+
+    return method
+
+
+def _unary(fn):
+    op = getattr(fn, "op", None)
+    return (lambda self: fn(self)) if op is None else (lambda self: bind(op, self))
+
+
+def _setitem(self, key, value):
+    # functionalised: the updated tensor is computed out of place, then this object becomes it
+    self._become(indexing.index_update(self, key, value))
+
+
+def _tensor_methods():
+    """The methods ``Tensor`` gets from the namespace: the standard's operators, indexing, to_device."""
+    methods = {
+        "__getitem__": indexing.getitem,
+        "__setitem__": _setitem,
+        "to_device": lambda self, device, /, *, stream=None: creation.to_device(self, device, stream=stream),
+    }
+    for name, fname in _BINARY_OPERATORS.items():
+        fn = getattr(_module, fname)
+        methods[f"__{name}__"] = _forward(fn)
+        methods[f"__r{name}__"] = _reflected(fn)
+        methods[f"__i{name}__"] = _inplace(fn)
+    for dunder, fname in _COMPARISONS.items():
+        methods[dunder] = _forward(getattr(_module, fname))
+    for dunder, fname in _UNARY_OPERATORS.items():
+        methods[dunder] = _unary(getattr(_module, fname))
+    return methods
+
+
+install_namespace(_module, _tensor_methods())

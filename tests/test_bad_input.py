@@ -284,9 +284,9 @@ CONTEXTS = {
 
 def _assert_state_intact():
     assert core.current_level() == 0
-    assert core._tls.no_grad_level == 0
+    assert core.no_grad_level() == 0
     assert batching.batch_levels() == []
-    assert core._pre_dispatch is None
+    assert core.pre_dispatch_hook() is None
     assert not predispatch._state.frames and predispatch._state.depth == 0
     assert pa.get_backend() == START_BACKEND
 

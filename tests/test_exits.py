@@ -1,4 +1,4 @@
-"""Every way a value leaves a transform (polyad/exits.py): arrays, DLPack, the buffer protocol and pickle
+"""Every way a value leaves a transform (polyad/core/tensor.py): arrays, DLPack, the buffer protocol and pickle
 refuse a transform's tensor and let plain ones through; copies keep the derivative; Python numbers keep
 it where they come back to polyad, and a lost one warns; vmap's conversions return the common value of
 agreeing examples; a tracer used from another thread is refused.
@@ -18,7 +18,7 @@ from helpers import assert_close, to_numpy
 from helpers import raises_cleanly as _raises
 
 import polyad as pa
-from polyad import core, dispatch, exits
+from polyad import core, dispatch
 
 xp = pa.xp
 BX = dispatch.default_backend().xp
@@ -202,12 +202,12 @@ def test_branching_on_numbers_is_exact_and_quiet():
 
     x = arr(X)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", exits.DerivativeLostWarning)
+        warnings.simplefilter("error", pa.DerivativeLostWarning)
         assert_close(pa.grad(f)(x), 2 * to_numpy(x))
         assert_close(pa.grad(f)(-x), -np.ones(3))
     # the one case polyad cannot tell from a lost derivative: a branch to an output that does not depend on
     # the inputs; the warning says it is harmless then
-    with pytest.warns(exits.DerivativeLostWarning, match="Harmless if the number only chose a branch"):
+    with pytest.warns(pa.DerivativeLostWarning, match="Harmless if the number only chose a branch"):
         assert_close(pa.grad(lambda v: xp.asarray(1.0) if float(v[0]) > 0 else v[0])(x), np.zeros(3))
 
 
@@ -232,10 +232,10 @@ def test_complex_numbers_keep_the_derivative():
     _, tan = pa.jvp(lambda v: v[0].item() ** 2, (z,), (t,))
     assert_close(tan, np.asarray(2 * zn[0] * tn[0]))
     # complex() cannot be followed (CPython rebuilds the number): it says so
-    with pytest.warns(exits.DerivativeLostWarning, match=r"complex\(\) of a value inside jvp.*item"):
+    with pytest.warns(pa.DerivativeLostWarning, match=r"complex\(\) of a value inside jvp.*item"):
         assert pa.jvp(lambda v: (complex(v[0]), v)[1], (z,), (t,))[0] is not None
     with warnings.catch_warnings():
-        warnings.simplefilter("error", exits.DerivativeLostWarning)
+        warnings.simplefilter("error", pa.DerivativeLostWarning)
         assert pa.vmap(lambda v: v * complex(v[0] * 0.0 + 1.0))(BX.stack([z, z])) is not None
 
 
@@ -287,10 +287,10 @@ def test_lost_derivative_warns_naming_the_conversion():
         s = float(xp.sum(v**2))
         return xp.asarray(math.exp(s) * 0.0 + s * 2.0)  # Python arithmetic: polyad never sees it again
 
-    with pytest.warns(exits.DerivativeLostWarning, match=r"float\(\) at .*test_exits.py"):
+    with pytest.warns(pa.DerivativeLostWarning, match=r"float\(\) at .*test_exits.py"):
         g = pa.grad(f)(x)
     assert_close(g, np.zeros(3))  # the warning is the point: this zero is not the derivative
-    with pytest.warns(exits.DerivativeLostWarning, match="item"):
+    with pytest.warns(pa.DerivativeLostWarning, match="item"):
         pa.jvp(lambda v: xp.asarray(math.sin(v[0].item())), (x,), (x,))
 
 

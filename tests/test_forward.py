@@ -33,7 +33,7 @@ def fd_jvp(f, x, t, eps=1e-6):
 def _levels_intact():
     yield
     assert core.current_level() == 0
-    assert core._tls.no_grad_level == 0
+    assert core.no_grad_level() == 0
 
 
 def _is_plain(x):

@@ -122,7 +122,7 @@ def test_pre_dispatch_refuses_vjp_and_restores_state():
 
     with pytest.raises(NotImplementedError, match="returns a function"):
         pa.make_graph(f, _arr([1.0]), pre_dispatch=True)
-    assert core._pre_dispatch is None and not predispatch._state.frames
+    assert core.pre_dispatch_hook() is None and not predispatch._state.frames
     assert core.current_level() == 0
     # a pre_dispatch=False capture of the same function works
     g = pa.make_graph(f, _arr([1.0]))

@@ -22,7 +22,7 @@ def arr(values):
 def _levels_intact():
     yield
     assert core.current_level() == 0
-    assert core._tls.no_grad_level == 0
+    assert core.no_grad_level() == 0
 
 
 def one():

@@ -1,4 +1,4 @@
-"""scikit-learn's array-API code on polyad's tracers (polyad/exits.py): its metrics end in
+"""scikit-learn's array-API code on polyad's tracers (polyad/core/tensor.py): its metrics end in
 ``return float(...)``, and the derivative must survive that; its input validation branches on values
 (``if not xp.isfinite(...)``), which vmap must allow when every example agrees.
 

@@ -381,7 +381,7 @@ def _stand_in_cupy():
 
 
 def test_cupy_backend_declares_a_cuda_kernel_per_special_function(monkeypatch):
-    """Every special function without a generic kernel has a CUDA kernel in backends/cupy/kernels.py,
+    """Every special function without a generic kernel has a CUDA kernel in polyad/backends/cupy/kernels.py,
     and each declared kernel calls cupyx's function of the same meaning with the arguments in order
     (checked on stand-in cupy modules that compute with SciPy: there is no GPU here)."""
     modules, calls = _stand_in_cupy()

@@ -91,7 +91,7 @@ def test_two_pre_dispatch_captures_at_once():
         assert [n.op.name for n in graph.nodes] == ["sin", "multiply", "add"]
         x = bx.asarray([0.5, 1.0], dtype=bx.float64)
         np.testing.assert_allclose(to_numpy(graph(x)), np.sin([0.5, 1.0]) * (k + 1) + 1.0)
-    assert core._pre_dispatch is None
+    assert core.pre_dispatch_hook() is None
 
 
 # ------------------------------------------------------------------------------ the default backend

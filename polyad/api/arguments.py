@@ -7,7 +7,8 @@ is fixed from the message alone.
 
 import optree
 
-from polyad import dispatch, exits
+from polyad import dispatch
+from polyad.core.tensor import numbers_alive, reconnect
 from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
@@ -110,9 +111,9 @@ def _split_aux(out, has_aux, transform):
 def _reconnect_tree(out):
     """A function's output with each number polyad handed out (``float(t)``, ``t.item()``: scikit-learn's
     metrics end in ``return float(...)``) turned back into its tensor, so its derivative is kept."""
-    if not exits._LIVE:
+    if not numbers_alive():
         return out
-    return optree.tree_map(exits.reconnect, out, none_is_leaf=True)
+    return optree.tree_map(reconnect, out, none_is_leaf=True)
 
 
 def _lower_tree(tree, interp):

@@ -6,7 +6,6 @@ from typing import Any
 
 import optree
 
-from polyad import exits
 from polyad.api.arguments import (
     _check_callable,
     _check_has_aux,
@@ -24,6 +23,7 @@ from polyad.api.arguments import (
 )
 from polyad.api.reverse_mode import _record
 from polyad.core import Tensor, new_level
+from polyad.core.tensor import check_lost
 from polyad.core import plain as _plain
 from polyad.forward import DualTensor, ForwardInterpreter
 from polyad.ops.common import _dtype_name
@@ -99,7 +99,7 @@ def _jvp(func, primals, tangents, strict, has_aux, what):
         out = _reconnect_tree(out)
         o_flat, o_tree = _flatten(out)
         if interp.numbers:
-            exits.check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in o_flat))
+            check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in o_flat))
         if has_aux:
             aux = _lower_tree(aux, interp)
     outs, tans = [], []

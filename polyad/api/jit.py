@@ -23,7 +23,7 @@ import optree
 from polyad import compiler, core, dispatch, library, predispatch
 from polyad.api.arguments import _check_callable, _fname, _is_dim
 from polyad.core import FreshTensor, Tensor
-from polyad.dispatch import _BY_TYPE
+from polyad.dispatch import BY_TYPE
 from polyad.graph import Const, trace_graph
 from polyad.ops.common import ShapeDtype, _bottom
 
@@ -202,7 +202,11 @@ class Jitted:
     # ------------------------------------------------------------------ calls
 
     def __call__(self, *args, **kwargs):
-        if core._pre_dispatch is not None and predispatch._state.frames and not predispatch._state.depth:
+        if (
+            core.pre_dispatch_hook() is not None
+            and predispatch._state.frames
+            and not predispatch._state.depth
+        ):
             # inside make_graph(pre_dispatch=True): one transform node, whose replay jits its body again
             config = {"static_argnums": self.static_argnums, "static_argnames": tuple(self.static_argnames)}
             return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
@@ -259,7 +263,7 @@ class Jitted:
             # the common call, arrays only: the key is their signatures, no pytree flattening
             sig = []
             for x in args:
-                b = _BY_TYPE.get(type(x))
+                b = BY_TYPE.get(type(x))
                 if b is None:
                     break
                 sig.append((type(x), x.shape, x.dtype, getattr(x, "device", None)))  # the type: its backend
@@ -281,7 +285,7 @@ class Jitted:
         mode = _COMPILED
         backend = None
         for x in flat:
-            b = _BY_TYPE.get(type(x))
+            b = BY_TYPE.get(type(x))
             if b is None and not isinstance(x, Tensor):
                 b = dispatch.backend_of_array(x)  # a type not seen yet, or not an array (None)
             if b is not None:
@@ -485,7 +489,7 @@ def _copy_outputs(fn, held, bxp, *args):
 
 
 def _array_backend(x):
-    b = _BY_TYPE.get(type(x))
+    b = BY_TYPE.get(type(x))
     return b if b is not None else dispatch.backend_of_array(x)
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import optree
 
-from polyad import exits
 from polyad.api.arguments import (
     _check_argnums,
     _check_callable,
@@ -32,7 +31,8 @@ from polyad.api.arguments import (
     _reconnect_tree,
     _split_aux,
 )
-from polyad.core import Tensor, _tls, current_level, new_level
+from polyad.core import Tensor, current_level, new_level, recording_off_up_to
+from polyad.core.tensor import check_lost
 from polyad.core import plain as _plain
 from polyad.ops.common import _dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones_like, zeros_like
@@ -58,9 +58,7 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
         out = _reconnect_tree(out)
         out_flat, out_tree = _flatten(out)
         if interp.numbers:
-            exits.check_lost(
-                interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat)
-            )
+            check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat))
         if has_aux:
             aux = _lower_tree(aux, interp)
     for i, o in enumerate(out_flat):
@@ -200,7 +198,7 @@ def grad(
     Args:
         func: returns a real 0-d array (or ``(output, aux)`` with ``has_aux=True``); ``float()`` of a traced
             value counts when returned or passed back to polyad (scikit-learn's metrics end in
-            ``return float(...)``): the number is its tensor again (see ``polyad.exits``).
+            ``return float(...)``): the number is its tensor again (see ``polyad.core.tensor``).
         argnums: which positional argument(s) to differentiate: an int (negative allowed) or a tuple.
             Each may be a pytree (tuple, list, dict, namedtuple) of floating arrays.
         has_aux: whether ``func`` also returns auxiliary data, returned unchanged (not differentiated).
@@ -283,20 +281,12 @@ def no_grad() -> Iterator[None]:
         >>> pa.grad(f)(np.array([1.0]))
         array([2.])
     """
-    previous = _tls.no_grad_level
-    _tls.no_grad_level = current_level()
-    try:
+    with recording_off_up_to(current_level()):
         yield
-    finally:
-        _tls.no_grad_level = previous
 
 
 @contextmanager
 def enable_grad() -> Iterator[None]:
     """Undo an enclosing ``no_grad`` inside the block."""
-    previous = _tls.no_grad_level
-    _tls.no_grad_level = 0
-    try:
+    with recording_off_up_to(0):
         yield
-    finally:
-        _tls.no_grad_level = previous

@@ -3,11 +3,11 @@ captured ``Graph`` become one node each, whose op carries a kernel per device ty
 
 What a fused node runs, by device (``dispatch.choose_kernel`` picks, as for any op with kernels):
 
-- "cpu", on NumPy arrays: one Numba loop over the elements (``backends/numpy/fusion.py``); the library
+- "cpu", on NumPy arrays: one Numba loop over the elements (``polyad/backends/numpy/fusion.py``); the library
   was chosen by measurement (``scripts/bench_fusion.py``): numexpr has no common subexpressions and no
   multiple outputs, so the gradient of W2 recomputes exp and tanh and ran slower than unfused NumPy;
 - "cuda", on CuPy arrays: a generated ``ElementwiseKernel``, plus one ``ReductionKernel`` per sum
-  (``backends/cupy/fusion.py``);
+  (``polyad/backends/cupy/fusion.py``);
 - anything else (array_api_strict, dask, a NumPy array where Numba is missing): the group's ops as
   straight-line calls, the generic kernel.
 
@@ -463,7 +463,7 @@ def _fused_op(spec, members, inputs, out_vars):
     op.higher_order = body  # transforms run the members, each by its own rules
     op.fusion = spec
     # a kernel per device from each loaded backend that builds them (CuPy's only once a GPU is in use)
-    for backend in set(dispatch._BY_TYPE.values()):
+    for backend in set(dispatch.BY_TYPE.values()):
         if backend.fused_kernels is not None:
             op.kernels.update(backend.fused_kernels(spec, generic))
     return op

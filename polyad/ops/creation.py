@@ -12,7 +12,7 @@ import array_api_compat
 
 from polyad import dispatch
 from polyad.core import Tensor, bind, fresh
-from polyad.exits import reconnect
+from polyad.core.tensor import reconnect
 from polyad.ops.base import (
     _full,
     _like,

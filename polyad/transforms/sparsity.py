@@ -19,7 +19,7 @@ import warnings
 
 import optree
 
-from polyad import exits
+from polyad.core.tensor import check_lost, reconnect
 from polyad.core import (
     Interpreter,
     Tensor,
@@ -178,11 +178,11 @@ def dependence(func, inputs, what="jacobian_sparsity"):
         flat, tree = optree.tree_flatten(out, none_is_leaf=False)
         leaves = []
         for leaf in flat:
-            leaf = exits.reconnect(leaf)  # a number float() handed out is its tensor again
+            leaf = reconnect(leaf)  # a number float() handed out is its tensor again
             if isinstance(leaf, Tensor) and leaf._interp is interp:
                 leaves.append((leaf._value, leaf._aux))
             else:
                 leaves.append((plain(leaf), None if not hasattr(leaf, "shape") else empty(_size(leaf), n)))
         if interp.numbers:  # float() of a traced value whose number never came back: a lost dependence
-            exits.check_lost(interp, what, any(p is not None and p.nnz for _, p in leaves))
+            check_lost(interp, what, any(p is not None and p.nnz for _, p in leaves))
         return tree, leaves

@@ -6,7 +6,7 @@ Kernels, chosen per call by the dispatcher. ``"cpu"``: ``scipy.special``'s ufunc
 call: SciPy is an optional extra) on host copies of the arrays (NumPy arrays go straight in; other CPU
 libraries, array_api_strict among them, through their backend's ``to_numpy`` and back with
 ``xp.asarray`` on the input's device). ``"cuda"``: ``cupyx.scipy.special``, declared by the CuPy backend
-(``backends/cupy/kernels.py``). Generic: an Array API formula, where the function has one, for every
+(``polyad/backends/cupy/kernels.py``). Generic: an Array API formula, where the function has one, for every
 other device type and for CPU arrays without SciPy. On a device type with no kernel, a function without
 a formula is refused by the dispatcher, naming the op, rather than copied to the host.
 """

@@ -1,10 +1,12 @@
-"""Every way a value can leave a transform, guarded in one place (``Tensor`` inherits ``TensorExits``).
+"""The polyad tensor, and every way a value leaves a transform, guarded in one place.
 
-A transform's tensor carries what a bare value cannot: its derivative (grad, jvp), its batch (vmap), its
-place in a graph (make_graph). Each exit either keeps that or refuses with a message naming the transform
-and the fix. A plain level-0 ``Tensor`` and a ``FreshTensor`` (an array created inside a transform) carry
-nothing and leave freely. A tensor of a finished transform, or of a transform running in another thread,
-is refused everywhere (``bind`` checks the same for ops).
+A ``Tensor`` is a backend array (or a lower-level tensor) seen through one transform level; each transform
+subclasses it (``ReverseTensor``, ``DualTensor``, ``BatchedTensor``, ...). It carries what a bare value
+cannot: its derivative (grad, jvp), its batch (vmap), its place in a graph (make_graph). Each exit either
+keeps that or refuses with a message naming the transform and the fix. A plain level-0 ``Tensor`` and a
+``FreshTensor`` (an array created inside a transform) carry nothing and leave freely. A tensor of a
+finished transform, or of a transform running in another thread, is refused everywhere (``bind`` checks
+the same for ops).
 
 - Arrays: ``np.asarray`` (``__array__``), DLPack (``__dlpack__``, ``__dlpack_device__``), the buffer
   protocol (``__buffer__``), pickle (``__reduce__``, ``__reduce_ex__``) and ``concrete()`` refuse: a NumPy
@@ -25,11 +27,17 @@ is refused everywhere (``bind`` checks the same for ops).
   (``DerivativeLostWarning``), naming the conversion. Printing, formatting and comparing are fine.
 - vmap: a conversion of a batched value whose examples all agree returns the common value, so a branch
   on it is the same for every example and exact (``BatchedTensor._scalar``); else a ConcretizationError.
+
+The namespace (``polyad.xp``) gives the class its operators and indexing once it is assembled
+(``install_namespace``): this layer sits below the ops those call.
 """
 
 import sys
 import threading
 import warnings
+
+import polyad.backends as backends
+from polyad.core.levels import transform_active
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()
@@ -39,6 +47,10 @@ class DerivativeLostWarning(UserWarning):
     """A differentiating transform's output does not depend on its inputs, while a number taken from one
     of its values (``float()``, ``item()``...) never came back to polyad: if the output was computed from
     that number, its derivative was lost."""
+
+
+class ConcretizationError(TypeError):
+    """A Python value (bool, float, int, shape) was asked of a tensor that has no single value."""
 
 
 # ------------------------------------------------------------------------------ ownership
@@ -88,8 +100,19 @@ def _refuse(tensor, what):
 
 # id -> (number, tensor, note): numbers polyad handed out for transforms' tensors, each alive as long as
 # its level (``forget``); note is [what, where, came_back]. While any is alive, bind runs reconnect_call.
-_LIVE = {}
-_on_live_change = None  # core's callback: turns bind's hook on and off with ``bool(_LIVE)``
+LIVE = {}
+LIVE_LISTENERS = []  # called with ``bool(LIVE)`` whenever it changes (the dispatcher's hook)
+
+
+def on_live_change(listener):
+    """Call ``listener(alive)`` whenever numbers handed out start or stop being alive (``alive`` True
+    when some are): the dispatcher checks numbers' arguments only while any is."""
+    LIVE_LISTENERS.append(listener)
+
+
+def _live_changed():
+    for listener in LIVE_LISTENERS:
+        listener(bool(LIVE))
 
 
 def _remember(number, tensor, what, depth):
@@ -97,12 +120,13 @@ def _remember(number, tensor, what, depth):
     note = [what, f"{frame.f_code.co_filename}:{frame.f_lineno}", False]
     interp = tensor._interp
     with _LOCK:
-        _LIVE[id(number)] = (number, tensor, note)
+        LIVE[id(number)] = (number, tensor, note)
         if interp.numbers is None:
             interp.numbers = []
+            interp.on_close.append(forget)
         interp.numbers.append(id(number))
-        if len(_LIVE) == 1:
-            _on_live_change()
+        if len(LIVE) == 1:
+            _live_changed()
     return note
 
 
@@ -110,10 +134,10 @@ def forget(interp):
     """``interp``'s level has closed: the numbers it handed out are plain numbers from now on."""
     with _LOCK:
         for i in interp.numbers:
-            _LIVE.pop(i, None)
+            LIVE.pop(i, None)
         interp.numbers = None
-        if not _LIVE:
-            _on_live_change()
+        if not LIVE:
+            _live_changed()
 
 
 def _tensor_of(x, mark=True):
@@ -125,7 +149,7 @@ def _tensor_of(x, mark=True):
             x._note[2] = True
         return t
     if cls is float:
-        entry = _LIVE.get(id(x))
+        entry = LIVE.get(id(x))
         if entry is not None and entry[0] is x:
             t = entry[1]
             if mark:
@@ -134,10 +158,15 @@ def _tensor_of(x, mark=True):
     return None
 
 
+def numbers_alive():
+    """Whether any number polyad handed out is still alive (else ``reconnect`` has nothing to do)."""
+    return bool(LIVE)
+
+
 def reconnect(x):
     """``x``'s tensor if ``x`` is a number polyad handed out for a live tensor (``float(t)``,
     ``t.item()``...), else ``x`` itself. Cheap when none is alive."""
-    if not _LIVE:
+    if not LIVE:
         return x
     t = _tensor_of(x)
     return x if t is None else t
@@ -191,7 +220,7 @@ def check_lost(interp, what, depends):
     while a number taken from one of its values never came back: the zero derivative may be a lost one."""
     if depends or not interp.numbers:
         return
-    lost = [_LIVE[i][2] for i in interp.numbers if i in _LIVE and not _LIVE[i][2][2]]
+    lost = [LIVE[i][2] for i in interp.numbers if i in LIVE and not LIVE[i][2][2]]
     if lost:
         kind, where, _ = lost[0]
         more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
@@ -208,7 +237,7 @@ def check_lost(interp, what, depends):
 
 def _warn_complex(t):
     """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned."""
-    while isinstance(t, TensorExits):
+    while isinstance(t, Tensor):
         interp = t._interp
         if interp is not None and interp.differentiates:
             warnings.warn(
@@ -249,7 +278,7 @@ def _operand(x):
     if isinstance(x, _TracedNumber):
         t = x._live()
         return x._plain() if t is None else t
-    if isinstance(x, int | float | complex | TensorExits) or hasattr(x, "__array_namespace__"):
+    if isinstance(x, int | float | complex | Tensor) or hasattr(x, "__array_namespace__"):
         return x
     return NotImplemented
 
@@ -288,8 +317,8 @@ def _traced_result(out, origin):
     """A traced number for the 0-d result ``out`` of arithmetic on ``origin``, or a plain number where
     the result carries nothing (an integer result, or one the transform did not record)."""
     xp = origin._tensor.__array_namespace__()
-    if not isinstance(out, TensorExits) or out._interp is None:
-        return _to_python(xp, out._scalar("item") if isinstance(out, TensorExits) else out)
+    if not isinstance(out, Tensor) or out._interp is None:
+        return _to_python(xp, out._scalar("item") if isinstance(out, Tensor) else out)
     if xp.isdtype(out.dtype, "complex floating"):
         cls = TracedComplex
     elif xp.isdtype(out.dtype, "real floating"):
@@ -378,7 +407,7 @@ class _TracedNumber:
                 f"polyad.xp.{ufunc.__name__} instead"
             )
         a, b = (_operand(i) for i in inputs)
-        out = getattr(a, name)(b) if isinstance(a, TensorExits) else getattr(b, "__r" + name[2:])(a)
+        out = getattr(a, name)(b) if isinstance(a, Tensor) else getattr(b, "__r" + name[2:])(a)
         return (
             _traced_result(out, traced[0])
             if all(isinstance(i, int | float | complex) for i in inputs)
@@ -427,19 +456,105 @@ class TracedComplex(_TracedNumber, complex):
 _NUMBER_TYPES = frozenset((float, TracedFloat, TracedComplex))  # what polyad hands out
 
 
-# ------------------------------------------------------------------------------ the tensor's exits
+# ------------------------------------------------------------------------------ the tensor
 
 
-class TensorExits:
-    """The conversion and copy methods of ``core.Tensor``: every way a value leaves polyad."""
+class Tensor:
+    """A polyad tensor: a backend array (or a lower-level tensor) seen through one transform level.
 
-    __slots__ = ()
+    Every tensor has the same three slots, so that an in-place update can turn a tensor into another
+    kind (``__setitem__`` writing a batched value into an unbatched tensor changes its class):
 
+    - ``_value``: the backend array, or the lower-level tensor, underneath;
+    - ``_interp``: the interpreter of the level this tensor belongs to (None for a plain tensor);
+    - ``_aux``: per-transform data (tape node, tangent, batch dimension).
+
+    A plain ``Tensor(array)`` lives at level 0 and makes any backend array speak polyad's namespace.
+    Conversions and copies (``float``, ``item``, ``np.asarray``, DLPack, pickle, ``deepcopy``...) are
+    every way a value leaves a transform (see the module's docstring).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> t = pa.Tensor(np.arange(3.0))
+        >>> (2.0 * t + 1).shape
+        (3,)
+    """
+
+    __slots__ = ("_value", "_interp", "_aux")
+    # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
+    _sticky = True
+    # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
+    __array_ufunc__ = None
+    __array_priority__ = 1000
+    _namespace = None  # polyad.xp, once it is assembled (install_namespace)
+
+    def __init__(self, value, interp=None, aux=None):
+        self._value = value
+        self._interp = interp
+        self._aux = aux
+
+    # -- metadata (the batching tensor overrides shape)
+    @property
+    def shape(self):
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def device(self):
+        return self._value.device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def level(self):
+        return 0 if self._interp is None else self._interp.level
+
+    @property
+    def mT(self):
+        return self._namespace.matrix_transpose(self)
+
+    @property
+    def T(self):
+        if self.ndim != 2:
+            raise ValueError(f"Tensor.T needs a 2-D tensor, got {self.ndim}-D; use .mT or permute_dims")
+        return self._namespace.permute_dims(self, (1, 0))
+
+    def __array_namespace__(self, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"polyad implements Array API 2024.12; api_version={api_version!r} is unknown")
+        return Tensor._namespace  # also ShapeDtype's (an abstract array's namespace is polyad's)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # __getitem__, __setitem__ (functionalised: the updated tensor is computed out of place, then this
+    # object becomes it), to_device and the Python operators come from install_namespace
+
+    # -- leaving polyad: conversions, arrays, copies
     def _scalar(self, what):
         """The backend array underneath all levels, for ``what`` (a batched or abstract tensor overrides
         this: the common value of agreeing examples, or an error naming ``what``). No exit check."""
         v = self._value
-        return v._scalar(what) if isinstance(v, TensorExits) else v
+        return v._scalar(what) if isinstance(v, Tensor) else v
 
     def concrete(self):
         """The backend array underneath (a plain tensor's array; refused for a transform's tensor, whose
@@ -478,7 +593,7 @@ class TensorExits:
     def item(self):
         """The single element as a Python number (bool, int, float or complex by dtype). Inside a
         transform a floating value gives a ``TracedFloat``/``TracedComplex``, which keeps its derivative
-        through arithmetic and where it comes back to polyad (see ``polyad.exits``).
+        through arithmetic and where it comes back to polyad (see this module).
 
         Example:
             >>> import numpy as np, polyad as pa
@@ -489,7 +604,7 @@ class TensorExits:
         xp = self.__array_namespace__()
         t = self if self.ndim == 0 else xp.reshape(self, ())  # one element, any shape (as NumPy's)
         if interp is None or not xp.isdtype(self.dtype, ("real floating", "complex floating")):
-            return _to_python(xp, t._scalar("item") if isinstance(t, TensorExits) else t)
+            return _to_python(xp, t._scalar("item") if isinstance(t, Tensor) else t)
         value, complex_ = _python_number(t, "item")
         n = (TracedComplex if complex_ else TracedFloat)._make(value, t, None)
         n._note = _remember(n, t, "item()", 1)
@@ -551,7 +666,72 @@ class TensorExits:
     def __deepcopy__(self, memo):
         _owner_checked(self, "copy.deepcopy()")
         out = self.__array_namespace__().asarray(self, copy=True)
-        return out if isinstance(out, TensorExits) else type(self)(out)  # a FreshTensor's copy is one too
+        return out if isinstance(out, Tensor) else type(self)(out)  # a FreshTensor's copy is one too
+
+    def _become(self, other):
+        if not isinstance(other, Tensor):
+            other = Tensor(other)
+        self.__class__ = type(other)
+        self._value, self._interp, self._aux = other._value, other._interp, other._aux
+        return self
+
+    def __repr__(self):
+        kind = type(self).__name__
+        return f"{kind}(level={self.level}, shape={self.shape}, dtype={self.dtype}, value={self._value!r})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class FreshTensor(Tensor):
+    """A plain level-0 tensor for an array created inside a transform, so ``x[key] = traced`` can rebind
+    ``x`` (to a batched or differentiated tensor).
+
+    Level-0 ops on it return FreshTensors while a transform is active (raw arrays after), so that what
+    is computed from it keeps polyad's namespace (``0 == xp.asarray(n)`` is a FreshTensor, not a NumPy
+    bool array, and ``array_namespace`` of it and the transform's tensors is ``polyad.xp``). Every
+    transform sees it as the constant array it holds (``split_args``).
+    """
+
+    __slots__ = ()
+    _sticky = False
+
+    def _become(self, other):
+        return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array
+        inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def fresh(array):
+    """``array`` as a ``FreshTensor`` while any transform is active (creation functions call this), so that
+    ``x[key] = traced`` can rebind ``x``; unchanged outside transforms."""
+    return FreshTensor(array) if transform_active() else array
+
+
+def plain(value):
+    """A transform's output as the caller sees it: a ``FreshTensor`` handed back as its raw array."""
+    return value._value if type(value) is FreshTensor else value
+
+
+def _on_backend(event, backend):
+    """A backend that loads learns polyad's Tensor type, so that its operators defer to the tensor's
+    reflected ones (``W @ x`` with a raw array ``W``)."""
+    if event == "loaded" and backend.defer_to is not None:
+        backend.defer_to(Tensor)
+
+
+backends.subscribe(_on_backend)
+
+
+def install_namespace(namespace, methods):
+    """Give ``Tensor`` its namespace (``__array_namespace__``, ``.mT``, ``.T``, ``to_device``) and the
+    methods that bind its ops (``methods``: the Python operators, ``__getitem__``, ``__setitem__``...):
+    called once, by ``polyad.xp`` when it has assembled the namespace, which sits above this layer."""
+    Tensor._namespace = namespace
+    for name, method in methods.items():
+        setattr(Tensor, name, method)
 
 
 def _nested_list(t, xp):

@@ -1,0 +1,79 @@
+"""The core: the level stack, the tensor, the op registry and ``bind``.
+
+- ``levels``: one integer level per active transform, pushed and popped in try/finally (``new_level``).
+- ``tensor``: ``Tensor``, the one tensor type every transform subclasses, and every way a value leaves a
+  transform (conversions, arrays, copies, the Python numbers polyad hands out).
+- ``registry``: ``Op`` and ``OPS``, rule kinds (``rule_kind``, ``rule_of``).
+- ``binding``: ``bind(op, *arrays, **metadata)`` (the highest level among the arrays handles the op) and
+  level 0 (``eval_op``: a kernel on backend arrays).
+
+The names the layers above use are re-exported here.
+"""
+
+from polyad.core.binding import (
+    PASS,
+    all_none,
+    bind,
+    eval_op,
+    eval_raw,
+    pre_dispatch_hook,
+    set_pre_dispatch_hook,
+    split_args,
+)
+from polyad.core.levels import (
+    Interpreter,
+    active_interpreters,
+    current_level,
+    new_level,
+    no_grad_level,
+    recording_off_up_to,
+    transform_active,
+)
+from polyad.core.registry import GENERATION, OPS, RULE_KINDS, Op, RuleKind, rule_kind, rule_of
+from polyad.core.tensor import (
+    ConcretizationError,
+    DerivativeLostWarning,
+    FreshTensor,
+    Tensor,
+    TracedComplex,
+    TracedFloat,
+    fresh,
+    install_namespace,
+    plain,
+    unusable,
+)
+
+__all__ = [
+    "ConcretizationError",
+    "DerivativeLostWarning",
+    "FreshTensor",
+    "GENERATION",
+    "Interpreter",
+    "OPS",
+    "Op",
+    "PASS",
+    "RULE_KINDS",
+    "RuleKind",
+    "Tensor",
+    "TracedComplex",
+    "TracedFloat",
+    "active_interpreters",
+    "all_none",
+    "bind",
+    "current_level",
+    "eval_op",
+    "eval_raw",
+    "fresh",
+    "install_namespace",
+    "new_level",
+    "no_grad_level",
+    "plain",
+    "pre_dispatch_hook",
+    "recording_off_up_to",
+    "rule_kind",
+    "rule_of",
+    "set_pre_dispatch_hook",
+    "split_args",
+    "transform_active",
+    "unusable",
+]
