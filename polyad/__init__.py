@@ -32,9 +32,8 @@ from polyad.api import (
     vjp,
     vmap,
 )
-from polyad.core import ConcretizationError, Tensor
+from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
-from polyad.core import DerivativeLostWarning, TracedComplex, TracedFloat
 from polyad.graph import Graph, call_delegate
 from polyad.library import custom_op
 from polyad.ops.common import ShapeDtype

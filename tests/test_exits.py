@@ -1,4 +1,4 @@
-"""Every way a value leaves a transform (polyad/core/tensor.py): arrays, DLPack, the buffer protocol and pickle
+"""Every way a value leaves a transform (polyad/core/tensor.py): arrays, DLPack, the buffer protocol, pickle
 refuse a transform's tensor and let plain ones through; copies keep the derivative; Python numbers keep
 it where they come back to polyad, and a lost one warns; vmap's conversions return the common value of
 agreeing examples; a tracer used from another thread is refused.

@@ -9,12 +9,12 @@ from collections import Counter
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
-from polyad.backends.cupy import fusion as cuda_fusion
-from polyad.backends.numpy import fusion as cpu_fusion
 
 import polyad as pa
 from polyad import dispatch
 from polyad import xp as pxp
+from polyad.backends.cupy import fusion as cuda_fusion
+from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.compiler import fuse
 from polyad.compiler.fusion import FUSABLE, FusedOp
 from polyad.graph import Const, Graph

@@ -8,10 +8,10 @@ is fixed from the message alone.
 import optree
 
 from polyad import dispatch
-from polyad.core.tensor import numbers_alive, reconnect
 from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
+from polyad.core.tensor import numbers_alive, reconnect
 from polyad.ops.common import _dtype_name, is_complex, is_floating
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import real

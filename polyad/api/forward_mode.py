@@ -23,8 +23,8 @@ from polyad.api.arguments import (
 )
 from polyad.api.reverse_mode import _record
 from polyad.core import Tensor, new_level
-from polyad.core.tensor import check_lost
 from polyad.core import plain as _plain
+from polyad.core.tensor import check_lost
 from polyad.forward import DualTensor, ForwardInterpreter
 from polyad.ops.common import _dtype_name
 from polyad.ops.creation import zeros_like

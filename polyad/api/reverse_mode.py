@@ -32,8 +32,8 @@ from polyad.api.arguments import (
     _split_aux,
 )
 from polyad.core import Tensor, current_level, new_level, recording_off_up_to
-from polyad.core.tensor import check_lost
 from polyad.core import plain as _plain
+from polyad.core.tensor import check_lost
 from polyad.ops.common import _dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones_like, zeros_like
 from polyad.ops.elementwise import add

@@ -13,8 +13,8 @@ calls nothing first: the eager path pays nothing.
 
 import threading
 
-import polyad.dispatch as dispatch
 import polyad.core.tensor as tensor
+import polyad.dispatch as dispatch
 from polyad.core.tensor import FreshTensor, Tensor, fresh, unusable
 from polyad.dispatch import BY_TYPE
 

@@ -19,7 +19,6 @@ import warnings
 
 import optree
 
-from polyad.core.tensor import check_lost, reconnect
 from polyad.core import (
     Interpreter,
     Tensor,
@@ -31,6 +30,7 @@ from polyad.core import (
     rule_of,
     split_args,
 )
+from polyad.core.tensor import check_lost, reconnect
 from polyad.transforms import sparsity_rules as rules
 from polyad.transforms.sparsity_rules import ALL, SAME, np, scipy_sparse
 
