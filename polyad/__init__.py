@@ -6,40 +6,35 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 import types
 from typing import Any
 
-from polyad import config, dispatch, library, random, xp
-from polyad.api import (
-    ChunkPlan,
-    DistributedError,
+from polyad import config, custom_ops, dispatch, library, random, xp
+from polyad.api.eval_shape import eval_shape
+from polyad.api.grad import enable_grad, grad, grad_and_value, linearize, no_grad, value_and_grad, vjp
+from polyad.api.graphs import call_delegate, make_graph
+from polyad.api.jacobians import hessian, jacfwd, jacrev
+from polyad.api.jit import jit
+from polyad.api.jvp import jvp
+from polyad.api.sparse import (
     SparseJacobian,
-    distributed,
-    enable_grad,
-    grad,
-    grad_and_value,
-    hessian,
     hessian_sparsity,
-    jacfwd,
     jacobian_sparsity,
-    jacrev,
-    jit,
-    jvp,
-    linearize,
-    make_graph,
-    no_grad,
     sparse_hessian,
     sparse_jacfwd,
     sparse_jacrev,
-    value_and_grad,
-    vjp,
-    vmap,
 )
+from polyad.api.vmap import vmap
+from polyad.chunking.cluster import DistributedError, distributed
+from polyad.chunking.plan import ChunkPlan
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
-from polyad.graph import Graph, call_delegate
+from polyad.graph import Graph
 from polyad.library import custom_op
+from polyad.moved import install_moved_paths
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
-from polyad.tracing import eval_shape
 from polyad.transforms.sparsity import SparsityFallbackWarning
+
+fused = custom_ops  # the former name of polyad.custom_ops
+install_moved_paths()
 
 __version__ = "0.1.0"
 
@@ -67,8 +62,6 @@ def array_namespace(*xs: Any) -> types.ModuleType:
     return xp
 
 
-from polyad import fused  # noqa: E402  (after the namespace: its kernel uses polyad.xp)
-
 # fail at import, with the reason and the choices, if POLYAD_BACKEND names a backend that cannot load
 get_backend()
 
@@ -93,8 +86,8 @@ __all__ = [
     "make_graph",
     "custom_op",
     "library",
+    "custom_ops",
     "enable_grad",
-    "fused",
     "eval_shape",
     "get_backend",
     "grad",

@@ -14,7 +14,7 @@ def info():
     print(f"device priority: {' > '.join(dispatch.DEVICE_PRIORITY)}")
     print("backends:")
     for name in dispatch.usable_backends():
-        b = dispatch._load(name)
+        b = dispatch.load_backend(name)
         devices = ", ".join(str(d) for d in b.devices())
         print(f"  {name:17s} available    version {b.version}; devices: {devices}")
     for name, reason in dispatch.unavailable_backends().items():

@@ -57,7 +57,9 @@ def _on_backend(event, backend):
 backends.subscribe(_on_backend)
 
 
-def _load(name):
+def load_backend(name):
+    """The Backend named ``name``, loaded (RuntimeError with the reason and the usable choices if it
+    cannot load here)."""
     try:
         return backends.load(name)
     except BackendUnavailable as exc:
@@ -91,7 +93,7 @@ def default_backend():
     if b is None:
         b = _PROCESS_DEFAULT[0]
         if b is None:
-            b = _load(_GLOBAL_DEFAULT[0])
+            b = load_backend(_GLOBAL_DEFAULT[0])
             with _DEFAULT_LOCK:
                 if _PROCESS_DEFAULT[0] is None:
                     _PROCESS_DEFAULT[0] = b
@@ -119,7 +121,7 @@ def set_backend(name: str) -> None:
         raise TypeError(
             f"set_backend(name={name!r}): name must be a str, one of {', '.join(backends.names())}"
         )
-    b = _load(name)
+    b = load_backend(name)
     with _DEFAULT_LOCK:
         _PROCESS_DEFAULT[0] = b
         _GLOBAL_DEFAULT[0] = name
@@ -139,7 +141,7 @@ def backend(name: str) -> Iterator[None]:
     if not isinstance(name, str):
         raise TypeError(f"backend(name={name!r}): name must be a str, one of {', '.join(backends.names())}")
     previous = _state.block
-    _state.block = _load(name)
+    _state.block = load_backend(name)
     try:
         yield _state.block
     finally:

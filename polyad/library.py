@@ -24,14 +24,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from polyad import config, core, dispatch
-from polyad.core import Op, Tensor, bind
+from polyad.core import GENERATION, KERNELS_OVERRIDDEN, Op, Tensor, bind, rule_of
 from polyad.ops.base import astype, unbroadcast
-from polyad.ops.common import ShapeDtype, _bottom, _dtype_name, is_complex, is_floating
+from polyad.ops.common import ShapeDtype, bottom, dtype_name, is_complex, is_floating
 from polyad.ops.creation import zeros_like
-from polyad.tracing import fake_abstract_eval
+from polyad.transforms.abstract import ABSTRACT_EVAL, fake_abstract_eval
+from polyad.transforms.batching import BATCH
+from polyad.transforms.forward import JVP
+from polyad.transforms.reverse import VJP
 
-# bumped when ``override`` swaps a layer in and out: pa.jit drops the code it compiled with the old one
-GENERATION = [0]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_.]*$")
 CUSTOM_OPS = {}  # "namespace::name" -> CustomOp
 
@@ -153,7 +154,7 @@ class CustomOp:
                     f"mutates_args does not declare; declare it (mutates_args=({self._arg_name(i)!r},)) or "
                     "write to a copy"
                 )
-        fake = self.op.rules.get("abstract_eval")
+        fake = rule_of(self.op, ABSTRACT_EVAL)
         if fake is not None:
             avals = [
                 ShapeDtype(tuple(a.shape), a.dtype, getattr(a, "device", None))
@@ -163,7 +164,7 @@ class CustomOp:
             ]
             expected = fake(xp, *avals, **params)
             for what, e, g in (("shape", tuple(expected.shape), tuple(out.shape)),
-                               ("dtype", _dtype_name(expected.dtype), _dtype_name(out.dtype))):  # fmt: skip
+                               ("dtype", dtype_name(expected.dtype), dtype_name(out.dtype))):  # fmt: skip
                 if e != g:
                     raise (ValueError if what == "shape" else TypeError)(
                         f"custom op {self.name!r}: its fake function gives {what} {e} for these inputs, "
@@ -229,7 +230,7 @@ class CustomOp:
             grads = backward(ctx, *g) if self.op.multiple_results else backward(ctx, g)
             return self._check_gradients(grads, primals)
 
-        self.register_rule("vjp", vjp)
+        self.register_rule(VJP.name, vjp)
 
     def _check_gradients(self, grads, primals):
         n = len(primals)
@@ -266,7 +267,7 @@ class CustomOp:
                 )
             return _conform(result[1], out, self)
 
-        self.register_rule("jvp", jvp)
+        self.register_rule(JVP.name, jvp)
 
     def register_vmap(self, rule: Callable[..., Any]) -> None:
         """Register the batching rule ``rule(info, in_dims, *args, **kwargs) -> (output, out_dim)``.
@@ -284,7 +285,7 @@ class CustomOp:
                 return result
             return self._check_batched(result, info.batch_size, dims, values)
 
-        self.register_rule("batch", batch)
+        self.register_rule(BATCH.name, batch)
 
     def _check_batched(self, result, size, dims, values):
         where = f"custom op {self.name!r}: register_vmap's rule"
@@ -293,7 +294,7 @@ class CustomOp:
             raise TypeError(f"{where} must return (output, out_dim), got {got}")
         out, out_dim = result
         ref = next(v for v, d in zip(values, dims) if d is not None)
-        owner, expected = dispatch.backend_of_array(_bottom(out)), dispatch.backend_of_array(_bottom(ref))
+        owner, expected = dispatch.backend_of_array(bottom(out)), dispatch.backend_of_array(bottom(ref))
         if owner is not expected:
             got = f"a {owner.name} array" if owner is not None else f"a {type(out).__name__}"
             raise TypeError(f"{where} returned {got} as the output; expected a {expected.name} array")
@@ -322,7 +323,7 @@ class CustomOp:
         ``polyad.config.check_custom_ops`` every kernel call is compared with it."""
         if not callable(fn):
             raise TypeError(f"{self.name}.register_fake: expected a function, got {fn!r}")
-        self.register_rule("abstract_eval", fake_abstract_eval(self.name, fn))
+        self.register_rule(ABSTRACT_EVAL.name, fake_abstract_eval(self.name, fn))
         return fn
 
     def register_rule(self, kind: str, rule: Callable[..., Any]) -> None:
@@ -334,7 +335,7 @@ class CustomOp:
         _check_rule_kind(kind, f"{self.name}.register_rule")
         if not callable(rule):
             raise TypeError(f"{self.name}.register_rule({kind!r}, ...): rule must be callable, got {rule!r}")
-        self.op.rules[kind] = rule
+        self.op.register_rule(kind, rule)
 
 
 def custom_op(
@@ -424,12 +425,12 @@ def _conform(value, ref, op, index=None):
     None; so does anything for a non-floating ``ref``, which carries no derivative."""
     if value is None or not hasattr(ref, "shape") or not is_floating(ref):
         return None
-    bottom = _bottom(value)
+    array = bottom(value)
     if (
-        type(bottom) is type(_bottom(ref))
+        type(array) is type(bottom(ref))
         and value.shape == ref.shape
         and value.dtype == ref.dtype
-        and dispatch.backend_of_array(bottom) is not None
+        and dispatch.backend_of_array(array) is not None
     ):
         return value  # the common case, checked without building any message
     reduce = index is not None
@@ -440,12 +441,12 @@ def _conform(value, ref, op, index=None):
     if not isinstance(value, Tensor) and dispatch.backend_of_array(value) is None:
         raise TypeError(
             f"{where} a {type(value).__name__} as {slot}; expected None or an array with {ref_noun}'s "
-            f"shape {tuple(ref.shape)} and dtype {_dtype_name(ref.dtype)}"
+            f"shape {tuple(ref.shape)} and dtype {dtype_name(ref.dtype)}"
         )
-    owner, ref_owner = dispatch.backend_of_array(bottom), dispatch.backend_of_array(_bottom(ref))
+    owner, ref_owner = dispatch.backend_of_array(array), dispatch.backend_of_array(bottom(ref))
     if owner is not ref_owner:
         raise TypeError(
-            f"{where} a {getattr(owner, 'name', type(bottom).__name__)} array as {slot}, but {ref_noun} is a "
+            f"{where} a {getattr(owner, 'name', type(array).__name__)} array as {slot}, but {ref_noun} is a "
             f"{getattr(ref_owner, 'name', '')} array; compute it from the rule's arguments with polyad.xp"
         )
     shape, ref_shape = tuple(value.shape), tuple(ref.shape)
@@ -459,8 +460,8 @@ def _conform(value, ref, op, index=None):
     if value.dtype != ref.dtype:
         if not is_floating(value) or is_complex(value) != is_complex(ref):
             raise TypeError(
-                f"{where} dtype {_dtype_name(value.dtype)} as {slot}, but {ref_noun} has dtype "
-                f"{_dtype_name(ref.dtype)}: a derivative has a floating dtype of its primal's kind (real or "
+                f"{where} dtype {dtype_name(value.dtype)} as {slot}, but {ref_noun} has dtype "
+                f"{dtype_name(ref.dtype)}: a derivative has a floating dtype of its primal's kind (real or "
                 "complex)"
             )
         value = astype(value, ref.dtype)
@@ -542,11 +543,6 @@ def override(op: Any, layer: str, impl: Callable[..., Any] | None) -> Any:
         GENERATION[0] += 1
 
 
-# ops whose kernels an ``override`` block has swapped (name -> open blocks): code generated from an op's
-# stock semantics, such as pa.jit's fused kernels, must not stand in for them
-KERNELS_OVERRIDDEN: dict[str, int] = {}
-
-
 def _override(op, layer, impl):
     # the body of ``override``, a generator: the layer swapped in until it resumes
     target = _resolve_op(op)
@@ -559,16 +555,12 @@ def _override(op, layer, impl):
             f"({', '.join(map(repr, dispatch.DEVICE_PRIORITY))})"
         )
     if layer in core.RULE_KINDS:
-        missing = object()
-        previous = target.rules.get(layer, missing)
-        target.rules[layer] = impl
+        previous = target.rules.get(layer)
+        target.register_rule(layer, impl)
         try:
             yield target
         finally:
-            if previous is missing:
-                del target.rules[layer]
-            else:
-                target.rules[layer] = previous
+            target.register_rule(layer, previous)
         return
 
     def kernel(xp, *args, **params):

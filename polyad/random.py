@@ -44,9 +44,9 @@ import weakref
 from typing import Any
 
 from polyad import backends, core, dispatch
-from polyad.batching import BatchedTensor, BatchInterpreter, batch_levels
 from polyad.core import Tensor, fresh
-from polyad.ops.elementwise import _broadcast
+from polyad.ops.common import broadcast_shape
+from polyad.transforms.batching import BatchedTensor, BatchInterpreter, batch_levels
 
 _GENERATORS = weakref.WeakSet()  # every live Generator: vmap(randomness="same", chunk_size=...) replays them
 _GEN_LOCK = threading.Lock()
@@ -98,7 +98,7 @@ class Generator:
                         f"set_state(state): state names backend {name!r}, which polyad does not know (the "
                         f"backends are {', '.join(backends.names())}); pass what get_state returned"
                     )
-                impl = self._impl(dispatch._load(name))
+                impl = self._impl(dispatch.load_backend(name))
             impl.set_state(s)
 
     # -------------------------------------------------------------------------- distributions
@@ -221,7 +221,7 @@ def _shape(size, kind, **params):
             raise TypeError(f"{kind}({name}={value!r}): {name} must be a real number or an array")
     if size is not None:
         return _as_shape(size, kind)
-    return _broadcast(*[tuple(x.shape) for x in params.values() if hasattr(x, "shape")])
+    return broadcast_shape(*[tuple(x.shape) for x in params.values() if hasattr(x, "shape")])
 
 
 def _info(device, kind):
@@ -324,14 +324,14 @@ def integers(
     return _DEFAULT[0].integers(low, high, size, dtype=dtype, device=device)
 
 
-def _snapshot():
+def snapshot_states():
     """The state of every live generator (vmap's chunks with randomness="same" replay it)."""
     with _GEN_LOCK:
         gens = list(_GENERATORS)
     return [(g, g.get_state()) for g in gens]
 
 
-def _restore(snapshot):
+def restore_states(snapshot):
     for g, state in snapshot:
         g.set_state(state)
 

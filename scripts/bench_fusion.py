@@ -18,10 +18,10 @@ import sys
 import time
 
 import numpy as np
-from polyad.backends.numpy import fusion as cpu
 
 import polyad as pa
 from polyad import xp
+from polyad.backends.numpy import fusion as cpu
 from polyad.compiler import fuse
 from polyad.compiler.fusion import FusedOp
 

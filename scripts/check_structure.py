@@ -27,12 +27,12 @@ LAYERS = [
     (
         "transforms",
         (
-            "polyad.forward",
-            "polyad.reverse",
-            "polyad.batching",
-            "polyad.tracing",
+            "polyad.transforms.forward",
+            "polyad.transforms.reverse",
+            "polyad.transforms.batching",
+            "polyad.transforms.abstract",
             "polyad.graph",
-            "polyad.predispatch",
+            "polyad.graph.predispatch",
             "polyad.transforms",
         ),
     ),  # fmt: skip

@@ -13,7 +13,8 @@ import time
 import numpy as np
 
 import polyad as pa
-from polyad import core, forward, reverse, xp
+from polyad import core, xp
+from polyad.transforms import forward, reverse
 
 STATS = {}
 

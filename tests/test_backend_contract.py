@@ -71,13 +71,13 @@ def test_unknown_backend_lists_the_toy_among_the_choices(toy):
 def test_unregister_forgets_backend_types_device_types_and_kernels():
     unregister = backends.register("toy2", lambda: toy_backend.make_backend("toy2"))
     b = backends.load("toy2")
-    assert "toy" in dispatch.DEVICE_PRIORITY and pa.fused.softplus.op.kernels.get("toy") is not None
+    assert "toy" in dispatch.DEVICE_PRIORITY and pa.custom_ops.softplus.op.kernels.get("toy") is not None
     x = b.xp.ones(2)
     assert dispatch.backend_of_array(x) is b
     unregister()
     assert "toy2" not in backends.names() and "toy2" not in backends.loaded()
     assert "toy" not in dispatch.DEVICE_PRIORITY
-    assert "toy" not in pa.fused.softplus.op.kernels
+    assert "toy" not in pa.custom_ops.softplus.op.kernels
     assert dispatch.backend_of_array(x) is None
 
 
@@ -331,13 +331,13 @@ def test_backend_kernel_for_a_shipped_op_is_attached_and_chosen(toy):
     """The toy declares a "toy" kernel for polyad::softplus as data; the core attached it."""
     toy_backend.SOFTPLUS_CALLS.clear()
     x = toy.xp.linspace(-3.0, 3.0, 7)
-    out = pa.fused.softplus(x)
-    g = pa.grad(lambda v: xp.sum(pa.fused.softplus(v)))(x)
+    out = pa.custom_ops.softplus(x)
+    g = pa.grad(lambda v: xp.sum(pa.custom_ops.softplus(v)))(x)
     assert toy_backend.SOFTPLUS_CALLS == [(7,), (7,)]
     xn = np.linspace(-3.0, 3.0, 7)
     np.testing.assert_allclose(to_numpy(out), np.logaddexp(0, xn), rtol=1e-14)
     np.testing.assert_allclose(to_numpy(g), 1 / (1 + np.exp(-xn)), rtol=1e-14)
-    np.testing.assert_allclose(pa.fused.softplus(xn), np.logaddexp(0, xn), rtol=1e-14)  # the generic kernel
+    np.testing.assert_allclose(pa.custom_ops.softplus(xn), np.logaddexp(0, xn), rtol=1e-14)  # the generic kernel
     assert len(toy_backend.SOFTPLUS_CALLS) == 2
 
 
@@ -424,12 +424,12 @@ def test_device_type_outside_the_priority_never_falls_to_the_generic_kernel():
     original = b.device_type
     b.device_type = lambda a: "odd"  # an array of a backend with several device types may report any
     b.device_types = {**b.device_types, "gpu-odd": "cpu"}
-    op = pa.fused.softplus.op
+    op = pa.custom_ops.softplus.op
     before = dict(op.kernels)
     op.kernels["cpu"] = lambda xp_, v: v  # a device kernel, so the dispatcher must choose
     try:
         with raises_cleanly(ValueError, "'odd'", "not a registered device type"):
-            pa.fused.softplus(x)
+            pa.custom_ops.softplus(x)
     finally:
         op.kernels.clear()
         op.kernels.update(before)

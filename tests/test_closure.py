@@ -16,12 +16,12 @@ from helpers import assert_close, to_numpy
 import polyad as pa
 from polyad import core, dispatch
 from polyad import xp as pxp
-from polyad.batching import BatchedTensor
-from polyad.forward import DualTensor
-from polyad.reverse import ReverseTensor
 from polyad.testing import check_grads
 from polyad.testing.op_table import OP_TABLE, Sampler
 from polyad.testing.under_transform import ClosureError, DerivativeRefused, namespace, run_under
+from polyad.transforms.batching import BatchedTensor
+from polyad.transforms.forward import DualTensor
+from polyad.transforms.reverse import ReverseTensor
 
 TRANSFORMS = ("vmap", "jvp", "vjp")
 BX = dispatch.default_backend().xp

@@ -138,7 +138,7 @@ def test_trailing_none_gradients_for_keyword_inputs_are_accepted():
         pa.grad(lambda v: xp.sum(scaled(v, scale=3.0)))(_arr([1.0, 2.0]))
 
 
-@pytest.mark.filterwarnings("ignore::polyad.batching.LoopFallbackWarning")
+@pytest.mark.filterwarnings("ignore::polyad.transforms.batching.LoopFallbackWarning")
 def test_checked_gradients_under_vmap_and_second_order():
     """The checks see logical shapes under vmap and run on tensors of outer levels (higher order)."""
     op = _doubler(backward=lambda ctx, g: xp.astype(g * 2, _bx().float32))
@@ -318,7 +318,7 @@ def checking(monkeypatch):
     monkeypatch.setattr(pa.config, "check_custom_ops", True)
 
 
-@pytest.mark.filterwarnings("ignore::polyad.batching.LoopFallbackWarning")
+@pytest.mark.filterwarnings("ignore::polyad.transforms.batching.LoopFallbackWarning")
 def test_fake_is_compared_with_the_kernel_under_the_debug_switch(checking):
     op = _doubler()
     op.register_fake(lambda x: x.__array_namespace__().empty((1,), dtype=x.dtype))

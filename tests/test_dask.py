@@ -17,8 +17,8 @@ from helpers import assert_close
 
 import polyad as pa
 from polyad import backends, dispatch
-from polyad.batching import LoopFallbackWarning
 from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
+from polyad.transforms.batching import LoopFallbackWarning
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")

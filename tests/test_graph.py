@@ -6,8 +6,9 @@ import pytest
 from helpers import assert_close, raises_cleanly
 
 import polyad as pa
-from polyad import core, dispatch, predispatch, xp
-from polyad.predispatch import TransformNode
+from polyad import core, dispatch, xp
+from polyad.graph import predispatch
+from polyad.graph.predispatch import TransformNode
 from polyad.testing import check_grads, check_vmap
 
 

@@ -32,7 +32,7 @@ def _other_backend():
     other = "array_api_strict" if default != "array_api_strict" else "numpy"
     if other not in dispatch.usable_backends():
         pytest.skip(f"{other} is not installed")
-    return dispatch._load(other)
+    return dispatch.load_backend(other)
 
 
 # ------------------------------------------------------------------------------ Tensor metadata

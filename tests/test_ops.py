@@ -130,7 +130,7 @@ def _is_array(a):
 @pytest.mark.parametrize("row,i", _cases())
 def test_vmap(row, i):
     """vmap equals a loop; a row not listed as using the loop fallback must not use it."""
-    from polyad.batching import LoopFallbackWarning
+    from polyad.transforms.batching import LoopFallbackWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore" if row.batch_fallback else "error", LoopFallbackWarning)

@@ -18,7 +18,7 @@ from helpers import assert_close, op_table_array_cases, sample_as_function
 
 import polyad as pa
 from polyad import core, library
-from polyad.predispatch import recorded
+from polyad.graph.predispatch import recorded
 from polyad.testing.op_table import Sampler
 
 # ------------------------------------------------------------------------------ the new transform

@@ -15,8 +15,8 @@ from helpers import raises_cleanly as _raises
 
 import polyad as pa
 from polyad import core, dispatch
-from polyad.reverse import ReverseInterpreter
 from polyad.testing import check_grads
+from polyad.transforms.reverse import ReverseInterpreter
 
 xp = pa.xp
 BX = dispatch.default_backend().xp  # the backend's own namespace: makes the inputs

@@ -9,8 +9,9 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import batching, core, dispatch
+from polyad import core, dispatch
 from polyad import xp as pxp
+from polyad.transforms import batching
 
 
 @pytest.fixture

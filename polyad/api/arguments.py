@@ -8,64 +8,64 @@ is fixed from the message alone.
 import optree
 
 from polyad import dispatch
-from polyad.batching import BatchedTensor
 from polyad.core import Tensor
 from polyad.core import plain as _plain
 from polyad.core.tensor import numbers_alive, reconnect
-from polyad.ops.common import _dtype_name, is_complex, is_floating
+from polyad.ops.common import dtype_name, is_complex, is_floating
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import real
 from polyad.ops.manipulation import moveaxis
+from polyad.transforms.batching import BatchedTensor
 
 
-def _is_array(x):
+def is_array(x):
     return isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None
 
 
-def _is_dim(d):
+def is_dim(d):
     """An axis number (an int, not a bool)."""
     return isinstance(d, int) and not isinstance(d, bool)
 
 
-def _fname(func):
+def func_name(func):
     return getattr(func, "__name__", type(func).__name__)
 
 
-def _check_callable(func, transform):
+def check_callable(func, transform):
     if not callable(func):
         raise TypeError(f"{transform}(func, ...): func must be callable, got {type(func).__name__}")
 
 
-def _check_has_aux(has_aux, transform, name="has_aux"):
+def check_has_aux(has_aux, transform, name="has_aux"):
     """``has_aux`` (or the flag ``name``) is True or False."""
     if not isinstance(has_aux, bool):
         raise TypeError(f"{transform}({name}={has_aux!r}): {name} must be True or False")
 
 
-def _check_argnums(argnums, transform):
+def check_argnums(argnums, transform):
     """``argnums`` is an int or a non-empty tuple (or list) of ints; returns them as a tuple. Their range
     is checked at each call, when the number of arguments is known (``_normalize_argnums``)."""
-    nums = (argnums,) if _is_dim(argnums) else tuple(argnums) if isinstance(argnums, tuple | list) else None
-    if nums is None or not nums or not all(_is_dim(a) for a in nums):
+    nums = (argnums,) if is_dim(argnums) else tuple(argnums) if isinstance(argnums, tuple | list) else None
+    if nums is None or not nums or not all(is_dim(a) for a in nums):
         raise TypeError(
             f"{transform}(argnums={argnums!r}): argnums must be an int or a non-empty tuple of ints"
         )
     return nums
 
 
-def _check_randomness(randomness, transform):
+def check_randomness(randomness, transform):
     if randomness not in ("error", "different", "same"):
         raise ValueError(f"{transform}(randomness={randomness!r}): must be 'error', 'different' or 'same'")
 
 
-def _flatten(tree):
+def flatten(tree):
     return optree.tree_flatten(tree, none_is_leaf=False)
 
 
 def _normalize_argnums(argnums, nargs, transform):
     """``(single, nums)``: whether ``argnums`` is one int, and the argument positions it names (>= 0)."""
-    single = _is_dim(argnums)
-    nums = _check_argnums(argnums, transform)
+    single = is_dim(argnums)
+    nums = check_argnums(argnums, transform)
     out = []
     for a in nums:
         if not -nargs <= a < nargs:
@@ -82,7 +82,7 @@ def _normalize_argnums(argnums, nargs, transform):
     return single, tuple(out)
 
 
-def _partial(func, args, kwargs, nums):
+def partial_of(func, args, kwargs, nums):
     """``func`` as a function of the arguments at ``nums`` only (the others fixed)."""
 
     def partial_func(*diff):
@@ -91,11 +91,11 @@ def _partial(func, args, kwargs, nums):
             full[n] = d
         return func(*full, **kwargs)
 
-    partial_func.__name__ = _fname(func)
+    partial_func.__name__ = func_name(func)
     return partial_func
 
 
-def _split_aux(out, has_aux, transform):
+def split_aux(out, has_aux, transform):
     """``(output, aux)`` of ``func``'s result; aux is None without ``has_aux``."""
     if not has_aux:
         return out, None
@@ -108,7 +108,7 @@ def _split_aux(out, has_aux, transform):
     return out
 
 
-def _reconnect_tree(out):
+def reconnect_tree(out):
     """A function's output with each number polyad handed out (``float(t)``, ``t.item()``: scikit-learn's
     metrics end in ``return float(...)``) turned back into its tensor, so its derivative is kept."""
     if not numbers_alive():
@@ -116,7 +116,7 @@ def _reconnect_tree(out):
     return optree.tree_map(reconnect, out, none_is_leaf=True)
 
 
-def _lower_tree(tree, interp):
+def lower_tree(tree, interp):
     """Replace tensors of ``interp``'s level in ``tree`` by the values underneath (for aux outputs)."""
 
     def low(x):
@@ -129,7 +129,7 @@ def _lower_tree(tree, interp):
     return optree.tree_map(low, tree)
 
 
-def _leaf_name(tree, i, root, nums=None):
+def leaf_name(tree, i, root, nums=None):
     """A readable name for leaf ``i`` of ``tree`` (a pytree or its PyTreeSpec): "primals[0]['w']",
     "argument 1[0]". For error messages only. ``nums`` maps the first path index to an argnum."""
     if isinstance(tree, optree.PyTreeSpec):
@@ -141,72 +141,72 @@ def _leaf_name(tree, i, root, nums=None):
     return root + "".join(f"[{k!r}]" for k in path)
 
 
-def _check_inputs(leaves, tree, what, root, nums=None):
+def check_inputs(leaves, tree, what, root, nums=None):
     """Every leaf is a floating (real or complex) array; errors name the offending leaf."""
     for i, x in enumerate(leaves):
-        if not _is_array(x):
+        if not is_array(x):
             raise TypeError(
-                f"{what}: {_leaf_name(tree, i, root, nums)} must be an array (numpy, cupy or "
+                f"{what}: {leaf_name(tree, i, root, nums)} must be an array (numpy, cupy or "
                 f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.xp.asarray"
             )
         if not is_floating(x):
             raise TypeError(
-                f"{what}: {_leaf_name(tree, i, root, nums)} must have a floating dtype to be "
-                f"differentiated, got {_dtype_name(x.dtype)}"
+                f"{what}: {leaf_name(tree, i, root, nums)} must have a floating dtype to be "
+                f"differentiated, got {dtype_name(x.dtype)}"
             )
 
 
-def _diff_args(transform, func, argnums, args):
+def diff_args(transform, func, argnums, args):
     """What a transform with ``argnums`` differentiates: ``(what, single, nums, diff)``, with ``what`` the
     call for error messages and ``diff`` the tuple of the differentiated arguments."""
     single, nums = _normalize_argnums(argnums, len(args), transform)
-    return f"{transform}({_fname(func)}, argnums={argnums!r})", single, nums, tuple(args[n] for n in nums)
+    return f"{transform}({func_name(func)}, argnums={argnums!r})", single, nums, tuple(args[n] for n in nums)
 
 
-def _check_structure(tree, ref_tree, what, noun, ref):
+def check_structure(tree, ref_tree, what, noun, ref):
     """(Co)tangents ``tree`` have the structure ``ref_tree`` of what they belong to."""
     if tree != ref_tree:
         raise ValueError(f"{what}: {noun}s must have the structure of the {ref}, {ref_tree}, got {tree}")
 
 
-def _check_like(x, ref, what, noun, ref_noun, tree, i, root):
+def check_like(x, ref, what, noun, ref_noun, tree, i, root):
     """``x``, the (co)tangent of leaf ``i`` of ``tree``, is an array of ``ref``'s shape. The leaf is named
     only for an error: naming walks the tree."""
-    if not _is_array(x):
+    if not is_array(x):
         raise TypeError(
-            f"{what}: the {noun} of {_leaf_name(tree, i, root)} must be an array, got {type(x).__name__}"
+            f"{what}: the {noun} of {leaf_name(tree, i, root)} must be an array, got {type(x).__name__}"
         )
     if tuple(x.shape) != tuple(ref.shape):
         raise ValueError(
-            f"{what}: the {noun} of {_leaf_name(tree, i, root)} has shape {tuple(x.shape)}, expected "
+            f"{what}: the {noun} of {leaf_name(tree, i, root)} has shape {tuple(x.shape)}, expected "
             f"{ref_noun} shape {tuple(ref.shape)}"
         )
 
 
-def _check_real_floating(leaves, tree, what, root, nums=None):
+def check_real_floating(leaves, tree, what, root, nums=None):
     """Jacobians (jacrev, jacfwd, hessian) take and give real floating arrays unless told how to treat
     complex ones (``holomorphic``, ``complex_layout``); errors name the leaf of ``tree`` ("argument 0",
-    "output[1]": see ``_leaf_name``)."""
+    "output[1]": see ``leaf_name``)."""
     kind = "output" if root == "output" else "input"
     for i, x in enumerate(leaves):
-        if not _is_array(x):
+        if not is_array(x):
             continue
         if is_complex(x):
             raise TypeError(
-                f"{what}: {_leaf_name(tree, i, root, nums)} is complex ({_dtype_name(x.dtype)}); pass "
+                f"{what}: {leaf_name(tree, i, root, nums)} is complex ({dtype_name(x.dtype)}); pass "
                 "holomorphic=True for the complex Jacobian of a holomorphic function (as JAX), or "
                 "complex_layout='real' or 'wirtinger' for any function of complex values"
             )
         if not is_floating(x):
             raise TypeError(
-                f"{what}: {_leaf_name(tree, i, root, nums)} has dtype {_dtype_name(x.dtype)}; jacrev, jacfwd "
+                f"{what}: {leaf_name(tree, i, root, nums)} has dtype {dtype_name(x.dtype)}; jacrev, jacfwd "
                 f"and hessian differentiate real floating {kind}s only (integer and boolean values carry no "
                 "derivative)"
                 + ("; return such outputs as aux, with has_aux=True" if kind == "output" else "")
             )
 
 
-def _in_dtype_of(d, ref):
+def in_dtype_of(d, ref):
     """Derivative ``d`` in the dtype of ``ref``, the primal it belongs to, as JAX and torch.func give it: the
     cotangent of an input has the input's dtype, the tangent of an output the output's (a float32 input
     promoted to float64 inside gets a float32 gradient). A complex derivative of a real primal is its
@@ -216,3 +216,15 @@ def _in_dtype_of(d, ref):
     if is_complex(d) and not is_complex(ref):
         d = real(d)
     return d if d.dtype == ref.dtype else astype(d, ref.dtype)
+
+
+def check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
+    """Tangents match their primals in structure, shape and dtype; errors name the leaf."""
+    check_structure(t_tree, p_tree, what, "tangent", "primals")
+    for i, (p, t) in enumerate(zip(p_flat, t_flat)):
+        check_like(t, p, what, "tangent", "its primal's", p_tree, i, root)
+        if t.dtype != p.dtype:
+            raise TypeError(
+                f"{what}: the tangent of {leaf_name(p_tree, i, root)} has dtype {dtype_name(t.dtype)}, "
+                f"expected its primal's dtype {dtype_name(p.dtype)}"
+            )

@@ -15,24 +15,24 @@ or output leaf of shape S is a real leaf of shape S + (2,) holding (real, imagin
 import optree
 
 from polyad.api.arguments import (
-    _check_has_aux,
-    _check_inputs,
-    _diff_args,
-    _flatten,
-    _fname,
-    _leaf_name,
-    _split_aux,
+    check_has_aux,
+    check_inputs,
+    diff_args,
+    flatten,
+    func_name,
+    leaf_name,
+    split_aux,
 )
-from polyad.ops.common import _dtype_name, is_complex
+from polyad.ops.common import dtype_name, is_complex
 from polyad.ops.elementwise import imag, real
 from polyad.ops.manipulation import stack
-from polyad.tracing import eval_shape
+from polyad.transforms.abstract import eval_abstract
 
 LAYOUTS = ("real", "wirtinger")
 
 
 def check_complex_options(holomorphic, complex_layout, transform):
-    _check_has_aux(holomorphic, transform, "holomorphic")
+    check_has_aux(holomorphic, transform, "holomorphic")
     if complex_layout is not None and complex_layout not in LAYOUTS:
         raise ValueError(
             f"{transform}(complex_layout={complex_layout!r}): complex_layout must be None, 'real' or "
@@ -62,35 +62,35 @@ def complex_layout_jacobian(transform, name, func, argnums, has_aux, layout, opt
     def realify(args, kwargs):
         """The Jacobian transform of the realified map, the differentiated arguments as real pairs, their
         ranks and the list the map fills with its outputs' kinds when it runs in this process."""
-        what, single, nums, diff = _diff_args(name, func, argnums, args)
-        in_flat, in_tree = _flatten(diff)
-        _check_inputs(in_flat, in_tree, what, "argument", nums)
+        what, single, nums, diff = diff_args(name, func, argnums, args)
+        in_flat, in_tree = flatten(diff)
+        check_inputs(in_flat, in_tree, what, "argument", nums)
         kinds, out_kinds = [is_complex(x) for x in in_flat], []
         if layout == "wirtinger" and not all(kinds):
             i = kinds.index(False)
             raise TypeError(
-                f"{what} with complex_layout='wirtinger': {_leaf_name(in_tree, i, 'argument', nums)} is real "
-                f"({_dtype_name(in_flat[i].dtype)}); Wirtinger derivatives are taken with respect to complex "
+                f"{what} with complex_layout='wirtinger': {leaf_name(in_tree, i, 'argument', nums)} is real "
+                f"({dtype_name(in_flat[i].dtype)}); Wirtinger derivatives are taken with respect to complex "
                 "inputs: differentiate real ones with complex_layout='real'"
             )
 
         def realified(*u_diff):
-            leaves = _flatten(u_diff)[0]
+            leaves = flatten(u_diff)[0]
             z = optree.tree_unflatten(
                 in_tree, [from_real_pairs(u) if c else u for u, c in zip(leaves, kinds)]
             )
             full = list(args)
             for n, d in zip(nums, z):
                 full[n] = d
-            out, aux = _split_aux(func(*full, **kwargs), has_aux, what)
-            o_flat, o_tree = _flatten(out)
+            out, aux = split_aux(func(*full, **kwargs), has_aux, what)
+            o_flat, o_tree = flatten(out)
             out_kinds[:] = [_is_complex_array(o) for o in o_flat]
             out = optree.tree_unflatten(
                 o_tree, [as_real_pairs(o) if c else o for o, c in zip(o_flat, out_kinds)]
             )
             return (out, aux) if has_aux else out
 
-        realified.__name__ = _fname(func)
+        realified.__name__ = func_name(func)
         u_diff = optree.tree_unflatten(
             in_tree, [as_real_pairs(x) if c else x for x, c in zip(in_flat, kinds)]
         )
@@ -124,11 +124,11 @@ def _is_complex_array(x):
 def _output_kinds(func, args, kwargs, has_aux):
     """Which output leaves of ``func(*args)`` are complex: by eval_shape, else by one call."""
     try:
-        out = eval_shape(lambda *a: func(*a, **kwargs), *args)
+        out = eval_abstract(lambda *a: func(*a, **kwargs), *args)
     except Exception:
         out = func(*args, **kwargs)
     out = out[0] if has_aux else out
-    return [_is_complex_array(o) for o in _flatten(out)[0]]
+    return [_is_complex_array(o) for o in flatten(out)[0]]
 
 
 def _wirtinger(jac, out_kinds, in_ranks):

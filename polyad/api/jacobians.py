@@ -17,41 +17,41 @@ from typing import Any, NamedTuple
 import optree
 
 from polyad import dispatch
-from polyad.api import cluster
+from polyad.chunking import cluster
 from polyad.api.arguments import (
-    _check_argnums,
-    _check_callable,
-    _check_has_aux,
-    _check_inputs,
-    _check_randomness,
-    _check_real_floating,
-    _diff_args,
-    _flatten,
-    _leaf_name,
-    _partial,
+    check_argnums,
+    check_callable,
+    check_has_aux,
+    check_inputs,
+    check_randomness,
+    check_real_floating,
+    diff_args,
+    flatten,
+    leaf_name,
+    partial_of,
 )
-from polyad.api.chunking import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.api.complex_jacobians import check_complex_options, complex_layout_jacobian
-from polyad.api.forward_mode import _jvp
-from polyad.api.reverse_mode import _vjp
-from polyad.api.vectorize import vmap
-from polyad.ops.common import _bottom, _dtype_name, is_complex
+from polyad.api.grad import run_vjp
+from polyad.api.jvp import run_jvp
+from polyad.api.vmap import vmap
+from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
+from polyad.graph.predispatch import recorded
+from polyad.ops.common import bottom, dtype_name, is_complex
 from polyad.ops.creation import arange, eye, zeros
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import conj
 from polyad.ops.linalg.products import registered_identity_rows
 from polyad.ops.manipulation import expand_dims, reshape
-from polyad.predispatch import recorded
 
 
 def _eye_rows(start, stop, n, like):
     """Rows ``start:stop`` of the n x n identity, with ``like``'s dtype and device."""
-    return eye(stop - start, n, k=start, dtype=like.dtype, device=_bottom(like).device)
+    return eye(stop - start, n, k=start, dtype=like.dtype, device=bottom(like).device)
 
 
 def _one_hot(i, n, like):
     """Row ``i`` of the n x n identity (under vmap: a batch of rows), with ``like``'s dtype and device."""
-    return astype(arange(n, device=_bottom(like).device) == i, like.dtype)
+    return astype(arange(n, device=bottom(like).device) == i, like.dtype)
 
 
 def _split_basis(rows, leaves, sizes, lead):
@@ -103,12 +103,12 @@ def _assemble(jac, o_shapes, o_tree, i_shapes, in_tree, single, by_output, resha
 def _check_jacobian_dtypes(leaves, tree, what, root, holomorphic, nums=None):
     """Real floating leaves; with ``holomorphic``, complex ones (JAX's rule)."""
     if not holomorphic:
-        return _check_real_floating(leaves, tree, what, root, nums)
+        return check_real_floating(leaves, tree, what, root, nums)
     for i, x in enumerate(leaves):
         if not is_complex(x):
             raise TypeError(
-                f"{what} with holomorphic=True: {_leaf_name(tree, i, root, nums)} has dtype "
-                f"{_dtype_name(x.dtype)}; the complex Jacobian of a holomorphic function needs complex "
+                f"{what} with holomorphic=True: {leaf_name(tree, i, root, nums)} has dtype "
+                f"{dtype_name(x.dtype)}; the complex Jacobian of a holomorphic function needs complex "
                 "inputs and outputs (complex_layout='real' takes real and complex ones alike)"
             )
 
@@ -138,13 +138,13 @@ class _Call:
     """One call of a Jacobian: its differentiated arguments checked, ``func`` as a function of them."""
 
     def __init__(self, spec, args, kwargs):
-        self.what, self.single, self.nums, self.diff = _diff_args(spec.mode, spec.func, spec.argnums, args)
-        self.in_flat, self.in_tree = _flatten(self.diff)
-        _check_inputs(self.in_flat, self.in_tree, self.what, "argument", self.nums)
+        self.what, self.single, self.nums, self.diff = diff_args(spec.mode, spec.func, spec.argnums, args)
+        self.in_flat, self.in_tree = flatten(self.diff)
+        check_inputs(self.in_flat, self.in_tree, self.what, "argument", self.nums)
         _check_jacobian_dtypes(self.in_flat, self.in_tree, self.what, "argument", spec.holomorphic, self.nums)
         if not self.in_flat:
             raise ValueError(f"{self.what}: the differentiated arguments hold no arrays")
-        self.partial = _partial(spec.func, args, kwargs, self.nums)
+        self.partial = partial_of(spec.func, args, kwargs, self.nums)
         self.i_shapes = [tuple(x.shape) for x in self.in_flat]
 
 
@@ -155,11 +155,11 @@ class _Reverse:
     axis = 0
 
     def __init__(self, spec, call):
-        # _vjp checks real outputs (real floating, as before holomorphic existed); complex ones here
-        out, self.backward, self.aux, _ = _vjp(
+        # run_vjp checks real outputs (real floating, as before holomorphic existed); complex ones here
+        out, self.backward, self.aux, _ = run_vjp(
             call.partial, call.diff, spec.has_aux, call.what, nums=call.nums, jacobian=not spec.holomorphic
         )
-        self.o_flat, self.o_tree = _flatten(out)
+        self.o_flat, self.o_tree = flatten(out)
         if spec.holomorphic:
             _check_jacobian_dtypes(self.o_flat, self.o_tree, call.what, "output", True)
         self.sizes = [math.prod(o.shape) for o in self.o_flat]
@@ -182,11 +182,11 @@ class _Reverse:
 
     def rows(self, start, stop):
         if stop == start:
-            rows = [zeros((0, *x.shape), dtype=x.dtype, device=_bottom(x).device) for x in self.call.in_flat]
+            rows = [zeros((0, *x.shape), dtype=x.dtype, device=bottom(x).device) for x in self.call.in_flat]
         elif stop - start == 1:  # one row (a scalar loss, or chunk_size=1): a vjp, no batch level
             rows = [expand_dims(r, axis=0) for r in self._row(start)]
         else:
-            rows = vmap(self._row)(arange(start, stop, device=_bottom(self.o_flat[0]).device))
+            rows = vmap(self._row)(arange(start, stop, device=bottom(self.o_flat[0]).device))
         # the vjp of basis row i is row i of conj(J) (PyTorch's convention): J for a holomorphic f
         return [conj(r) for r in rows] if self.spec.holomorphic else rows
 
@@ -211,7 +211,7 @@ class _Forward:
     def _push(self, basis_row):
         c = self.call
         tangents = tuple(optree.tree_unflatten(c.in_tree, _split_basis(basis_row, c.in_flat, self.sizes, 0)))
-        res = _jvp(c.partial, c.diff, tangents, False, self.spec.has_aux, c.what)
+        res = run_jvp(c.partial, c.diff, tangents, False, self.spec.has_aux, c.what)
         return (res[1], res[2]) if self.spec.has_aux else res[1]
 
     def rows(self, start, stop):
@@ -229,7 +229,7 @@ class _Forward:
             out_dims = (-1, None) if spec.has_aux else -1
             res = vmap(self._push, out_dims=out_dims, randomness=spec.randomness)(basis)
             tangents, aux = res if spec.has_aux else (res, None)
-        t_flat, t_tree = _flatten(tangents)  # each (*O, stop - start)
+        t_flat, t_tree = flatten(tangents)  # each (*O, stop - start)
         if self.t_tree is None:
             _check_jacobian_dtypes(t_flat, t_tree, self.call.what, "output", spec.holomorphic)
             self.t_tree, self.aux = t_tree, aux
@@ -281,7 +281,7 @@ def _plan(spec, opts, call, setting, rows=None, need_shapes=False):
             if opts.chunk_size == "auto":
                 raise
             out, inter, xp = call.partial(*call.diff), 0, None
-        o_flat, o_tree = _flatten(out[0] if spec.has_aux else out)
+        o_flat, o_tree = flatten(out[0] if spec.has_aux else out)
         shapes = (o_flat, o_tree)
         n_out, n_in = (sum(math.prod(a.shape) for a in leaves) for leaves in (o_flat, call.in_flat))
         if rows is None:
@@ -381,13 +381,13 @@ def _dask_reshape(a, shape):
 def _make(mode, func, argnums, has_aux, randomness, options):
     """A Jacobian transform: checks its configuration once, returns the function of the arguments."""
     chunk_size, holomorphic, complex_layout, max_memory, client, progress = options
-    _check_callable(func, mode)
-    _check_argnums(argnums, mode)
-    _check_has_aux(has_aux, mode)
-    _check_randomness(randomness, mode)
+    check_callable(func, mode)
+    check_argnums(argnums, mode)
+    check_has_aux(has_aux, mode)
+    check_randomness(randomness, mode)
     check_complex_options(holomorphic, complex_layout, mode)
     chunk_size = check_chunk_options(chunk_size, max_memory, mode)
-    _check_has_aux(progress, mode, "progress")
+    check_has_aux(progress, mode, "progress")
     client = cluster.check_client(client, mode)
     if complex_layout is not None:
         passed = {"chunk_size": chunk_size, "max_memory": max_memory, "client": client, "progress": progress}
@@ -414,7 +414,7 @@ _SHARED_ARGS = """
         chunk_size: None: every basis row in one vmap; k: chunks of k rows (the result is preallocated
             and filled chunk by chunk, capping peak memory); 1: a plain loop of {one} calls, no vmap;
             "auto": the largest chunk whose estimated memory fits ``max_memory`` (see
-            ``polyad.api.chunking``; ``transformed.chunk_plan(*args)`` reports the choice).
+            ``polyad.chunking.plan``; ``transformed.chunk_plan(*args)`` reports the choice).
         holomorphic: True: ``func`` is holomorphic with complex inputs and outputs; the result is its
             complex Jacobian ``df/dz`` (JAX's ``holomorphic=True``).
         complex_layout: for any function of complex values (holomorphic or not): "real", the Jacobian
@@ -544,8 +544,8 @@ def hessian(
         array([[ 6.,  0.],
                [ 0., 12.]])
     """
-    _check_callable(func, "hessian")
-    _check_argnums(argnums, "hessian")
+    check_callable(func, "hessian")
+    check_argnums(argnums, "hessian")
     check_complex_options(holomorphic, complex_layout, "hessian")
     first = jacrev(func, argnums, holomorphic=holomorphic, complex_layout=complex_layout)
     forward_over_reverse = jacfwd(
@@ -561,9 +561,9 @@ def hessian(
 
     @functools.wraps(func)
     def hessian_f(*args, **kwargs):
-        what, _, nums, diff = _diff_args("hessian", func, argnums, args)
-        in_flat, in_tree = _flatten(diff)
-        _check_inputs(in_flat, in_tree, what, "argument", nums)  # named as hessian's, not jacfwd's
+        what, _, nums, diff = diff_args("hessian", func, argnums, args)
+        in_flat, in_tree = flatten(diff)
+        check_inputs(in_flat, in_tree, what, "argument", nums)  # named as hessian's, not jacfwd's
         if complex_layout is None:
             _check_jacobian_dtypes(in_flat, in_tree, what, "argument", holomorphic, nums)
         return forward_over_reverse(*args, **kwargs)

@@ -20,12 +20,14 @@ from collections.abc import Callable, Iterable
 
 import optree
 
-from polyad import compiler, core, dispatch, library, predispatch
-from polyad.api.arguments import _check_callable, _fname, _is_dim
+from polyad import compiler, core, dispatch
+from polyad.api.arguments import check_callable, func_name, is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import BY_TYPE
-from polyad.graph import Const, trace_graph
-from polyad.ops.common import ShapeDtype, _bottom
+from polyad.graph import predispatch
+from polyad.graph.ir import Const
+from polyad.graph.tracing import trace_graph
+from polyad.ops.common import ShapeDtype, bottom
 
 CACHE_SIZE = 64  # traced signatures kept per jitted function (least recently used goes first)
 
@@ -84,13 +86,13 @@ def jit(
         >>> pa.grad(lambda x: pa.xp.sum(pa.jit(pa.xp.exp)(x)))(np.zeros(2))
         array([1., 1.])
     """
-    _check_callable(func, "jit")
+    check_callable(func, "jit")
     return Jitted(func, static_argnums, static_argnames, donate_argnums)
 
 
 def _int_tuple(value, name):
-    nums = (value,) if _is_dim(value) else tuple(value) if isinstance(value, tuple | list | range) else None
-    if nums is None or not all(_is_dim(n) for n in nums):
+    nums = (value,) if is_dim(value) else tuple(value) if isinstance(value, tuple | list | range) else None
+    if nums is None or not all(is_dim(n) for n in nums):
         raise TypeError(f"jit({name}={value!r}): {name} must be an int or a tuple of ints")
     return nums
 
@@ -166,13 +168,13 @@ class Jitted:
                 if not var_pos and not -len(positional) <= n < len(positional):
                     which = "static_argnums" if n in nums else "donate_argnums"
                     raise ValueError(
-                        f"jit({which}={n!r}): {_fname(func)} takes {len(positional)} positional "
+                        f"jit({which}={n!r}): {func_name(func)} takes {len(positional)} positional "
                         f"argument(s) ({', '.join(positional) or 'none'}); {n} is out of range"
                     )
             for name in names:
                 if name not in params and not var_kw:
                     raise ValueError(
-                        f"jit(static_argnames={name!r}): {_fname(func)} has no parameter {name!r} (it has "
+                        f"jit(static_argnames={name!r}): {func_name(func)} has no parameter {name!r} (it has "
                         f"{', '.join(params) or 'none'})"
                     )
             # as JAX: a static position is static by name too, and a static name at its position
@@ -193,20 +195,16 @@ class Jitted:
         self.static_argnames = frozenset(names)
         self.donate_argnums = donate
         self._plain_call = not nums and not names  # no static arguments: the fast path
-        self._where = f"pa.jit({_fname(func)})"
+        self._where = f"pa.jit({func_name(func)})"
         self._cache = collections.OrderedDict()
         self.hits = self.misses = 0
-        self._generation = library.GENERATION[0]
+        self._generation = core.GENERATION[0]
         functools.update_wrapper(self, func, updated=())
 
     # ------------------------------------------------------------------ calls
 
     def __call__(self, *args, **kwargs):
-        if (
-            core.pre_dispatch_hook() is not None
-            and predispatch._state.frames
-            and not predispatch._state.depth
-        ):
+        if core.pre_dispatch_hook() is not None and predispatch.recording():
             # inside make_graph(pre_dispatch=True): one transform node, whose replay jits its body again
             config = {"static_argnums": self.static_argnums, "static_argnames": tuple(self.static_argnames)}
             return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
@@ -256,9 +254,9 @@ class Jitted:
     def _lookup(self, args, kwargs):
         """``(entry, array leaves, mode)`` for a call: the cached entry of its signature (traced now if
         new), the arrays to run it on, and how to run it."""
-        if library.GENERATION[0] != self._generation:  # a kernel or rule was swapped (library.override)
+        if core.GENERATION[0] != self._generation:  # a kernel or rule was swapped (library.override)
             self._cache.clear()
-            self._generation = library.GENERATION[0]
+            self._generation = core.GENERATION[0]
         if self._plain_call and not kwargs and args:
             # the common call, arrays only: the key is their signatures, no pytree flattening
             sig = []
@@ -293,12 +291,12 @@ class Jitted:
                 leaves.append(x)
                 backend = b
             elif isinstance(x, Tensor):
-                b, bottom = _backend_under(x)
-                sig.append((b, x.shape, x.dtype, getattr(bottom, "device", None)))
+                b, array = _backend_under(x)
+                sig.append((b, x.shape, x.dtype, getattr(array, "device", None)))
                 if x._interp is None or type(x) is FreshTensor:
                     if mode is _COMPILED and type(x) is not FreshTensor:
                         mode = _PLAIN
-                    leaves.append(_bottom(x))
+                    leaves.append(bottom(x))
                 else:
                     mode = _TRANSFORMED
                     leaves.append(x)
@@ -470,7 +468,7 @@ def _replay(entry, leaves):
     """The optimised graph replayed op by op on ``leaves`` (tensors of enclosing transforms among them):
     each op is bound, so those transforms see it. An output that is a constant of the trace is copied."""
     graph = entry.optimized
-    out = graph._run(leaves, {})
+    out = graph.run(leaves, {})
     if any(isinstance(r, Const) for r in graph.outputs):
         flat = optree.tree_leaves(out, none_is_leaf=False)
         for i, r in enumerate(graph.outputs):
@@ -509,16 +507,16 @@ def _parameters(func):
 
 
 def _backend_under(x):
-    """``(backend, bottom)`` of tensor ``x``: the array under all its levels and that array's backend; for
+    """``(backend, array)`` of tensor ``x``: the array under all its levels and that array's backend; for
     a traced or abstract value (no array underneath: a jit inside a jit, or inside eval_shape), the
     backend its interpreter evaluates on."""
     while isinstance(x._value, Tensor):
         x = x._value
-    bottom = x._value
-    b = dispatch.backend_of_array(bottom)
+    array = x._value
+    b = dispatch.backend_of_array(array)
     if b is None:
         b = getattr(x._interp, "backend", None) or dispatch.default_backend()
-    return b, bottom
+    return b, array
 
 
 __all__ = ["jit", "Jitted", "Lowered", "CACHE_SIZE"]

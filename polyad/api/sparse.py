@@ -17,24 +17,24 @@ import optree
 
 from polyad import dispatch
 from polyad.api.arguments import (
-    _check_argnums,
-    _check_callable,
-    _check_inputs,
-    _check_real_floating,
-    _diff_args,
-    _flatten,
-    _partial,
+    check_argnums,
+    check_callable,
+    check_inputs,
+    check_real_floating,
+    diff_args,
+    flatten,
+    partial_of,
 )
 from polyad.api.coloring import ORDERS, color_columns
-from polyad.api.forward_mode import _jvp
-from polyad.api.reverse_mode import _vjp, grad
-from polyad.api.vectorize import vmap
+from polyad.api.grad import grad, run_vjp
+from polyad.api.jvp import run_jvp
+from polyad.api.vmap import vmap
 from polyad.core import Tensor
-from polyad.ops.common import _bottom
+from polyad.graph.predispatch import not_recorded
+from polyad.ops.common import bottom
 from polyad.ops.creation import arange
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, reshape
-from polyad.predispatch import not_recorded
 from polyad.transforms.sparsity import dependence
 from polyad.transforms.sparsity_rules import np, scipy_sparse
 
@@ -44,10 +44,10 @@ from polyad.transforms.sparsity_rules import np, scipy_sparse
 def _differentiated(transform, func, argnums, args):
     """``(what, nums, diff, leaves, tree)`` of a call: the differentiated arguments, checked to be real
     floating backend arrays (not another transform's tensors: the result is a SciPy matrix)."""
-    what, _, nums, diff = _diff_args(transform, func, argnums, args)
-    leaves, tree = _flatten(diff)
-    _check_inputs(leaves, tree, what, "argument", nums)
-    _check_real_floating(leaves, tree, what, "argument", nums)
+    what, _, nums, diff = diff_args(transform, func, argnums, args)
+    leaves, tree = flatten(diff)
+    check_inputs(leaves, tree, what, "argument", nums)
+    check_real_floating(leaves, tree, what, "argument", nums)
     for x in leaves:
         if isinstance(x, Tensor):
             raise TypeError(
@@ -96,7 +96,7 @@ def _as_pattern(sparsity, transform):
 def _patterns(transform, func, argnums, args, kwargs):
     """The pattern of ``func``'s Jacobian at ``args``: a boolean CSR array (output, input elements)."""
     what, nums, diff, leaves, tree = _differentiated(transform, func, argnums, args)
-    partial_func = _partial(func, args, kwargs, nums)
+    partial_func = partial_of(func, args, kwargs, nums)
 
     def on_leaves(*xs):
         return partial_func(*optree.tree_unflatten(tree, list(xs)))
@@ -106,7 +106,7 @@ def _patterns(transform, func, argnums, args, kwargs):
     for i, (v, p) in enumerate(outs):
         if p is None:
             raise TypeError(f"{what}: func must return arrays, got {type(v).__name__} (output leaf {i})")
-    _check_real_floating(values, out_tree, what, "output")
+    check_real_floating(values, out_tree, what, "output")
     n = sum(math.prod(x.shape) for x in leaves)
     if not outs:
         return scipy_sparse().csr_array((0, n), dtype=bool)
@@ -144,8 +144,8 @@ def jacobian_sparsity(func: Callable[..., Any], argnums: int | tuple[int, ...] =
                [0, 1, 1, 0],
                [0, 0, 1, 1]])
     """
-    _check_callable(func, "jacobian_sparsity")
-    _check_argnums(argnums, "jacobian_sparsity")
+    check_callable(func, "jacobian_sparsity")
+    check_argnums(argnums, "jacobian_sparsity")
 
     @functools.wraps(func)
     def sparsity_f(*args, **kwargs):
@@ -186,8 +186,8 @@ def hessian_sparsity(func: Callable[..., Any], argnums: int | tuple[int, ...] = 
 
 def _gradient(func, argnums, transform):
     """``grad(func, argnums)``, its arguments checked in the name of ``transform``."""
-    _check_callable(func, transform)
-    _check_argnums(argnums, transform)
+    check_callable(func, transform)
+    check_argnums(argnums, transform)
     return grad(func, argnums)
 
 
@@ -273,7 +273,7 @@ def _same_structure(a, b):
 def _evaluate(jac, known, args, kwargs):
     pattern, n_colors = known.pattern, known.n_colors
     what, nums, diff, leaves, tree = _differentiated(jac.transform, jac.func, jac.argnums, args)
-    partial_func = _partial(jac.func, args, kwargs, nums)
+    partial_func = partial_of(jac.func, args, kwargs, nums)
     n = sum(math.prod(x.shape) for x in leaves)
     if pattern.shape[1] != n:
         raise ValueError(
@@ -339,7 +339,7 @@ def _split(row, leaves):
 
 
 def _joined(tree_value):
-    leaves, _ = _flatten(tree_value)
+    leaves, _ = flatten(tree_value)
     flat = [reshape(x, (-1,)) for x in leaves]
     return flat[0] if len(flat) == 1 else concat(flat)
 
@@ -351,21 +351,21 @@ def _forward(partial_func, diff, leaves, tree, known, probe, what):
 
     def push(seed):
         tangents = tuple(optree.tree_unflatten(tree, _split(seed, leaves)))
-        out, tangent = _jvp(partial_func, diff, tangents, False, False, what)
+        out, tangent = run_jvp(partial_func, diff, tangents, False, False, what)
         if not outputs:
-            o_leaves, o_tree = _flatten(out)
-            _check_real_floating(o_leaves, o_tree, what, "output")
+            o_leaves, o_tree = flatten(out)
+            check_real_floating(o_leaves, o_tree, what, "output")
             outputs.extend(o_leaves)
         return _joined(tangent)
 
     products = vmap(push)(_seeds(known, leaves[0], probe))
-    return products, sum(math.prod(o.shape) for o in outputs), _bottom(outputs[0]) if outputs else leaves[0]
+    return products, sum(math.prod(o.shape) for o in outputs), bottom(outputs[0]) if outputs else leaves[0]
 
 
 def _reverse(partial_func, diff, leaves, rows, known, probe, what):
     """``(products, m, like)``: the VJPs with the seeds (n_colors rows, and the probe's), (rows, n)."""
-    out, backward, _, _ = _vjp(partial_func, diff, False, what, jacobian=True)
-    o_leaves, o_tree = _flatten(out)
+    out, backward, _, _ = run_vjp(partial_func, diff, False, what, jacobian=True)
+    o_leaves, o_tree = flatten(out)
     m = sum(math.prod(o.shape) for o in o_leaves)
     if rows != m:
         return None, m, leaves[0]  # a pattern of the wrong shape: _evaluate says so
@@ -430,8 +430,8 @@ def _on_device(result, like):
 
 
 def _sparse_transform(transform, func, argnums, sparsity, coloring, mode, detect_with):
-    _check_callable(func, transform)
-    _check_argnums(argnums, transform)
+    check_callable(func, transform)
+    check_argnums(argnums, transform)
     _check_coloring(coloring, transform)
 
     def detect(args, kwargs):

@@ -14,7 +14,7 @@ transforms of the planned graph, and replay on a backend without ``out=``, compu
 """
 
 from polyad import core, dispatch
-from polyad.graph import Graph, Node, Var
+from polyad.graph.ir import Node, Var, check_graph
 
 REUSE_MIN_BYTES = 1 << 18  # 256 KiB: below this the allocator recycles freed blocks cheaply
 
@@ -125,9 +125,8 @@ def reuse_buffers(graph, backend=None, *, min_bytes=REUSE_MIN_BYTES):
         >>> [n.op.name for n in reuse_buffers(optimize(g), "numpy").nodes]
         ['sin', 'multiply[out=0]', 'exp[out=0]']
     """
-    if not isinstance(graph, Graph):
-        raise TypeError(f"reuse_buffers(graph): graph must be a polyad Graph, got {type(graph).__name__}")
-    b = dispatch.default_backend() if backend is None else dispatch._load(backend)
+    check_graph(graph, "reuse_buffers(graph)")
+    b = dispatch.default_backend() if backend is None else dispatch.load_backend(backend)
     if b.name not in _OUT_BACKENDS or any(hasattr(n, "run") for n in graph.nodes):
         return graph  # no out=; or a pre-dispatch graph, whose transform nodes read unlisted variables
     nodes = graph.nodes
@@ -171,4 +170,4 @@ def reuse_buffers(graph, backend=None, *, min_bytes=REUSE_MIN_BYTES):
         planned.append(node)
     if not changed:
         return graph
-    return Graph(graph.inputs, graph.in_tree, planned, graph.outputs, graph.out_tree, graph.consts)
+    return graph.replace(nodes=planned)

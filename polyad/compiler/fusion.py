@@ -38,11 +38,10 @@ import numbers
 
 from polyad import dispatch
 from polyad.backends.numpy import fusion as cpu_fusion
-from polyad.compiler.optimize import _dtype_name as _name_of
-from polyad.core import Op, bind
-from polyad.graph import Const, Graph, Node, Var, _param_to_backend
-from polyad.library import KERNELS_OVERRIDDEN
-from polyad.tracing import eval_shape
+from polyad.core import KERNELS_OVERRIDDEN, Op, bind
+from polyad.graph.ir import Const, Node, Var, check_graph, param_to_backend
+from polyad.ops.common import dtype_name as _name_of
+from polyad.transforms.abstract import eval_abstract
 
 # op name -> (arity, Numba expression, CUDA expression); {0}, {1} are the arguments, {T} the dtype's name
 # in the generated code. Only ops whose expression computes what the eager kernel computes, in the same
@@ -151,8 +150,7 @@ def fuse(graph, backend=None):
         >>> np.allclose(fused.compile()(np.ones(3)), g(np.ones(3)))
         True
     """
-    if not isinstance(graph, Graph):
-        raise TypeError(f"fuse(graph=...): expected a polyad.graph.Graph, got {type(graph).__name__}")
+    check_graph(graph, "fuse(graph=...)")
     name = _backend_name(backend)
     if name == "numpy" and not cpu_fusion.available():
         return graph
@@ -203,19 +201,19 @@ def _prune(graph, backend_name):
         needed.update(r.id for r in refs)
     consts = list(graph.consts)
     nodes = []
-    backend = dispatch._load(backend_name)
+    backend = dispatch.load_backend(backend_name)
     for i, node in enumerate(graph.nodes):
         if not any(o.id in needed for o in node.outputs):
             continue
         if i in shape_read and node.inputs[0].id not in needed:
             like = node.inputs[0]
             const = Const(
-                len(consts), backend.xp.empty(like.shape, dtype=_param_to_backend(like.dtype, backend))
+                len(consts), backend.xp.empty(like.shape, dtype=param_to_backend(like.dtype, backend))
             )
             consts.append(const.value)
             node = Node(node.op, [const, *node.inputs[1:]], node.params, node.outputs)
         nodes.append(node)
-    return Graph(graph.inputs, graph.in_tree, nodes, graph.outputs, graph.out_tree, consts)
+    return graph.replace(nodes=nodes, consts=consts)
 
 
 def _dtype_of(dtype):
@@ -357,10 +355,7 @@ def _rebuild(graph, groups):
     for g in {id(g): g for g in member_of.values()}.values():
         units.append((g.members[0], _fused_node(graph, g, readers, graph_outputs)))
     units.sort(key=lambda u: u[0])
-    return Graph(
-        graph.inputs, graph.in_tree, _topological([n for _, n in units]), graph.outputs, graph.out_tree,
-        graph.consts,
-    )  # fmt: skip
+    return graph.replace(nodes=_topological([n for _, n in units]))
 
 
 def _topological(nodes):
@@ -456,7 +451,7 @@ def _fused_op(spec, members, inputs, out_vars):
         return body(*args)
 
     def abstract(xp, *avals):
-        return eval_shape(body, *avals)
+        return eval_abstract(body, *avals)
 
     name = f"fused[{','.join(n.op.name for n in members)}]"
     op = FusedOp(name, generic, register=False, multiple_results=multiple, abstract_eval=abstract)

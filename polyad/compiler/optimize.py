@@ -37,8 +37,8 @@ Example:
 import math
 
 from polyad import core, dispatch
-from polyad.graph import Const, Graph, Node, Var, _param_to_backend
-from polyad.ops.common import _dtype_name as _slow_dtype_name
+from polyad.graph.ir import Const, Node, Var, check_graph, live_nodes, param_to_backend
+from polyad.ops.common import dtype_name
 
 # Folded constants up to this many elements are kept; a larger result stays a node (a constant is held
 # for the life of the compiled function, and replay moves it to the replay's backend every call).
@@ -58,21 +58,6 @@ _FILL_PRESERVING = frozenset(
 )  # fmt: skip
 _RESHAPES = frozenset({"reshape", "expand_dims", "squeeze"})
 _PERMUTATIONS = frozenset({"permute_dims", "matrix_transpose", "moveaxis"})
-
-
-_DTYPE_NAMES = {}
-
-
-def _dtype_name(dtype):
-    """``dtype``'s name, cached (``str`` of a NumPy dtype costs microseconds, and passes ask often)."""
-    key = (type(dtype), dtype)  # the type first: dtypes of two libraries are never compared (they warn)
-    try:
-        return _DTYPE_NAMES[key]
-    except KeyError:
-        name = _DTYPE_NAMES[key] = _slow_dtype_name(dtype)
-        return name
-    except TypeError:  # an unhashable dtype object
-        return _slow_dtype_name(dtype)
 
 
 def _opaque(op):
@@ -134,7 +119,7 @@ class _Rewrite:
     def finish(self):
         g = self.graph
         outputs = [self.read(r) for r in g.outputs]
-        return Graph(g.inputs, g.in_tree, self.nodes, outputs, g.out_tree, self.consts)
+        return g.replace(nodes=self.nodes, outputs=outputs, consts=self.consts)
 
 
 def _shape_of(ref, consts):
@@ -147,9 +132,9 @@ def _shape_of(ref, consts):
 
 def _dtype_of(ref, consts):
     if isinstance(ref, Var):
-        return _dtype_name(ref.dtype)
+        return dtype_name(ref.dtype)
     if isinstance(ref, Const):
-        return _dtype_name(consts[ref.index].dtype)
+        return dtype_name(consts[ref.index].dtype)
     return None
 
 
@@ -259,7 +244,7 @@ def simplify_algebra(graph):
     witness = {}  # (shape, dtype) -> the earliest Var of that shape and dtype
     views = {}  # ref key -> (root, order): the value is root's non-unit axes in that order, unit axes aside
     for v in graph.inputs:
-        witness.setdefault((v.shape, _dtype_name(v.dtype)), v)
+        witness.setdefault((v.shape, dtype_name(v.dtype)), v)
     for node in graph.nodes:
         inputs = rw.inputs_of(node)
         op, params = node.op, node.params
@@ -271,7 +256,7 @@ def simplify_algebra(graph):
             x is not None
             and not op.multiple_results
             and _shape_of(x, consts) == out.shape
-            and _dtype_of(x, consts) == _dtype_name(out.dtype)
+            and _dtype_of(x, consts) == dtype_name(out.dtype)
         )
         if name in ("broadcast_to", "astype", "positive") and same_type and params.get("device") is None:
             rw.alias(out, x)
@@ -298,12 +283,12 @@ def simplify_algebra(graph):
             continue
         if op.shape_only is not None and isinstance(x, Var):
             # the creation needs only a shape and dtype: take them from a value that lives anyway
-            w = witness.get((x.shape, _dtype_name(x.dtype)))
+            w = witness.get((x.shape, dtype_name(x.dtype)))
             if w is not None and w is not x:
                 inputs = [w] + inputs[1:]
         rw.keep(node, inputs)
         for o in node.outputs:
-            witness.setdefault((o.shape, _dtype_name(o.dtype)), o)
+            witness.setdefault((o.shape, dtype_name(o.dtype)), o)
     return rw.finish()
 
 
@@ -334,7 +319,7 @@ def _const_fill(array):
         first = flat[0]
         if not bool(xp.all(flat == first)):
             return None
-        return _python_number(first, _dtype_name(array.dtype))
+        return _python_number(first, dtype_name(array.dtype))
     except Exception:  # a library that cannot answer cheaply (lazy, exotic): no fact, no rewrite
         return None
 
@@ -395,7 +380,7 @@ def fold_symbolic(graph):
         inputs = rw.inputs_of(node)
         op, name, params = node.op, node.op.name, node.params
         out = node.outputs[0]
-        out_dtype = _dtype_name(out.dtype)
+        out_dtype = dtype_name(out.dtype)
         if name in ("multiply", "divide", "add", "subtract") and not out_dtype.startswith("complex"):
             a, b = inputs
             fa, fb = fill_of(a), fill_of(b)
@@ -538,7 +523,7 @@ def fold_constants(graph):
             )
             rest = {k: v for k, v in node.params.items() if k != "dtype"}
             try:
-                values = [op.shape_only(backend.xp, shape, _param_to_backend(dtype, backend), **rest)]
+                values = [op.shape_only(backend.xp, shape, param_to_backend(dtype, backend), **rest)]
             except Exception:  # a creation this backend refuses at compile time: leave it to run time
                 values = None
         elif (
@@ -563,8 +548,8 @@ def fold_constants(graph):
 
 
 def _matches(value, var):
-    return tuple(getattr(value, "shape", ())) == var.shape and _dtype_name(getattr(value, "dtype", None)) == (
-        _dtype_name(var.dtype)
+    return tuple(getattr(value, "shape", ())) == var.shape and dtype_name(getattr(value, "dtype", None)) == (
+        dtype_name(var.dtype)
     )
 
 
@@ -590,7 +575,7 @@ def _freeze(value):
     if isinstance(value, slice):
         return ("slice", _freeze(value.start), _freeze(value.stop), _freeze(value.step))
     if isinstance(value, type) or "dtype" in type(value).__name__.lower():
-        return ("dtype", _dtype_name(value))
+        return ("dtype", dtype_name(value))
     return ("id", id(value))
 
 
@@ -631,7 +616,7 @@ def eliminate_common_subexpressions(graph):
             node.op,
             tuple(_ref_key(r) for r in inputs),
             _freeze(node.params),
-            tuple((o.shape, _dtype_name(o.dtype)) for o in node.outputs),
+            tuple((o.shape, dtype_name(o.dtype)) for o in node.outputs),
         )
         earlier = seen.get(key)
         if earlier is not None:
@@ -648,7 +633,8 @@ def eliminate_common_subexpressions(graph):
 def eliminate_dead_code(graph):
     """Drop the nodes whose results reach no output (ops are pure), and the constants no node reads.
 
-    Unlike ``Graph.compile``'s own pruning, a ``*_like`` creation keeps its input alive here, since
+    Unlike the code generator's pruning (the same ``live_nodes``), a ``*_like`` creation keeps its input
+    alive here, since
     replaying the graph (``graph(x)``, transforms of it) reads it; ``fold_constants`` and
     ``simplify_algebra`` are what free such inputs.
 
@@ -667,14 +653,7 @@ def eliminate_dead_code(graph):
         >>> [n.op.name for n in eliminate_dead_code(pa.make_graph(f, np.ones(3))).nodes]
         ['sin']
     """
-    needed = {r.id for r in graph.outputs if isinstance(r, Var)}
-    live = []
-    for node in reversed(graph.nodes):
-        if not any(o.id in needed for o in node.outputs):
-            continue
-        live.append(node)
-        needed.update(r.id for r in node.inputs if isinstance(r, Var))
-    live.reverse()
+    live = [node for _, node in live_nodes(graph.nodes, graph.outputs, shape_only_frees=False)]
     # renumber the constants still read
     used = {}
     consts = []
@@ -695,7 +674,7 @@ def eliminate_dead_code(graph):
             node = Node(node.op, inputs, node.params, node.outputs)
         nodes.append(node)
     outputs = [renumber(r) for r in graph.outputs]
-    return Graph(graph.inputs, graph.in_tree, nodes, outputs, graph.out_tree, consts)
+    return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
 
 
 # ------------------------------------------------------------------------------ the pipeline
@@ -734,7 +713,7 @@ def _protect_outputs(original, optimized):
     if rw is None:
         return optimized
     g = optimized
-    return Graph(g.inputs, g.in_tree, rw.nodes, outputs, g.out_tree, rw.consts)
+    return g.replace(nodes=rw.nodes, outputs=outputs, consts=rw.consts)
 
 
 def _fingerprint(graph):
@@ -762,10 +741,7 @@ def optimize(graph, *, passes=PASSES, max_rounds=8):
         >>> g(np.array([1.0, 3.0]))
         array([2., 6.])
     """
-    if not isinstance(graph, Graph):
-        raise TypeError(
-            f"optimize(graph): graph must be a polyad Graph (pa.make_graph), got {type(graph).__name__}"
-        )
+    check_graph(graph, "optimize(graph)")
     if any(hasattr(n, "run") for n in graph.nodes):
         return graph  # a pre-dispatch graph: its transform nodes read free variables the passes cannot see
     result = graph

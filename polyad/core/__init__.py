@@ -29,7 +29,16 @@ from polyad.core.levels import (
     recording_off_up_to,
     transform_active,
 )
-from polyad.core.registry import GENERATION, OPS, RULE_KINDS, Op, RuleKind, rule_kind, rule_of
+from polyad.core.registry import (
+    GENERATION,
+    KERNELS_OVERRIDDEN,
+    OPS,
+    RULE_KINDS,
+    Op,
+    RuleKind,
+    rule_kind,
+    rule_of,
+)
 from polyad.core.tensor import (
     ConcretizationError,
     DerivativeLostWarning,
@@ -49,6 +58,7 @@ __all__ = [
     "FreshTensor",
     "GENERATION",
     "Interpreter",
+    "KERNELS_OVERRIDDEN",
     "OPS",
     "Op",
     "PASS",

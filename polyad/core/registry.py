@@ -16,6 +16,9 @@ OPS = {}  # name -> Op: the one registry of every array function
 # bumped when a kernel or rule of an op is swapped after its definition (library.override): compiled code
 # that captured the old one (pa.jit) is then stale
 GENERATION = [0]
+# ops whose kernels an ``override`` block has swapped (name -> open blocks): code generated from an op's
+# stock semantics, such as pa.jit's fused kernels, must not stand in for them
+KERNELS_OVERRIDDEN: dict[str, int] = {}
 
 
 class RuleKind:

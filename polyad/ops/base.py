@@ -21,26 +21,26 @@ from typing import NamedTuple
 from polyad import dispatch
 from polyad.core import bind
 from polyad.ops.common import (
-    _REAL,
-    _SAME,
+    ABSTRACT_REAL,
+    ABSTRACT_SAME,
     ShapeDtype,
-    _abstract,
-    _abstract_from,
-    _bottom,
-    _creator,
-    _device,
-    _dtype_name,
-    _dtype_same,
-    _kind,
-    _norm,
-    _on_device,
-    _shape_tuple,
+    bottom,
+    creation_op,
     define,
+    device_of,
+    dtype_kind,
+    dtype_name,
+    elementwise_abstract,
     is_complex,
     is_floating,
     namespace_function,
     ndim_of,
+    normalize_axis,
+    on_device,
+    same_dtype,
+    shape_abstract,
     shape_of,
+    shape_tuple,
     unary_batch,
 )
 
@@ -69,7 +69,7 @@ def unbroadcast(g, x):
 def real_part_for(g, x):
     """Cotangent ``g`` of input ``x``: its real part when ``x`` is real and ``g`` complex (a real input of
     an op with a complex output, as in ``real * complex``: the complex convention of elementwise.py)."""
-    if _kind(g.dtype) == "c" and hasattr(x, "dtype") and _kind(x.dtype) != "c":
+    if dtype_kind(g.dtype) == "c" and hasattr(x, "dtype") and dtype_kind(x.dtype) != "c":
         return real(g)
     return g
 
@@ -107,7 +107,7 @@ def broadcast_batch(op):
     return rule
 
 
-def _batch_all_front(dims, values):
+def batch_all_front(dims, values):
     """Every value with its batch dimension at 0; unbatched ones broadcast along a new batch axis."""
     size = next(v.shape[d] for v, d in zip(values, dims) if d is not None)
     out = []
@@ -122,8 +122,12 @@ def _batch_all_front(dims, values):
 # ------------------------------------------------------------------------------ element-wise: definition
 
 
-def _conj_if_complex(d):
-    return conj(d) if is_complex(d) else d
+def conj_if_complex(x):
+    """``conj(x)`` for a complex array or a Python complex, else ``x`` itself: the factor of the complex
+    convention ``g * conj(f'(x))`` (a real factor, the common case, is not touched)."""
+    if isinstance(x, complex):
+        return x.conjugate()
+    return conj(x) if hasattr(x, "dtype") and is_complex(x) else x
 
 
 # Symbolic ones. Reverse mode knows when a cotangent is all ones (the seed of a scalar loss, ``sum``'s
@@ -159,11 +163,11 @@ def times_ones(g, d, x, fresh):
         hasattr(d, "shape")
         and d.dtype == g.dtype
         and tuple(d.shape) == tuple(g.shape)
-        and _kind(d.dtype) == "f"
+        and dtype_kind(d.dtype) == "f"
     ):
         r = unbroadcast(d, x)
         return Borrowed(d) if r is d and not fresh else r
-    return unbroadcast(g * _cj_value(d), x)
+    return unbroadcast(g * conj_if_complex(d), x)
 
 
 def passes_ones(r, g):
@@ -171,15 +175,9 @@ def passes_ones(r, g):
     return KnownOnes(r) if r is g else r
 
 
-def _cj_value(d):
-    if isinstance(d, complex):
-        return d.conjugate()
-    return conj(d) if hasattr(d, "dtype") and is_complex(d) else d
-
-
 def _unary_vjp(deriv):
     def vjp(g, y, x):
-        return (g * _conj_if_complex(deriv(x, y)),)
+        return (g * conj_if_complex(deriv(x, y)),)
 
     def vjp_ones(g, y, x):
         d = deriv(x, y)
@@ -188,7 +186,7 @@ def _unary_vjp(deriv):
     return with_ones_rule(vjp, vjp_ones)
 
 
-def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
+def unary(name, deriv=None, *, abstract_eval=ABSTRACT_SAME, **rules):
     """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
     come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
     if deriv is not None:
@@ -200,14 +198,14 @@ def unary(name, deriv=None, *, abstract_eval=_SAME, **rules):
     return namespace_function(op, arity=1)
 
 
-def binary(name, *, abstract_eval=_SAME, **rules):
+def binary(name, *, abstract_eval=ABSTRACT_SAME, **rules):
     """A two-array broadcasting element-wise op (Python scalars allowed on either side)."""
     op = define(name, abstract_eval=abstract_eval, **rules)
     op.rules["batch"] = broadcast_batch(op)
     return namespace_function(op, arity=2)
 
 
-def _broadcast_to_out(t, y):
+def broadcast_to_out(t, y):
     """Tangent ``t`` broadcast to the shape of the output ``y`` (a tangent of a broadcast input)."""
     return t if tuple(t.shape) == tuple(y.shape) else broadcast_to(t, tuple(y.shape))
 
@@ -215,10 +213,10 @@ def _broadcast_to_out(t, y):
 # ------------------------------------------------------------------------------ conj, real, add, where
 
 conj = unary("conj", vjp=lambda g, y, x: (conj(g),), linear=True)
-real = unary("real", vjp=lambda g, y, x: (_complex_like(g, x),), linear=True, abstract_eval=_REAL)
+real = unary("real", vjp=lambda g, y, x: (complex_like(g, x),), linear=True, abstract_eval=ABSTRACT_REAL)
 
 
-def _complex_like(g, x):
+def complex_like(g, x):
     # real/imag of a complex input: the cotangent goes back as a complex array
     return g * (1 + 0j) if is_complex(x) else g
 
@@ -226,9 +224,9 @@ def _complex_like(g, x):
 def _add_jvp(ts, y, a, b):
     ta, tb = ts
     if tb is None:
-        return _broadcast_to_out(ta, y)
+        return broadcast_to_out(ta, y)
     if ta is None:
-        return _broadcast_to_out(tb, y)
+        return broadcast_to_out(tb, y)
     return ta + tb
 
 
@@ -257,7 +255,7 @@ def _where_jvp(ts, y, c, a, b):
     _, ta, tb = ts
     ta = 0.0 if ta is None else ta
     tb = 0.0 if tb is None else tb
-    return _broadcast_to_out(where(c, ta, tb), y)
+    return broadcast_to_out(where(c, ta, tb), y)
 
 
 def _where_kernel(xp, c, a, b):
@@ -269,7 +267,7 @@ def _where_kernel(xp, c, a, b):
 _where_op = define(
     "where",
     _where_kernel,
-    abstract_eval=_abstract(lambda xp, c, a, b: _dtype_same(xp, a, b)),
+    abstract_eval=elementwise_abstract(lambda xp, c, a, b: same_dtype(xp, a, b)),
     vjp=_where_vjp,
     jvp=_where_jvp,
 )
@@ -307,7 +305,7 @@ def _reshape_batch(info, dims, x, shape, copy=None):
 
 _reshape = define(
     "reshape",
-    abstract_eval=_abstract_from(_reshape_shape),
+    abstract_eval=shape_abstract(_reshape_shape),
     vjp=lambda g, y, x, shape, copy=None: (reshape(g, shape_of(x)),),
     linear=True,
     batch=_reshape_batch,
@@ -322,7 +320,7 @@ def reshape(x, /, shape, *, copy=None):
 reshape.op = _reshape
 
 
-def _inverse(perm):
+def inverse_permutation(perm):
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -332,13 +330,15 @@ def _inverse(perm):
 def _permute_batch(info, dims, x, axes):
     x = move_to_front(x, dims[0])
     n = len(axes)
-    return permute_dims(x, (0, *(_norm(a, n) + 1 for a in axes))), 0
+    return permute_dims(x, (0, *(normalize_axis(a, n) + 1 for a in axes))), 0
 
 
 _permute_dims = define(
     "permute_dims",
-    abstract_eval=_abstract_from(lambda s, axes: tuple(s[a] for a in axes)),
-    vjp=lambda g, y, x, axes: (permute_dims(g, _inverse([_norm(a, len(axes)) for a in axes])),),
+    abstract_eval=shape_abstract(lambda s, axes: tuple(s[a] for a in axes)),
+    vjp=lambda g, y, x, axes: (
+        permute_dims(g, inverse_permutation([normalize_axis(a, len(axes)) for a in axes])),
+    ),
     linear=True,
     batch=_permute_batch,
 )
@@ -354,14 +354,14 @@ permute_dims.op = _permute_dims
 # ------------------------------------------------------------------------------ moveaxis
 
 
-def _as_tuple(a):
+def as_tuple(a):
     return tuple(a) if isinstance(a, tuple | list) else (a,)
 
 
 def _moveaxis_shape(s, source, destination):
     n = len(s)
-    src = [_norm(a, n) for a in _as_tuple(source)]
-    dst = [_norm(a, n) for a in _as_tuple(destination)]
+    src = [normalize_axis(a, n) for a in as_tuple(source)]
+    dst = [normalize_axis(a, n) for a in as_tuple(destination)]
     order = [i for i in range(n) if i not in src]
     for d, sidx in sorted(zip(dst, src)):
         order.insert(d, sidx)
@@ -371,15 +371,15 @@ def _moveaxis_shape(s, source, destination):
 def _moveaxis_batch(info, dims, x, source, destination):
     x = move_to_front(x, dims[0])
     n = ndim_of(x) - 1
-    src = tuple(_norm(a, n) + 1 for a in _as_tuple(source))
-    dst = tuple(_norm(a, n) + 1 for a in _as_tuple(destination))
+    src = tuple(normalize_axis(a, n) + 1 for a in as_tuple(source))
+    dst = tuple(normalize_axis(a, n) + 1 for a in as_tuple(destination))
     return moveaxis(x, src, dst), 0
 
 
 _moveaxis = define(
     "moveaxis",
     lambda xp, x, *, source, destination: xp.moveaxis(x, source, destination),
-    abstract_eval=_abstract_from(
+    abstract_eval=shape_abstract(
         lambda s, source, destination: tuple(s[i] for i in _moveaxis_shape(s, source, destination))
     ),
     vjp=lambda g, y, x, source, destination: (moveaxis(g, destination, source),),
@@ -403,18 +403,18 @@ moveaxis.op = _moveaxis
 
 
 def _expand_shape(s, axis=0):
-    a = _norm(axis, len(s) + 1)
+    a = normalize_axis(axis, len(s) + 1)
     return s[:a] + (1,) + s[a:]
 
 
 def _expand_batch(info, dims, x, axis=0):
     x = move_to_front(x, dims[0])
-    return expand_dims(x, axis=_norm(axis, ndim_of(x)) + 1), 0
+    return expand_dims(x, axis=normalize_axis(axis, ndim_of(x)) + 1), 0
 
 
 _expand_dims = define(
     "expand_dims",
-    abstract_eval=_abstract_from(_expand_shape),
+    abstract_eval=shape_abstract(_expand_shape),
     vjp=lambda g, y, x, axis=0: (reshape(g, shape_of(x)),),
     linear=True,
     batch=_expand_batch,
@@ -440,7 +440,7 @@ def _broadcast_to_batch(info, dims, x, shape):
 
 _broadcast_to = define(
     "broadcast_to",
-    abstract_eval=_abstract_from(lambda s, shape: tuple(shape)),
+    abstract_eval=shape_abstract(lambda s, shape: tuple(shape)),
     vjp=lambda g, y, x, shape: (unbroadcast(g, x),),
     linear=True,
     batch=_broadcast_to_batch,
@@ -507,10 +507,10 @@ def expand_reduced(g, x_shape, axis, keepdims):
     return reshape(g, tuple(1 if i in axes else d for i, d in enumerate(x_shape)))
 
 
-def _sum_dtype(xp, x):
+def sum_dtype(xp, x):
     """The dtype of ``sum``/``prod``/``cumulative_*`` with ``dtype=None``: small integers and bool widen
     to the default integer (unsigned ones to the unsigned integer of its width), others are kept."""
-    kind = _kind(x.dtype)
+    kind = dtype_kind(x.dtype)
     if kind in "fc":
         return x.dtype
     default = xp.__array_namespace_info__().default_dtypes()["integral"]
@@ -524,19 +524,19 @@ def _sum_dtype(xp, x):
     return default
 
 
-def _cast_to(v, like):
+def cast_to(v, like):
     """``v`` cast to the dtype of ``like`` when they differ (a ``dtype=`` argument widened the output)."""
     if v.dtype == like.dtype:
         return v
     return astype(v, like.dtype)
 
 
-def _axis_tuple(axis):
+def axis_tuple(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
 def _sum_vjp(g, y, x, *, axis=None, dtype=None, keepdims=False):
-    return (_cast_to(broadcast_to(expand_reduced(g, shape_of(x), axis, keepdims), shape_of(x)), x),)
+    return (cast_to(broadcast_to(expand_reduced(g, shape_of(x), axis, keepdims), shape_of(x)), x),)
 
 
 def _sum_vjp_ones(g, y, x, **params):
@@ -545,7 +545,7 @@ def _sum_vjp_ones(g, y, x, **params):
 
 _sum = define(
     "sum",
-    abstract_eval=reduction_abstract(_sum_dtype),
+    abstract_eval=reduction_abstract(sum_dtype),
     vjp=with_ones_rule(_sum_vjp, _sum_vjp_ones),
     linear=True,
 )
@@ -554,7 +554,7 @@ _sum.rules["batch"] = reduction_batch(_sum)
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):
     """Sum of ``x`` over ``axis`` (all axes when None)."""
-    return bind(_sum, x, axis=_axis_tuple(axis), dtype=dtype, keepdims=keepdims)
+    return bind(_sum, x, axis=axis_tuple(axis), dtype=dtype, keepdims=keepdims)
 
 
 sum.op = _sum
@@ -571,7 +571,7 @@ def _astype_kernel(xp, x, *, dtype, copy=True, device=None):
 def _astype_vjp(g, y, x, *, dtype, copy=True, device=None):
     if not (is_floating(x) and is_floating(y)):
         return (None,)
-    if _kind(y.dtype) == "c" and _kind(x.dtype) != "c":
+    if dtype_kind(y.dtype) == "c" and dtype_kind(x.dtype) != "c":
         g = real(g)  # the cotangent of a real input is the real part
     return (astype(g, x.dtype),)
 
@@ -604,13 +604,13 @@ def astype(x, dtype, /, *, copy=True, device=None):
 
 
 def _stack_shape(s, n, axis):
-    a = _norm(axis, len(s) + 1)
+    a = normalize_axis(axis, len(s) + 1)
     return tuple(s[:a]) + (n,) + tuple(s[a:])
 
 
 def _stack_batch(info, dims, *arrays, axis=0):
-    arrays = _batch_all_front(dims, arrays)
-    return stack(arrays, axis=_norm(axis, ndim_of(arrays[0])) + 1), 0
+    arrays = batch_all_front(dims, arrays)
+    return stack(arrays, axis=normalize_axis(axis, ndim_of(arrays[0])) + 1), 0
 
 
 _stack = define(
@@ -630,7 +630,7 @@ _stack = define(
 def stack(arrays, /, *, axis=0):
     """Join a sequence of same-shape arrays along a new axis ``axis``."""
     arrays = tuple(arrays)
-    return bind(_stack, *arrays, axis=_norm(axis, ndim_of(arrays[0]) + 1))
+    return bind(_stack, *arrays, axis=normalize_axis(axis, ndim_of(arrays[0]) + 1))
 
 
 stack.op = _stack
@@ -660,7 +660,7 @@ _unstack = define(
 
 def unstack(x, /, *, axis=0):
     """The slices of ``x`` along ``axis``, as a tuple (the inverse of ``stack``)."""
-    return bind(_unstack, x, axis=_norm(axis, ndim_of(x)))
+    return bind(_unstack, x, axis=normalize_axis(axis, ndim_of(x)))
 
 
 unstack.op = _unstack
@@ -674,7 +674,7 @@ def _take_index_kernel(xp, x, index, axis):
 
 def _take_index_vjp(g, y, x, index, axis):
     n = shape_of(x)[axis]
-    mask = reshape(arange(n, device=_device(g)) == index, (n,) + (1,) * (ndim_of(x) - axis - 1))
+    mask = reshape(arange(n, device=device_of(g)) == index, (n,) + (1,) * (ndim_of(x) - axis - 1))
     return (where(mask, expand_dims(g, axis=axis), 0.0),)
 
 
@@ -689,7 +689,7 @@ def _take_index_batch(info, dims, x, index, axis):
 _take_index = define(
     "take_index",
     _take_index_kernel,
-    abstract_eval=_abstract_from(lambda s, index, axis: s[:axis] + s[axis + 1 :]),
+    abstract_eval=shape_abstract(lambda s, index, axis: s[:axis] + s[axis + 1 :]),
     vjp=_take_index_vjp,
     linear=(0,),
     batch=_take_index_batch,
@@ -698,7 +698,7 @@ _take_index = define(
 
 def take_index(x, index, *, axis=0):
     """``x[..., index, ...]`` with the Python int ``index`` at non-negative ``axis`` (used by rules)."""
-    return bind(_take_index, x, index=index, axis=_norm(axis, ndim_of(x)))
+    return bind(_take_index, x, index=index, axis=normalize_axis(axis, ndim_of(x)))
 
 
 # ------------------------------------------------------------------------------ creation: zeros, arange
@@ -710,26 +710,26 @@ def _arange_len(start, stop=None, step=1):
     return (max(0, math.ceil((stop - start) / step)),)
 
 
-_zeros = _creator("zeros", lambda shape: _shape_tuple(shape))
-_full = _creator("full", lambda shape, fill_value: _shape_tuple(shape))  # ``full`` is in creation.py
-_arange = _creator("arange", _arange_len)
+_zeros = creation_op("zeros", lambda shape: shape_tuple(shape))
+full_op = creation_op("full", lambda shape, fill_value: shape_tuple(shape))  # ``full`` is in creation.py
+_arange = creation_op("arange", _arange_len)
 
 
 def zeros(shape, *, dtype=None, device=None):
     """An array of zeros of ``shape``."""
-    return _on_device(_zeros, shape, dtype=dtype, device=device)
+    return on_device(_zeros, shape, dtype=dtype, device=device)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``."""
-    return _on_device(_arange, start, stop, step, dtype=dtype, device=device)
+    return on_device(_arange, start, stop, step, dtype=dtype, device=device)
 
 
 # ------------------------------------------------------------------------------ zeros_like, ones_like
 
 
-def _like(name, from_shape):
-    """A ``*_like`` op; ``from_shape(xp, shape, dtype, **params)`` builds its output without its input
+def like_op(name, from_shape):
+    """A ``*like_op`` op; ``from_shape(xp, shape, dtype, **params)`` builds its output without its input
     (the ``shape_only`` marker, used where only the shape was recorded)."""
 
     def abstract(xp, x, *args, dtype=None, device=None, **params):
@@ -743,39 +743,39 @@ def _like(name, from_shape):
     return op
 
 
-_zeros_like = _like("zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype))
-_ones_like = _like("ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype))
+_zeros_like = like_op("zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype))
+_ones_like = like_op("ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype))
 
 
-def _other_library(x, device):
-    """The backend owning ``device`` when it is not ``x``'s library (a ``*_like`` then creates there)."""
+def other_library(x, device):
+    """The backend owning ``device`` when it is not ``x``'s library (a ``*like_op`` then creates there)."""
     if device is None:
         return None
-    own = dispatch.backend_of_array(_bottom(x))
+    own = dispatch.backend_of_array(bottom(x))
     if own is None or dispatch.owns_device(own, device):
         return None
     return dispatch.owner_of_device(device)
 
 
-def _like_elsewhere(backend, x, dtype, device, fill=None):
-    """A ``*_like`` of ``x`` created on ``backend`` (another library than ``x``'s)."""
-    dtype = dtype if dtype is not None else getattr(backend.xp, _dtype_name(x.dtype))
+def like_elsewhere(backend, x, dtype, device, fill=None):
+    """A ``*like_op`` of ``x`` created on ``backend`` (another library than ``x``'s)."""
+    dtype = dtype if dtype is not None else getattr(backend.xp, dtype_name(x.dtype))
     if fill is None:
-        return _on_device(_zeros, tuple(x.shape), dtype=dtype, device=device)
-    return _on_device(_full, tuple(x.shape), fill, dtype=dtype, device=device)
+        return on_device(_zeros, tuple(x.shape), dtype=dtype, device=device)
+    return on_device(full_op, tuple(x.shape), fill, dtype=dtype, device=device)
 
 
 def zeros_like(x, /, *, dtype=None, device=None):
     """Zeros with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
-    other = _other_library(x, device)
+    other = other_library(x, device)
     if other is not None:
-        return _like_elsewhere(other, x, dtype, device)
+        return like_elsewhere(other, x, dtype, device)
     return bind(_zeros_like, x, dtype=dtype, device=device)
 
 
 def ones_like(x, /, *, dtype=None, device=None):
     """Ones with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
-    other = _other_library(x, device)
+    other = other_library(x, device)
     if other is not None:
-        return _like_elsewhere(other, x, dtype, device, fill=1)
+        return like_elsewhere(other, x, dtype, device, fill=1)
     return bind(_ones_like, x, dtype=dtype, device=device)

@@ -4,9 +4,10 @@ families share, dtype kinds, and small helpers on shapes, axes and devices.
 Nothing here binds an op by name, so every op file can import it (``ops.base`` holds the ops that the
 shared rules need: ``unbroadcast``, ``move_to_front``, ``broadcast_batch``, ...).
 
-- ``_abstract`` (``_SAME``, ``_BOOL``, ``_REAL``): element-wise ops broadcast their inputs;
-- ``_abstract_from``: shape-only ops, from a function of the input shapes;
-- ``_creator``: ops with no array argument, run on the backend that owns their ``device``;
+- ``elementwise_abstract`` (``ABSTRACT_SAME``, ``ABSTRACT_BOOL``, ``ABSTRACT_REAL``): element-wise ops
+  broadcast their inputs;
+- ``shape_abstract``: shape-only ops, from a function of the input shapes;
+- ``creation_op``: ops with no array argument, run on the backend that owns their ``device``;
 - ``unary_batch``: ops that act element by element on one array keep its batch dimension.
 """
 
@@ -96,10 +97,10 @@ def namespace_function(op, doc=None, name=None, arity=None):
 
 def xp_of(*xs):
     """The backend Array API namespace of the arrays underneath ``xs`` (for dtype questions only)."""
-    return dispatch.backend_of([_bottom(x) for x in xs]).xp
+    return dispatch.backend_of([bottom(x) for x in xs]).xp
 
 
-def _bottom(x):
+def bottom(x):
     while isinstance(x, Tensor):
         x = x._value
     return x
@@ -109,7 +110,7 @@ _NUMPY_KINDS = {"c": "c", "f": "f", "b": "b"}  # NumPy-style dtype.kind letters;
 _KINDS = {}  # (type(dtype), dtype) -> kind, for dtypes without .kind; the type keeps libraries apart
 
 
-def _kind(dtype):
+def dtype_kind(dtype):
     """ "c", "f", "b" or "i" for a dtype of any backend."""
     k = getattr(dtype, "kind", None)  # NumPy and CuPy dtypes
     if k is not None:
@@ -123,12 +124,12 @@ def _kind(dtype):
 
 
 def is_complex(x):
-    return _kind(x.dtype) == "c"
+    return dtype_kind(x.dtype) == "c"
 
 
 def is_floating(x):
     """True for real or complex floating arrays: the dtypes that carry derivatives."""
-    return _kind(x.dtype) in "fc"
+    return dtype_kind(x.dtype) in "fc"
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -142,7 +143,7 @@ def shape_of(x):
     return tuple(x.shape) if hasattr(x, "shape") else ()
 
 
-def _broadcast(*shapes):
+def broadcast_shape(*shapes):
     """The broadcast shape of ``shapes`` (the standard's rules)."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
@@ -154,20 +155,31 @@ def _broadcast(*shapes):
     return tuple(out)
 
 
-def _norm(axis, ndim):
+def normalize_axis(axis, ndim):
     """``axis`` as a non-negative index into ``ndim`` axes (0 for a 0-d array)."""
     if not -ndim <= axis < max(ndim, 1):
         raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
     return axis % ndim if ndim else 0
 
 
-def _device(x):
+def device_of(x):
     """The device of the array underneath ``x`` (None for a Python scalar)."""
-    return getattr(_bottom(x), "device", None)
+    return getattr(bottom(x), "device", None)
 
 
-def _dtype_name(dtype):
-    return str(dtype).rsplit(".", 1)[-1]
+_DTYPE_NAMES = {}
+
+
+def dtype_name(dtype):
+    """``dtype``'s name ("float64"), cached: ``str`` of a NumPy dtype costs microseconds."""
+    key = (type(dtype), dtype)  # the type first: dtypes of two libraries are never compared (they warn)
+    try:
+        return _DTYPE_NAMES[key]
+    except KeyError:
+        name = _DTYPE_NAMES[key] = str(dtype).rsplit(".", 1)[-1]
+        return name
+    except TypeError:  # an unhashable dtype object
+        return str(dtype).rsplit(".", 1)[-1]
 
 
 def unary_batch(op):
@@ -185,7 +197,7 @@ def _aval_device(avals):
     return next((a.device for a in avals if hasattr(a, "shape")), None)
 
 
-def _dtype_same(xp, *avals):
+def same_dtype(xp, *avals):
     return xp.result_type(*[a.dtype if hasattr(a, "shape") else a for a in avals])
 
 
@@ -193,7 +205,7 @@ def _dtype_bool(xp, *avals):
     return xp.bool
 
 
-def _dtype_real(xp, *avals):
+def real_dtype_rule(xp, *avals):
     d = avals[0].dtype
     if d == xp.complex128:
         return xp.float64
@@ -202,19 +214,21 @@ def _dtype_real(xp, *avals):
     return d
 
 
-def _abstract(dtype_rule):
+def elementwise_abstract(dtype_rule):
     """Abstract evaluation of an element-wise op: the broadcast shape, the dtype ``dtype_rule`` gives."""
 
     def rule(xp, *avals, **params):
-        return ShapeDtype(_broadcast(*map(_shape, avals)), dtype_rule(xp, *avals), _aval_device(avals))
+        return ShapeDtype(broadcast_shape(*map(_shape, avals)), dtype_rule(xp, *avals), _aval_device(avals))
 
     return rule
 
 
-_SAME, _BOOL, _REAL = _abstract(_dtype_same), _abstract(_dtype_bool), _abstract(_dtype_real)
+ABSTRACT_SAME = elementwise_abstract(same_dtype)
+ABSTRACT_BOOL = elementwise_abstract(_dtype_bool)
+ABSTRACT_REAL = elementwise_abstract(real_dtype_rule)
 
 
-def _abstract_from(fn):
+def shape_abstract(fn):
     """Abstract evaluation of a shape-only op from a function of (input shapes, params) -> output shape."""
 
     def rule(xp, *avals, **params):
@@ -227,7 +241,7 @@ def _abstract_from(fn):
 # --------------------------------------------------------------------------------------------- creation
 
 
-def _creator(name, shape_rule):
+def creation_op(name, shape_rule):
     """An op with no array arguments, run on the backend that owns its ``device``."""
 
     def kernel(xp, *args, **params):
@@ -243,7 +257,7 @@ def _creator(name, shape_rule):
     return op
 
 
-def _on_device(op, *args, **params):
+def on_device(op, *args, **params):
     # inside a transform a new array is a FreshTensor, so that ``x[i] = traced`` can functionalise
     return fresh(bind(op, *args, **params))
 
@@ -269,5 +283,5 @@ def _default_dtype(name, args, device):
     return defaults["integral"]
 
 
-def _shape_tuple(shape):
+def shape_tuple(shape):
     return (shape,) if isinstance(shape, int) else tuple(shape)

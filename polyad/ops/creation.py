@@ -1,8 +1,8 @@
 """Creation functions of the standard. Their outputs carry no derivative, except ``asarray`` of a tensor
-(the identity), ``tril``/``triu`` (linear), and ``full_like``/``*_like`` which depend only on shape.
+(the identity), ``tril``/``triu`` (linear), and ``full_like``/``*like_op`` which depend only on shape.
 
 Functions without an array argument create on the backend that owns ``device`` (the default backend when
-``device`` is None); the ``*_like`` functions follow the library and device of their argument.
+``device`` is None); the ``*like_op`` functions follow the library and device of their argument.
 
 ``zeros``, ``arange``, ``zeros_like`` and ``ones_like`` live in ``ops.base`` (the transforms and the rules
 of the base ops need them); they are importable from here.
@@ -13,49 +13,49 @@ import array_api_compat
 from polyad import dispatch
 from polyad.core import Tensor, bind, fresh
 from polyad.core.tensor import reconnect
+from polyad.ops.base import arange as _arange_values
 from polyad.ops.base import (
-    _full,
-    _like,
-    _like_elsewhere,
-    _other_library,
     astype,
     broadcast_to,
+    full_op,
+    like_elsewhere,
+    like_op,
     move_to_front,
+    other_library,
     reshape,
     stack,
     unbroadcast,
     where,
 )
-from polyad.ops.base import arange as _arange_values
 from polyad.ops.base import ones_like as ones_like
 from polyad.ops.base import zeros as zeros
 from polyad.ops.base import zeros_like as zeros_like
 from polyad.ops.common import (
     ShapeDtype,
-    _creator,
-    _device,
-    _dtype_name,
-    _on_device,
-    _shape_tuple,
+    creation_op,
     define,
+    device_of,
+    dtype_name,
     is_floating,
     ndim_of,
+    on_device,
     shape_of,
+    shape_tuple,
 )
-from polyad.ops.dtypes import _owns_dtype
+from polyad.ops.dtypes import owns_dtype
 
-_ones = _creator("ones", lambda shape: _shape_tuple(shape))
-_empty = _creator("empty", lambda shape: _shape_tuple(shape))
+_ones = creation_op("ones", lambda shape: shape_tuple(shape))
+_empty = creation_op("empty", lambda shape: shape_tuple(shape))
 
 
 def ones(shape, *, dtype=None, device=None):
     """An array of ones of ``shape``."""
-    return _on_device(_ones, shape, dtype=dtype, device=device)
+    return on_device(_ones, shape, dtype=dtype, device=device)
 
 
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised array of ``shape``."""
-    return _on_device(_empty, shape, dtype=dtype, device=device)
+    return on_device(_empty, shape, dtype=dtype, device=device)
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
@@ -64,9 +64,9 @@ def full(shape, fill_value, *, dtype=None, device=None):
     (``float(t)``)."""
     fill_value = reconnect(fill_value)
     if _is_array(fill_value):
-        out = broadcast_to(astype_like(fill_value, dtype), _shape_tuple(shape))
+        out = broadcast_to(astype_like(fill_value, dtype), shape_tuple(shape))
         return out if device is None else to_device(out, device)
-    return _on_device(_full, shape, fill_value, dtype=dtype, device=device)
+    return on_device(full_op, shape, fill_value, dtype=dtype, device=device)
 
 
 def _is_array(x):
@@ -79,8 +79,8 @@ def astype_like(x, dtype):
     return astype(x, dtype)
 
 
-_linspace = _creator("linspace", lambda start, stop, num, endpoint=True: (num,))
-_eye = _creator("eye", lambda n_rows, n_cols=None, k=0: (n_rows, n_rows if n_cols is None else n_cols))
+_linspace = creation_op("linspace", lambda start, stop, num, endpoint=True: (num,))
+_eye = creation_op("eye", lambda n_rows, n_cols=None, k=0: (n_rows, n_rows if n_cols is None else n_cols))
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
@@ -97,7 +97,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
         else:  # every value is start; stop still sets the shape and the transform (a zero derivative)
             out = where(i >= 0, i * 0 + start, stop)
         return _finish(out, dtype, device)
-    return _on_device(_linspace, start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
+    return on_device(_linspace, start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
@@ -108,7 +108,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
         return out
     if stop is None:
         start = 0.0
-    i = astype(_arange_values(shape_of(out)[0], device=_device(out)), _result_dtype(start, stop, step))
+    i = astype(_arange_values(shape_of(out)[0], device=device_of(out)), _result_dtype(start, stop, step))
     return _finish(i * _floating(step) + _floating(start), dtype, device)
 
 
@@ -131,7 +131,7 @@ def _steps(n, *values):
     """The step counts ``0, 1, ..., n - 1`` in the floating dtype of ``values``, shaped to broadcast
     against their shapes along a new first axis."""
     ndim = max(len(shape_of(v)) for v in values)
-    i = astype(_arange_values(n, device=_device(values[0])), _result_dtype(*values))
+    i = astype(_arange_values(n, device=device_of(values[0])), _result_dtype(*values))
     return reshape(i, (n,) + (1,) * ndim) if ndim else i
 
 
@@ -142,14 +142,14 @@ def _finish(out, dtype, device):
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A 2-D array with ones on the ``k``-th diagonal."""
-    return _on_device(_eye, n_rows, n_cols, k=k, dtype=dtype, device=device)
+    return on_device(_eye, n_rows, n_cols, k=k, dtype=dtype, device=device)
 
 
-# ------------------------------------------------------------------------------ *_like
+# ------------------------------------------------------------------------------ *like_op
 
 
-_empty_like = _like("empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype))
-_full_like = _like(
+_empty_like = like_op("empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype))
+_full_like = like_op(
     "full_like",
     lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype),
 )
@@ -158,9 +158,9 @@ _full_like = _like(
 def empty_like(x, /, *, dtype=None, device=None):
     """An uninitialised array with the shape of ``x``, on ``x``'s library and device and with its dtype
     unless given."""
-    other = _other_library(x, device)
+    other = other_library(x, device)
     if other is not None:
-        return _like_elsewhere(other, x, dtype, device)
+        return like_elsewhere(other, x, dtype, device)
     return bind(_empty_like, x, dtype=dtype, device=device)
 
 
@@ -195,9 +195,9 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
         fill = astype_like(fill_value, dtype if dtype is not None else x.dtype)
         out = bind(_full_like_array, x, fill)
         return out if device is None else to_device(out, device)
-    other = _other_library(x, device)
+    other = other_library(x, device)
     if other is not None:
-        return _like_elsewhere(other, x, dtype, device, fill=fill_value)
+        return like_elsewhere(other, x, dtype, device, fill=fill_value)
     return bind(_full_like, x, fill_value=fill_value, dtype=dtype, device=device)
 
 
@@ -323,8 +323,8 @@ def _to_device_kernel(xp, x, *, device, stream=None):
 def _to_device_abstract(xp, x, *, device, stream=None):
     dtype = x.dtype
     target = dispatch.owner_of_device(device)
-    if target is not None and not _owns_dtype(target, dtype):
-        dtype = getattr(target.xp, _dtype_name(dtype))
+    if target is not None and not owns_dtype(target, dtype):
+        dtype = getattr(target.xp, dtype_name(dtype))
     return ShapeDtype(x.shape, dtype, device)
 
 

@@ -10,7 +10,7 @@ scalars are accepted by ``result_type`` as the standard allows.
 from polyad import dispatch
 from polyad.core import Tensor
 from polyad.ops.base import astype as astype
-from polyad.ops.common import _bottom
+from polyad.ops.common import bottom
 
 # ------------------------------------------------------------------------------ which backend answers
 
@@ -26,7 +26,7 @@ def _dtype_types(backend):
     return types
 
 
-def _owns_dtype(backend, dtype):
+def owns_dtype(backend, dtype):
     if isinstance(dtype, type):  # NumPy's scalar types (np.float64) stand for dtypes
         return issubclass(dtype, backend.array_types)
     return isinstance(dtype, _dtype_types(backend))
@@ -34,12 +34,12 @@ def _owns_dtype(backend, dtype):
 
 def _backend_of_dtype(dtype):
     """The loaded backend whose dtype ``dtype`` is (the default backend first), or None."""
-    return dispatch.find_backend(lambda b: _owns_dtype(b, dtype))
+    return dispatch.find_backend(lambda b: owns_dtype(b, dtype))
 
 
 def _backend_for(*xs):
     """The backend of the arrays among ``xs``; else of the first dtype among them; else the default."""
-    arrays = [_bottom(x) for x in xs if isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None]
+    arrays = [bottom(x) for x in xs if isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None]
     if arrays:
         return dispatch.backend_of(arrays)
     for x in xs:

@@ -16,11 +16,12 @@ from typing import Any
 from polyad.core import bind
 from polyad.ops.base import (
     KnownOnes,
-    _broadcast_to_out,
-    _complex_like,
     binary,
     broadcast_batch_args,
+    broadcast_to_out,
+    complex_like,
     conj,
+    conj_if_complex,
     passes_ones,
     real,
     times_ones,
@@ -31,13 +32,20 @@ from polyad.ops.base import (
     zeros_like,
 )
 from polyad.ops.base import add as add
-from polyad.ops.common import _BOOL, _REAL, _SAME, ShapeDtype, define, is_complex, unary_batch
-from polyad.ops.common import _broadcast as _broadcast  # polyad.random imports it from here
+from polyad.ops.common import (
+    ABSTRACT_BOOL,
+    ABSTRACT_REAL,
+    ABSTRACT_SAME,
+    ShapeDtype,
+    define,
+    is_complex,
+    unary_batch,
+)
 
 # ------------------------------------------------------------------------------ unary
 
 
-def nondiff_unary(name, abstract_eval=_SAME):
+def nondiff_unary(name, abstract_eval=ABSTRACT_SAME):
     """A one-array element-wise op whose output carries no derivative (rounding, tests, bitwise)."""
     return unary(name, abstract_eval=abstract_eval, nondiff=True)
 
@@ -75,25 +83,25 @@ positive = unary(
 
 def _imag_vjp(g, y, x):
     # the imaginary part of a real array is 0 whatever x is: its cotangent is 0, not 1j * g
-    return (_complex_like(g, x) * 1j,) if is_complex(x) else (zeros_like(g),)
+    return (complex_like(g, x) * 1j,) if is_complex(x) else (zeros_like(g),)
 
 
-imag = unary("imag", vjp=_imag_vjp, linear=True, abstract_eval=_REAL)
+imag = unary("imag", vjp=_imag_vjp, linear=True, abstract_eval=ABSTRACT_REAL)
 
 
 def _abs_vjp(g, y, x):
     if is_complex(x):
-        return (g * _safe_div(x, y),)
+        return (g * safe_divide(x, y),)
     return (g * sign(x),)
 
 
 def _abs_jvp(ts, y, x):
     if is_complex(x):
-        return _safe_div(real(conj(x) * ts[0]), y)
+        return safe_divide(real(conj(x) * ts[0]), y)
     return ts[0] * sign(x)
 
 
-def _safe_div(a, b):
+def safe_divide(a, b):
     # a / b where b != 0, else 0: the subgradient polyad uses at the kink of abs and norms
     nz = b != 0
     return where(nz, a, 0) / where(nz, b, 1)
@@ -104,18 +112,18 @@ def _unit_sign(v):
     return copysign(1.0, v) if hasattr(v, "shape") else math.copysign(1.0, v)
 
 
-abs = unary("abs", vjp=_abs_vjp, jvp=_abs_jvp, abstract_eval=_REAL)
+abs = unary("abs", vjp=_abs_vjp, jvp=_abs_jvp, abstract_eval=ABSTRACT_REAL)
 
 ceil = nondiff_unary("ceil")
 floor = nondiff_unary("floor")
 round = nondiff_unary("round")
 trunc = nondiff_unary("trunc")
 sign = nondiff_unary("sign")
-signbit = nondiff_unary("signbit", _BOOL)
-isfinite = nondiff_unary("isfinite", _BOOL)
-isinf = nondiff_unary("isinf", _BOOL)
-isnan = nondiff_unary("isnan", _BOOL)
-logical_not = nondiff_unary("logical_not", _BOOL)
+signbit = nondiff_unary("signbit", ABSTRACT_BOOL)
+isfinite = nondiff_unary("isfinite", ABSTRACT_BOOL)
+isinf = nondiff_unary("isinf", ABSTRACT_BOOL)
+isnan = nondiff_unary("isnan", ABSTRACT_BOOL)
+logical_not = nondiff_unary("logical_not", ABSTRACT_BOOL)
 bitwise_invert = nondiff_unary("bitwise_invert")
 
 # ------------------------------------------------------------------------------ binary
@@ -124,9 +132,9 @@ bitwise_invert = nondiff_unary("bitwise_invert")
 def _sub_jvp(ts, y, a, b):
     ta, tb = ts
     if tb is None:
-        return _broadcast_to_out(ta, y)
+        return broadcast_to_out(ta, y)
     if ta is None:
-        return _broadcast_to_out(-tb, y)
+        return broadcast_to_out(-tb, y)
     return ta - tb
 
 
@@ -136,13 +144,7 @@ def _div_jvp(ts, y, a, b):
     if tb is not None:
         d = tb * -(y / b)  # the primal factor first: tangents may be a whole batch of them
         out = d if out is None else out + d
-    return _broadcast_to_out(out, y)
-
-
-def _cj(x):
-    if isinstance(x, complex):  # a Python complex scalar (e.g. 1j * x) is conjugated too
-        return x.conjugate()
-    return conj(x) if hasattr(x, "dtype") and is_complex(x) else x
+    return broadcast_to_out(out, y)
 
 
 def _pow_da(a, b):
@@ -164,8 +166,8 @@ def _pow_da(a, b):
 
 def _pow_vjp(g, y, a, b):
     return (
-        lambda: unbroadcast(g * _cj(_pow_da(a, b)), a),
-        lambda: unbroadcast(g * _cj(_log_base(a) * y), b),
+        lambda: unbroadcast(g * conj_if_complex(_pow_da(a, b)), a),
+        lambda: unbroadcast(g * conj_if_complex(_log_base(a) * y), b),
     )
 
 
@@ -186,7 +188,7 @@ def _pow_jvp(ts, y, a, b):
     if tb is not None:
         d = tb * (_log_base(a) * y)
         out = d if out is None else out + d
-    return _broadcast_to_out(out, y)
+    return broadcast_to_out(out, y)
 
 
 def _max_min_vjp(first_wins):
@@ -202,7 +204,7 @@ def _max_min_vjp(first_wins):
         if tb is not None:
             d = tb * (1 - wa)
             out = d if out is None else out + d
-        return _broadcast_to_out(out, y)
+        return broadcast_to_out(out, y)
 
     return vjp, jvp
 
@@ -219,7 +221,7 @@ def _binary_deriv_rules(da, db):
         if tb is not None:
             d = tb * db(a, b, y)
             out = d if out is None else out + d
-        return _broadcast_to_out(out, y)
+        return broadcast_to_out(out, y)
 
     return {"vjp": vjp, "jvp": jvp}
 
@@ -236,7 +238,10 @@ subtract = binary(
 multiply = binary(
     "multiply",
     vjp=with_ones_rule(
-        lambda g, y, a, b: (lambda: unbroadcast(g * _cj(b), a), lambda: unbroadcast(_cj(a) * g, b)),
+        lambda g, y, a, b: (
+            lambda: unbroadcast(g * conj_if_complex(b), a),
+            lambda: unbroadcast(conj_if_complex(a) * g, b),
+        ),
         lambda g, y, a, b: (lambda: times_ones(g, b, a, False), lambda: times_ones(g, a, b, False)),
     ),
     bilinear=True,
@@ -253,7 +258,7 @@ def _div_vjp_ones(g, y, a, b):
             and not is_complex(b)
         ):
             return unbroadcast(1.0 / b, a)
-        return unbroadcast(g / _cj(b), a)
+        return unbroadcast(g / conj_if_complex(b), a)
 
     return da, lambda: times_ones(g, -(y / b), b, True)
 
@@ -262,8 +267,8 @@ divide = binary(
     "divide",
     vjp=with_ones_rule(
         lambda g, y, a, b: (
-            lambda: unbroadcast(g / _cj(b), a),
-            lambda: unbroadcast(g * _cj(-(y / b)), b),
+            lambda: unbroadcast(g / conj_if_complex(b), a),
+            lambda: unbroadcast(g * conj_if_complex(-(y / b)), b),
         ),
         _div_vjp_ones,
     ),
@@ -279,7 +284,7 @@ atan2 = binary(
     **_binary_deriv_rules(lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b)),
 )
 hypot = binary(
-    "hypot", **_binary_deriv_rules(lambda a, b, y: _safe_div(a, y), lambda a, b, y: _safe_div(b, y))
+    "hypot", **_binary_deriv_rules(lambda a, b, y: safe_divide(a, y), lambda a, b, y: safe_divide(b, y))
 )
 logaddexp = binary("logaddexp", **_binary_deriv_rules(lambda a, b, y: exp(a - y), lambda a, b, y: exp(b - y)))
 copysign = binary(
@@ -292,15 +297,15 @@ remainder = binary(
 
 floor_divide = binary("floor_divide", nondiff=True)
 nextafter = binary("nextafter", nondiff=True)
-equal = binary("equal", nondiff=True, abstract_eval=_BOOL)
-not_equal = binary("not_equal", nondiff=True, abstract_eval=_BOOL)
-less = binary("less", nondiff=True, abstract_eval=_BOOL)
-less_equal = binary("less_equal", nondiff=True, abstract_eval=_BOOL)
-greater = binary("greater", nondiff=True, abstract_eval=_BOOL)
-greater_equal = binary("greater_equal", nondiff=True, abstract_eval=_BOOL)
-logical_and = binary("logical_and", nondiff=True, abstract_eval=_BOOL)
-logical_or = binary("logical_or", nondiff=True, abstract_eval=_BOOL)
-logical_xor = binary("logical_xor", nondiff=True, abstract_eval=_BOOL)
+equal = binary("equal", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+not_equal = binary("not_equal", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+less = binary("less", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+less_equal = binary("less_equal", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+greater = binary("greater", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+greater_equal = binary("greater_equal", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+logical_and = binary("logical_and", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+logical_or = binary("logical_or", nondiff=True, abstract_eval=ABSTRACT_BOOL)
+logical_xor = binary("logical_xor", nondiff=True, abstract_eval=ABSTRACT_BOOL)
 bitwise_and = binary("bitwise_and", nondiff=True)
 bitwise_or = binary("bitwise_or", nondiff=True)
 bitwise_xor = binary("bitwise_xor", nondiff=True)
@@ -343,7 +348,7 @@ def _clip_jvp(ts, y, x, lo, hi):
         out = out + where(x < lo, tlo, 0.0)
     if thi is not None:
         out = out + where(_above(x, lo, hi), thi, 0.0)
-    return _broadcast_to_out(out, y)
+    return broadcast_to_out(out, y)
 
 
 def _clip_abstract(xp, x, lo, hi):

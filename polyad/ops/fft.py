@@ -30,7 +30,7 @@ import operator
 
 from polyad.core import bind
 from polyad.ops.base import arange, real, reshape, where
-from polyad.ops.common import ShapeDtype, _bottom, _on_device, define, is_complex, is_floating, xp_of
+from polyad.ops.common import ShapeDtype, bottom, define, is_complex, is_floating, on_device, xp_of
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
 
@@ -132,7 +132,7 @@ def _pair_weights(g, axis, n, pair, edge):
     ``edge`` on the DC bin and, for even ``n``, the Nyquist bin; ``pair`` on the others (which stand for a
     conjugate pair of bins of the full spectrum). A constant of ``g``'s real dtype, shaped to broadcast."""
     h = n // 2 + 1
-    device = _bottom(g).device
+    device = bottom(g).device
     k = arange(h, device=device)
     is_edge = equal(k, 0)
     if n % 2 == 0:
@@ -362,13 +362,13 @@ _rfftfreq = _freq("rfftfreq", lambda n: n // 2 + 1)
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``fft`` with sample spacing ``d`` (no derivative)."""
     n = _check_n(n, "fftfreq")
-    return _on_device(_fftfreq, n=n, d=d, dtype=dtype, device=device)
+    return on_device(_fftfreq, n=n, d=d, dtype=dtype, device=device)
 
 
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``rfft`` with sample spacing ``d`` (no derivative)."""
     n = _check_n(n, "rfftfreq")
-    return _on_device(_rfftfreq, n=n, d=d, dtype=dtype, device=device)
+    return on_device(_rfftfreq, n=n, d=d, dtype=dtype, device=device)
 
 
 fftfreq.op = _fftfreq

@@ -11,11 +11,11 @@ breaks adjacency), else first. ``_analyse`` computes that layout once for shapes
 
 from polyad.core import bind
 from polyad.ops.base import (
-    _batch_all_front,
-    _inverse,
     arange,
+    batch_all_front,
     broadcast_to,
     expand_dims,
+    inverse_permutation,
     move_to_front,
     moveaxis,
     permute_dims,
@@ -25,7 +25,16 @@ from polyad.ops.base import (
     zeros,
     zeros_like,
 )
-from polyad.ops.common import ShapeDtype, _broadcast, _device, _kind, _norm, define, ndim_of, shape_of
+from polyad.ops.common import (
+    ShapeDtype,
+    broadcast_shape,
+    define,
+    device_of,
+    dtype_kind,
+    ndim_of,
+    normalize_axis,
+    shape_of,
+)
 
 
 class _ArrayMarker:
@@ -66,7 +75,7 @@ def _has_arrays(structure):
 
 
 def _is_bool(a):
-    return hasattr(a, "dtype") and _kind(a.dtype) == "b"
+    return hasattr(a, "dtype") and dtype_kind(a.dtype) == "b"
 
 
 def _expand(shape, key, arrays):
@@ -203,7 +212,7 @@ def _advanced_batch(size, x_batched, key, arrays, adims, logical_shape):
             a = reshape(a, (s[0],) + (1,) * (nb - len(s) + 1) + s[1:])
         new.append(a)
     if x_batched:
-        lead = reshape(arange(size, device=_device(arrays[0])), (size,) + (1,) * nb)
+        lead = reshape(arange(size, device=device_of(arrays[0])), (size,) + (1,) * nb)
         return (ARRAY,) + key, (lead, *new), layout
     return key, tuple(new), layout
 
@@ -223,7 +232,7 @@ def _block_perm(p, nb, nrest):
 def _getitem_batch(info, dims, x, *arrays, key):
     xd, adims = dims[0], dims[1:]
     if not arrays:
-        return bind(_getitem, move_to_front(x, xd), key=_front_key(key)), 0
+        return bind(getitem_op, move_to_front(x, xd), key=_front_key(key)), 0
     any_bool = any(_is_bool(a) for a in arrays)
     if any_bool:
         if any(d is not None for d in adims):
@@ -232,14 +241,14 @@ def _getitem_batch(info, dims, x, *arrays, key):
         # the batch axis last, past every indexed axis: the key stays as it is (a lone mask stays lone)
         x = moveaxis(x, xd, -1)
         k = key if Ellipsis not in key else _expand(shape_of(x)[:-1], key, arrays)
-        out = bind(_getitem, x, *arrays, key=k)
+        out = bind(getitem_op, x, *arrays, key=k)
         return out, ndim_of(out) - 1
     logical = shape_of(x) if xd is None else _drop(shape_of(x), xd)
     if xd is not None:
         x = move_to_front(x, xd)
     size = _batch_size(dims, (x, *arrays)) if xd is None else shape_of(x)[0]
     k, new, (_, p, bshape, rest) = _advanced_batch(size, xd is not None, key, arrays, adims, logical)
-    out = bind(_getitem, x, *new, key=k)
+    out = bind(getitem_op, x, *new, key=k)
     if xd is None:
         return out, p
     if p:
@@ -251,7 +260,7 @@ def _drop(s, d):
     return s[:d] + s[d + 1 :]
 
 
-_getitem = define(
+getitem_op = define(
     "getitem",
     _getitem_kernel,
     abstract_eval=_getitem_abstract,
@@ -264,7 +273,7 @@ _getitem = define(
 def getitem(x, key):
     """``x[key]`` for a tensor or array ``x`` (ints, slices, None, Ellipsis, integer or boolean arrays)."""
     structure, arrays = split_key(key)
-    return bind(_getitem, x, *arrays, key=structure)
+    return bind(getitem_op, x, *arrays, key=structure)
 
 
 # ------------------------------------------------------------------------------ functional setitem
@@ -287,7 +296,7 @@ def _update_by_scatter(xp, x, v, k):
     of its writes; the standard leaves repeated writes unspecified)."""
     flat = xp.reshape(xp.arange(x.size, device=x.device), x.shape)[k]
     vals = xp.asarray(v, dtype=x.dtype, device=x.device)
-    shape = _broadcast(tuple(flat.shape), tuple(vals.shape))
+    shape = broadcast_shape(tuple(flat.shape), tuple(vals.shape))
     flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
     vals = xp.reshape(xp.broadcast_to(vals, shape), (-1,))
     n = x.size
@@ -300,7 +309,7 @@ def _update_by_scatter(xp, x, v, k):
 def _update_vjp(g, y, x, v, *arrays, key):
     return (
         lambda: bind(_index_update, g, 0.0, *arrays, key=key),
-        lambda: unbroadcast(bind(_getitem, g, *arrays, key=key), v),
+        lambda: unbroadcast(bind(getitem_op, g, *arrays, key=key), v),
     ) + (None,) * len(arrays)
 
 
@@ -339,7 +348,7 @@ def _write_batch(op):
             return out, ndim_of(out) - 1
         k, new, (_, p, bshape, rest) = _advanced_batch(size, True, key, arrays, adims, logical)
         if p and hasattr(v, "shape"):
-            v = permute_dims(v, _inverse(_block_perm(p, len(bshape), len(rest))))
+            v = permute_dims(v, inverse_permutation(_block_perm(p, len(bshape), len(rest))))
         return bind(op, x, v, *new, key=k), 0
 
     return rule
@@ -375,7 +384,7 @@ _index_add = define(
     vjp=lambda g, y, x, v, *arrays, key: (
         (
             lambda: g,
-            lambda: unbroadcast(bind(_getitem, g, *arrays, key=key), v),
+            lambda: unbroadcast(bind(getitem_op, g, *arrays, key=key), v),
         )
         + (None,) * len(arrays)
     ),
@@ -393,7 +402,7 @@ def index_add(x, v, *arrays, key):
 
 
 def _arange_like(n, x):
-    return arange(n, device=_device(x))
+    return arange(n, device=device_of(x))
 
 
 def _wrap_negative(indices, n):
@@ -431,9 +440,9 @@ def _take_batch(info, dims, x, indices, *, axis):
     # batched indices: flatten the batch into the taken axis and offset each row's indices
     if xd is None:
         size = shape_of(indices)[idim]
-        x, indices = _batch_all_front((None, idim), (x, indices))
+        x, indices = batch_all_front((None, idim), (x, indices))
     else:
-        x, indices = _batch_all_front((xd, idim), (x, indices))
+        x, indices = batch_all_front((xd, idim), (x, indices))
         size = shape_of(x)[0]
     x = moveaxis(x, axis + 1, 1)
     s = shape_of(x)
@@ -460,7 +469,7 @@ def take(x, indices, /, *, axis=None):
         if ndim_of(x) != 1:
             x = reshape(x, (-1,))
         axis = 0
-    return bind(_take, x, indices, axis=_norm(axis, ndim_of(x)))
+    return bind(_take, x, indices, axis=normalize_axis(axis, ndim_of(x)))
 
 
 take.op = _take
@@ -473,9 +482,9 @@ def _scatter_add_kernel(xp, target, indices, values, *, axis):
 def _scatter_add_batch(info, dims, target, indices, values, *, axis):
     td, idim, vd = dims
     if idim is None:
-        target, values = _batch_all_front((td, vd), (target, values))
+        target, values = batch_all_front((td, vd), (target, values))
         return scatter_add(target, indices, values, axis=axis + 1), 0
-    target, indices, values = _batch_all_front((td, idim, vd), (target, indices, values))
+    target, indices, values = batch_all_front((td, idim, vd), (target, indices, values))
     size = shape_of(indices)[0]
     target = moveaxis(target, axis + 1, 1)
     values = moveaxis(values, axis + 1, 1)
@@ -513,7 +522,7 @@ def _take_along_kernel(xp, x, indices, *, axis):
 def _along_shape(xs, is_, axis):
     if len(xs) != len(is_):
         raise ValueError(f"take_along_axis: indices must have x's rank {len(xs)}, got {len(is_)}")
-    a = _broadcast(xs[:axis] + (1,) + xs[axis + 1 :], is_[:axis] + (1,) + is_[axis + 1 :])
+    a = broadcast_shape(xs[:axis] + (1,) + xs[axis + 1 :], is_[:axis] + (1,) + is_[axis + 1 :])
     return a[:axis] + (is_[axis],) + a[axis + 1 :]
 
 
@@ -545,7 +554,7 @@ def _take_along_vjp(g, y, x, indices, *, axis):
         n = 1
         for d in full:
             n *= d
-        z = zeros((n,), dtype=g.dtype, device=_device(g))
+        z = zeros((n,), dtype=g.dtype, device=device_of(g))
         r = reshape(scatter_add(z, flat, reshape(g, (-1,)), axis=0), full)
         return unbroadcast(r, x)
 
@@ -572,7 +581,7 @@ _take_along = define(
 def take_along_axis(x, indices, /, *, axis=-1):
     """Elements of ``x`` at ``indices`` along ``axis``; ``indices`` has ``x``'s rank and broadcasts with it
     in the other axes."""
-    return bind(_take_along, x, indices, axis=_norm(axis, ndim_of(x)))
+    return bind(_take_along, x, indices, axis=normalize_axis(axis, ndim_of(x)))
 
 
 take_along_axis.op = _take_along

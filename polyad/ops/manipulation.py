@@ -10,9 +10,9 @@ are importable from here.
 
 from polyad.core import bind
 from polyad.ops.base import (
-    _as_tuple,
-    _batch_all_front,
     arange,
+    as_tuple,
+    batch_all_front,
     broadcast_batch_args,
     broadcast_to,
     move_to_front,
@@ -30,12 +30,12 @@ from polyad.ops.base import take_index as take_index
 from polyad.ops.base import unstack as unstack
 from polyad.ops.common import (
     ShapeDtype,
-    _abstract_from,
-    _broadcast,
-    _device,
-    _norm,
+    broadcast_shape,
     define,
+    device_of,
     ndim_of,
+    normalize_axis,
+    shape_abstract,
     shape_of,
 )
 from polyad.ops.indexing import scatter_add
@@ -44,7 +44,7 @@ from polyad.ops.indexing import scatter_add
 
 
 def _squeeze_shape(s, axis):
-    axes = {_norm(a, len(s)) for a in _as_tuple(axis)}
+    axes = {normalize_axis(a, len(s)) for a in as_tuple(axis)}
     for a in axes:
         if s[a] != 1:
             raise ValueError(f"cannot squeeze axis {a} of size {s[a]}")
@@ -54,12 +54,12 @@ def _squeeze_shape(s, axis):
 def _squeeze_batch(info, dims, x, axis):
     x = move_to_front(x, dims[0])
     n = ndim_of(x) - 1
-    return squeeze(x, axis=tuple(_norm(a, n) + 1 for a in _as_tuple(axis))), 0
+    return squeeze(x, axis=tuple(normalize_axis(a, n) + 1 for a in as_tuple(axis))), 0
 
 
 _squeeze = define(
     "squeeze",
-    abstract_eval=_abstract_from(_squeeze_shape),
+    abstract_eval=shape_abstract(_squeeze_shape),
     vjp=lambda g, y, x, axis: (reshape(g, shape_of(x)),),
     linear=True,
     batch=_squeeze_batch,
@@ -81,7 +81,7 @@ squeeze.op = _squeeze
 def _concat_shape(*shapes, axis=0):
     if axis is None:
         return (sum(_size(s) for s in shapes),)
-    a = _norm(axis, len(shapes[0]))
+    a = normalize_axis(axis, len(shapes[0]))
     s0 = shapes[0]
     return s0[:a] + (sum(s[a] for s in shapes),) + s0[a + 1 :]
 
@@ -101,7 +101,7 @@ def _concat_vjp(g, y, *arrays, axis=0):
             pieces.append(real_part_for(reshape(g[start : start + n], shape_of(a)), a))
             start += n
         return tuple(pieces)
-    a = _norm(axis, ndim_of(g))
+    a = normalize_axis(axis, ndim_of(g))
     pieces, start = [], 0
     for x in arrays:
         n = shape_of(x)[a]
@@ -111,11 +111,11 @@ def _concat_vjp(g, y, *arrays, axis=0):
 
 
 def _concat_batch(info, dims, *arrays, axis=0):
-    arrays = _batch_all_front(dims, arrays)
+    arrays = batch_all_front(dims, arrays)
     if axis is None:
         arrays = [reshape(v, (v.shape[0], -1)) for v in arrays]
         return concat(arrays, axis=1), 0
-    return concat(arrays, axis=_norm(axis, ndim_of(arrays[0]) - 1) + 1), 0
+    return concat(arrays, axis=normalize_axis(axis, ndim_of(arrays[0]) - 1) + 1), 0
 
 
 _concat = define(
@@ -136,7 +136,7 @@ def concat(arrays, /, *, axis=0):
     """Join a sequence of arrays along an existing axis (``axis=None`` flattens them first)."""
     arrays = tuple(arrays)
     if axis is not None:
-        axis = _norm(axis, ndim_of(arrays[0]))
+        axis = normalize_axis(axis, ndim_of(arrays[0]))
     return bind(_concat, *arrays, axis=axis)
 
 
@@ -148,7 +148,7 @@ concat.op = _concat
 
 
 def _broadcast_arrays_abstract(xp, *avals):
-    shape = _broadcast(*[a.shape for a in avals])
+    shape = broadcast_shape(*[a.shape for a in avals])
     return tuple(ShapeDtype(shape, a.dtype, a.device) for a in avals)
 
 
@@ -261,12 +261,12 @@ meshgrid.op = _meshgrid
 def _axes_tuple(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
-    return tuple(sorted({_norm(a, ndim) for a in _as_tuple(axis)}))
+    return tuple(sorted({normalize_axis(a, ndim) for a in as_tuple(axis)}))
 
 
 _flip = define(
     "flip",
-    abstract_eval=_abstract_from(lambda s, axis: s),
+    abstract_eval=shape_abstract(lambda s, axis: s),
     vjp=lambda g, y, x, *, axis: (flip(g, axis=axis),),
     linear=True,
     batch=lambda info, dims, x, *, axis: (
@@ -294,7 +294,7 @@ def _roll_batch(info, dims, x, *, shift, axis):
 
 _roll = define(
     "roll",
-    abstract_eval=_abstract_from(lambda s, shift, axis: s),
+    abstract_eval=shape_abstract(lambda s, shift, axis: s),
     vjp=lambda g, y, x, *, shift, axis: (roll(g, _negate(shift), axis=axis),),
     linear=True,
     batch=_roll_batch,
@@ -310,7 +310,7 @@ def roll(x, /, shift, *, axis=None):
     if isinstance(shift, list):
         shift = tuple(shift)
     if axis is not None:
-        axis = tuple(_norm(a, ndim_of(x)) for a in _as_tuple(axis))
+        axis = tuple(normalize_axis(a, ndim_of(x)) for a in as_tuple(axis))
         if not isinstance(shift, tuple):
             shift = (shift,) * len(axis)
         if len(shift) != len(axis):
@@ -342,7 +342,7 @@ def _repeat_vjp(g, y, x, repeats, *, axis):
         # each input element fills ``repeats`` consecutive slots: sum them back
         grouped = reshape(g, s[:axis] + (s[axis], repeats) + s[axis + 1 :])
         return (_sum(grouped, axis=axis + 1), None)
-    owner = repeat(arange(s[axis], device=_device(g)), repeats)  # which input each output slot copies
+    owner = repeat(arange(s[axis], device=device_of(g)), repeats)  # which input each output slot copies
     return (scatter_add(zeros_like(x, dtype=g.dtype), owner, g, axis=axis), None)
 
 
@@ -371,7 +371,7 @@ def repeat(x, repeats, /, *, axis=None):
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
-    return bind(_repeat, x, repeats, axis=_norm(axis, ndim_of(x)))
+    return bind(_repeat, x, repeats, axis=normalize_axis(axis, ndim_of(x)))
 
 
 repeat.op = _repeat
@@ -400,7 +400,7 @@ def _tile_batch(info, dims, x, *, repetitions):
 _tile = define(
     "tile",
     lambda xp, x, *, repetitions: xp.tile(x, repetitions),
-    abstract_eval=_abstract_from(
+    abstract_eval=shape_abstract(
         lambda s, repetitions: tuple(a * b for a, b in zip(*_tile_layout(s, repetitions)))
     ),
     vjp=_tile_vjp,

@@ -17,11 +17,10 @@ import math
 
 from polyad.core import bind
 from polyad.ops.base import (
-    _axis_tuple,
-    _cast_to,
-    _sum_dtype,
     astype,
+    axis_tuple,
     broadcast_to,
+    cast_to,
     conj,
     expand_dims,
     expand_reduced,
@@ -32,12 +31,13 @@ from polyad.ops.base import (
     reduction_abstract,
     reduction_batch,
     reshape,
+    sum_dtype,
     where,
     zeros,
 )
 from polyad.ops.base import reduction_shape as reduction_shape
 from polyad.ops.base import sum as sum
-from polyad.ops.common import ShapeDtype, _device, _dtype_real, define, is_complex, ndim_of, shape_of
+from polyad.ops.common import ShapeDtype, define, device_of, is_complex, ndim_of, real_dtype_rule, shape_of
 from polyad.ops.creation import full
 from polyad.ops.indexing import getitem
 from polyad.ops.manipulation import concat
@@ -86,7 +86,7 @@ def _shift(v, d, axis, reverse, fill=0):
 
 def _filled(v, axis, size, fill):
     """An array shaped like ``v`` but of ``size`` along ``axis``, filled with ``fill`` (a constant)."""
-    return full(_with_size(shape_of(v), axis, size), fill, dtype=v.dtype, device=_device(v))
+    return full(_with_size(shape_of(v), axis, size), fill, dtype=v.dtype, device=device_of(v))
 
 
 def linear_scan(a, b, axis, reverse=False):
@@ -145,20 +145,20 @@ def _conj(v):
 
 def _prod_vjp(g, y, x, *, axis=None, dtype=None, keepdims=False):
     ge = expand_reduced(g, shape_of(x), axis, keepdims)
-    return (lambda: _cast_to(ge * _conj(_prod_deriv(x, axis)), x),)
+    return (lambda: cast_to(ge * _conj(_prod_deriv(x, axis)), x),)
 
 
 def _prod_jvp(ts, y, x, *, axis=None, dtype=None, keepdims=False):
-    return _cast_to(sum(ts[0] * _prod_deriv(x, axis), axis=axis, keepdims=keepdims), y)
+    return cast_to(sum(ts[0] * _prod_deriv(x, axis), axis=axis, keepdims=keepdims), y)
 
 
-_prod = define("prod", abstract_eval=reduction_abstract(_sum_dtype), vjp=_prod_vjp, jvp=_prod_jvp)
+_prod = define("prod", abstract_eval=reduction_abstract(sum_dtype), vjp=_prod_vjp, jvp=_prod_jvp)
 _prod.rules["batch"] = reduction_batch(_prod)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     """Product of ``x`` over ``axis`` (all axes when None); 1 over an empty axis."""
-    return bind(_prod, x, axis=_axis_tuple(axis), dtype=dtype, keepdims=keepdims)
+    return bind(_prod, x, axis=axis_tuple(axis), dtype=dtype, keepdims=keepdims)
 
 
 prod.op = _prod
@@ -177,7 +177,7 @@ _mean.rules["batch"] = reduction_batch(_mean)
 
 def mean(x, /, *, axis=None, keepdims=False):
     """Arithmetic mean of ``x`` over ``axis`` (all axes when None)."""
-    return bind(_mean, x, axis=_axis_tuple(axis), keepdims=keepdims)
+    return bind(_mean, x, axis=axis_tuple(axis), keepdims=keepdims)
 
 
 mean.op = _mean
@@ -207,12 +207,12 @@ _min.rules["batch"] = reduction_batch(_min)
 
 def max(x, /, *, axis=None, keepdims=False):
     """Maximum of ``x`` over ``axis``; the gradient is shared equally among tied maxima."""
-    return bind(_max, x, axis=_axis_tuple(axis), keepdims=keepdims)
+    return bind(_max, x, axis=axis_tuple(axis), keepdims=keepdims)
 
 
 def min(x, /, *, axis=None, keepdims=False):
     """Minimum of ``x`` over ``axis``; the gradient is shared equally among tied minima."""
-    return bind(_min, x, axis=_axis_tuple(axis), keepdims=keepdims)
+    return bind(_min, x, axis=axis_tuple(axis), keepdims=keepdims)
 
 
 max.op = _max
@@ -269,21 +269,21 @@ def _std_jvp(ts, y, x, *, axis=None, correction=0.0, keepdims=False):
 
 
 # var and std of a complex array (where the backend allows one) are real
-_var = define("var", abstract_eval=reduction_abstract(_dtype_real), vjp=_var_vjp, jvp=_var_jvp)
+_var = define("var", abstract_eval=reduction_abstract(real_dtype_rule), vjp=_var_vjp, jvp=_var_jvp)
 _var.rules["batch"] = reduction_batch(_var)
-_std = define("std", abstract_eval=reduction_abstract(_dtype_real), vjp=_std_vjp, jvp=_std_jvp)
+_std = define("std", abstract_eval=reduction_abstract(real_dtype_rule), vjp=_std_vjp, jvp=_std_jvp)
 _std.rules["batch"] = reduction_batch(_std)
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
     """Variance of ``x`` over ``axis``: sum of squared deviations / (N - ``correction``)."""
-    return bind(_var, x, axis=_axis_tuple(axis), correction=correction, keepdims=keepdims)
+    return bind(_var, x, axis=axis_tuple(axis), correction=correction, keepdims=keepdims)
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     """Standard deviation of ``x`` over ``axis`` (square root of ``var``); its derivative is taken as 0
     where the deviation is 0."""
-    return bind(_std, x, axis=_axis_tuple(axis), correction=correction, keepdims=keepdims)
+    return bind(_std, x, axis=axis_tuple(axis), correction=correction, keepdims=keepdims)
 
 
 var.op = _var
@@ -308,17 +308,17 @@ _count_nonzero.rules["batch"] = reduction_batch(_count_nonzero)
 
 def all(x, /, *, axis=None, keepdims=False):
     """Whether every element of ``x`` over ``axis`` is true (nonzero); true over an empty axis."""
-    return bind(_all, x, axis=_axis_tuple(axis), keepdims=keepdims)
+    return bind(_all, x, axis=axis_tuple(axis), keepdims=keepdims)
 
 
 def any(x, /, *, axis=None, keepdims=False):
     """Whether some element of ``x`` over ``axis`` is true (nonzero); false over an empty axis."""
-    return bind(_any, x, axis=_axis_tuple(axis), keepdims=keepdims)
+    return bind(_any, x, axis=axis_tuple(axis), keepdims=keepdims)
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
     """How many elements of ``x`` over ``axis`` are nonzero (default integer dtype)."""
-    return bind(_count_nonzero, x, axis=_axis_tuple(axis), keepdims=keepdims)
+    return bind(_count_nonzero, x, axis=axis_tuple(axis), keepdims=keepdims)
 
 
 all.op = _all
@@ -341,7 +341,7 @@ def _scan_axis(axis, ndim):
 def _cumulative_abstract(xp, x, *, axis=None, dtype=None, include_initial=False):
     a = _scan_axis(axis, len(x.shape))
     shape = _with_size(x.shape, a, x.shape[a] + 1) if include_initial else tuple(x.shape)
-    return ShapeDtype(shape, dtype if dtype is not None else _sum_dtype(xp, x), x.device)
+    return ShapeDtype(shape, dtype if dtype is not None else sum_dtype(xp, x), x.device)
 
 
 def cumulative_batch(op):
@@ -360,7 +360,7 @@ def _cumsum_vjp(g, y, x, *, axis=None, dtype=None, include_initial=False):
     r = _flip(cumulative_sum(_flip(g, a), axis=a), a)
     if include_initial:  # out[k] = x[0] + ... + x[k-1]: x[j] reaches out[j+1:]
         r = _slice(r, a, 1, None)
-    return (_cast_to(r, x),)
+    return (cast_to(r, x),)
 
 
 _cumulative_sum = define("cumulative_sum", abstract_eval=_cumulative_abstract, vjp=_cumsum_vjp, linear=True)
@@ -384,7 +384,7 @@ def _cumprod_vjp(g, y, x, *, axis=None, dtype=None, include_initial=False):
         _, before = _cumprod_parts(y, a, include_initial)
         gk = _slice(g, a, 1, None) if include_initial else g
         s = linear_scan(_shift(_conj(x), 1, a, reverse=True), gk, a, reverse=True)
-        return _cast_to(_conj(before) * s, x)
+        return cast_to(_conj(before) * s, x)
 
     return (grad,)
 
@@ -393,7 +393,7 @@ def _cumprod_jvp(ts, y, x, *, axis=None, dtype=None, include_initial=False):
     # dy[k] = x[k] dy[k-1] + y[k-1] t[k]: a forward linear recurrence
     a = _scan_axis(axis, ndim_of(x))
     _, before = _cumprod_parts(y, a, include_initial)
-    u = _cast_to(linear_scan(x, before * ts[0], a), y)
+    u = cast_to(linear_scan(x, before * ts[0], a), y)
     if include_initial:
         u = concat([_filled(u, a, 1, 0), u], axis=a)
     return u
@@ -462,7 +462,7 @@ def _diff_vjp(g, y, x, prepend, append, *, axis=-1, n=1):
             else:
                 # the transpose of n differences: (-1)^n times n differences of g padded with n zeros
                 # at each end
-                z = zeros(_with_size(shape_of(g), a, n), dtype=g.dtype, device=_device(g))
+                z = zeros(_with_size(shape_of(g), a, n), dtype=g.dtype, device=device_of(g))
                 gz = diff(g, axis=a, n=n, prepend=z, append=z)
                 gz = -gz if n % 2 else gz
                 sizes = [0 if v is None else shape_of(v)[a] for v in (prepend, x, append)]
@@ -471,7 +471,7 @@ def _diff_vjp(g, y, x, prepend, append, *, axis=-1, n=1):
                     pieces[k] = _slice(gz, a, start, start + s)
                     start += s
         v = pieces[i]
-        return None if v is None else _cast_to(v, (prepend, x, append)[i])
+        return None if v is None else cast_to(v, (prepend, x, append)[i])
 
     return (
         lambda: piece(1),

@@ -30,7 +30,7 @@ from polyad.ops.base import (
     zeros,
 )
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, _device, _norm, define, ndim_of, shape_of, xp_of
+from polyad.ops.common import ShapeDtype, define, device_of, ndim_of, normalize_axis, shape_of, xp_of
 from polyad.ops.indexing import scatter_add, take, take_along_axis
 
 
@@ -82,7 +82,7 @@ def _arg_reduce_batch(op):
             size = shape_of(x)[0]
             out = bind(op, reshape(x, (size, -1)), axis=1, keepdims=False)
             return (reshape(out, (size,) + (1,) * n) if keepdims else out), 0
-        return bind(op, x, axis=_norm(axis, n) + 1, keepdims=keepdims), 0
+        return bind(op, x, axis=normalize_axis(axis, n) + 1, keepdims=keepdims), 0
 
     return rule
 
@@ -201,7 +201,7 @@ searchsorted.op = _searchsorted
 def _sort_batch(op):
     def rule(info, dims, x, *, axis=-1, **params):
         d = dims[0]
-        a = _norm(axis, ndim_of(x) - 1)
+        a = normalize_axis(axis, ndim_of(x) - 1)
         return bind(op, x, axis=a + 1 if a >= d else a, **params), d
 
     return rule
@@ -239,7 +239,7 @@ _argsort.rules["batch"] = _sort_batch(_argsort)
 def _check_sortable(name, x, axis):
     if ndim_of(x) == 0:
         raise ValueError(f"{name} needs an array of at least one dimension, got a 0-d array")
-    return _norm(axis, ndim_of(x))
+    return normalize_axis(axis, ndim_of(x))
 
 
 def sort(x, /, *, axis=-1, descending=False, stable=True):
@@ -322,7 +322,7 @@ def _unique_rules(name):
         values = out[0] if multiple else out
         inverse, counts = _inverse_and_counts(name, out, x)
         total = scatter_add(
-            zeros(shape_of(values), dtype=t.dtype, device=_device(t)), inverse, reshape(t, (-1,)), axis=0
+            zeros(shape_of(values), dtype=t.dtype, device=device_of(t)), inverse, reshape(t, (-1,)), axis=0
         )
         tv = total / astype(counts, t.dtype)  # the mean tangent of the occurrences
         if not multiple:

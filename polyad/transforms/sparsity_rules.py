@@ -34,8 +34,8 @@ import math
 
 from polyad import backends, dispatch
 from polyad.core import eval_raw
-from polyad.ops.common import _BOOL, _REAL, _SAME, _bottom
-from polyad.ops.indexing import _getitem
+from polyad.ops.common import ABSTRACT_BOOL, ABSTRACT_REAL, ABSTRACT_SAME, bottom
+from polyad.ops.indexing import getitem_op
 from polyad.ops.special.shared import abstract_float
 
 np = backends.load("numpy").native  # host index arithmetic (patterns live on the host, as SciPy's)
@@ -79,7 +79,7 @@ def pattern(rows, cols, shape):
 
 def host(x):
     """Backend array ``x`` (or a polyad tensor's value) as a host NumPy array; other values as they are."""
-    x = _bottom(x)
+    x = bottom(x)
     backend = dispatch.backend_of_array(x)
     if backend is None or backend.name == "numpy":
         return x
@@ -226,7 +226,9 @@ def _in_order(flat, span):
 def _written(x_shape, region_key, arrays, v_shape):
     """``(region, v_src)`` of a write ``x[key] = v``: the flat positions (0-based) the key selects, and
     for each the element of ``v`` (0-based) written there, ``v`` broadcast to the region."""
-    from_numbers = eval_raw(_getitem, [numbers(x_shape, 0), *[host(a) for a in arrays]], {"key": region_key})
+    from_numbers = eval_raw(
+        getitem_op, [numbers(x_shape, 0), *[host(a) for a in arrays]], {"key": region_key}
+    )
     region = np.asarray(from_numbers)
     v_src = np.broadcast_to(numbers(v_shape, 0), region.shape).ravel() if v_shape is not None else None
     return region.ravel(), v_src
@@ -538,7 +540,8 @@ def matrices(core_ndims):
 
 # ------------------------------------------------------------------------------ the table
 
-ELEMENTWISE_ABSTRACT = (_SAME, _BOOL, _REAL, abstract_float)  # the abstract rules of element-wise ops
+# the abstract rules of element-wise ops
+ELEMENTWISE_ABSTRACT = (ABSTRACT_SAME, ABSTRACT_BOOL, ABSTRACT_REAL, abstract_float)
 
 _ALONG_REDUCED = along(_reduced_axes, keep=_keepdims)
 _ALONG_AXIS = along(_one_axis)

@@ -21,24 +21,16 @@ import math
 from collections import namedtuple
 
 from polyad.core import bind
-from polyad.ops.base import expand_dims, where
+from polyad.ops.base import conj_if_complex, expand_dims, where
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, _device, define, is_complex, shape_of
+from polyad.ops.common import ShapeDtype, define, device_of, is_complex, shape_of
 from polyad.ops.creation import eye, tril, triu
-from polyad.ops.elementwise import imag
+from polyad.ops.elementwise import imag, safe_divide
 from polyad.ops.indexing import getitem
 from polyad.ops.linalg.diagonals import diagonal
-from polyad.ops.linalg.products import _mH, matmul
-from polyad.ops.linalg.shared import (
-    _cj,
-    _re,
-    _real_dtype,
-    _safe_div,
-    _times_i,
-    leading_batch,
-    leading_batch_multi,
-)
-from polyad.ops.linalg.solves import _right_solve, _right_solve_h, solve
+from polyad.ops.linalg.products import conj_transpose, matmul
+from polyad.ops.linalg.shared import leading_batch, leading_batch_multi, real_dtype, real_if_complex, times_i
+from polyad.ops.linalg.solves import right_solve, right_solve_h, solve
 from polyad.ops.manipulation import concat
 from polyad.ops.reductions import any as _any
 
@@ -51,11 +43,11 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 
 def _sym(x):
     """The Hermitian part ``(x + x^H) / 2``."""
-    return (x + _mH(x)) * 0.5
+    return (x + conj_transpose(x)) * 0.5
 
 
 def _eye(k, like, dtype=None):
-    return eye(k, dtype=dtype if dtype is not None else like.dtype, device=_device(like))
+    return eye(k, dtype=dtype if dtype is not None else like.dtype, device=device_of(like))
 
 
 def _diag_sq(d):
@@ -70,7 +62,7 @@ def _inv_gaps(w):
     k = shape_of(w)[-1]
     eye_k = _eye(k, w)
     gaps = expand_dims(w, axis=-2) - expand_dims(w, axis=-1)
-    return _safe_div(1 - eye_k, gaps + eye_k)
+    return safe_divide(1 - eye_k, gaps + eye_k)
 
 
 def _slice_last(x, start=None, stop=None):
@@ -88,20 +80,20 @@ def _sym_kernel(xp, x):
 
 
 def _cholesky_vjp(g, y, x, *, upper=False):
-    lo = _mH(y) if upper else y
-    gl = _mH(g) if upper else g
-    t = tril(matmul(_mH(lo), gl))
-    m = 0.5 * (t + _mH(tril(t, k=-1)))
-    ga = _right_solve(solve(_mH(lo), m), lo)  # lo^-H m lo^-1
+    lo = conj_transpose(y) if upper else y
+    gl = conj_transpose(g) if upper else g
+    t = tril(matmul(conj_transpose(lo), gl))
+    m = 0.5 * (t + conj_transpose(tril(t, k=-1)))
+    ga = right_solve(solve(conj_transpose(lo), m), lo)  # lo^-H m lo^-1
     return (_sym(ga),)
 
 
 def _cholesky_jvp(ts, y, x, *, upper=False):
-    lo = _mH(y) if upper else y
+    lo = conj_transpose(y) if upper else y
     z = solve(lo, _sym(ts[0]))  # lo^-1 dA
-    w = _mH(solve(lo, _mH(z)))  # lo^-1 dA lo^-H (Hermitian)
+    w = conj_transpose(solve(lo, conj_transpose(z)))  # lo^-1 dA lo^-H (Hermitian)
     dl = matmul(lo, 0.5 * (tril(w) + tril(w, k=-1)))
-    return _mH(dl) if upper else dl
+    return conj_transpose(dl) if upper else dl
 
 
 _cholesky = define(
@@ -131,22 +123,22 @@ def _eigh_kernel(xp, x):
 def _eigh_vjp(g, out, x):
     gw, gv = g
     w, v = out
-    vh = _mH(v)
+    vh = conj_transpose(v)
     inner = _diag_sq(gw) + _inv_gaps(w) * matmul(vh, gv)
     return (_sym(matmul(v, matmul(inner, vh))),)
 
 
 def _eigh_jvp(ts, out, x):
     w, v = out
-    s = matmul(_mH(v), matmul(_sym(ts[0]), v))
-    return _re(diagonal(s)), matmul(v, _inv_gaps(w) * s)
+    s = matmul(conj_transpose(v), matmul(_sym(ts[0]), v))
+    return real_if_complex(diagonal(s)), matmul(v, _inv_gaps(w) * s)
 
 
 _eigh = define(
     "linalg.eigh",
     _eigh_kernel,
     abstract_eval=lambda xp, x: (
-        ShapeDtype(x.shape[:-1], _real_dtype(xp, x.dtype), x.device),
+        ShapeDtype(x.shape[:-1], real_dtype(xp, x.dtype), x.device),
         ShapeDtype(x.shape, x.dtype, x.device),
     ),
     vjp=_eigh_vjp,
@@ -166,18 +158,18 @@ def eigh(x, /):
 
 def _eigvalsh_vjp(g, y, x):
     _, v = eigh(x)
-    return (matmul(v, expand_dims(g, axis=-1) * _mH(v)),)
+    return (matmul(v, expand_dims(g, axis=-1) * conj_transpose(v)),)
 
 
 def _eigvalsh_jvp(ts, y, x):
     _, v = eigh(x)
-    return _re(_sum(_cj(v) * matmul(_sym(ts[0]), v), axis=-2))
+    return real_if_complex(_sum(conj_if_complex(v) * matmul(_sym(ts[0]), v), axis=-2))
 
 
 _eigvalsh = define(
     "linalg.eigvalsh",
     lambda xp, x: xp.linalg.eigvalsh(_sym_kernel(xp, x)),
-    abstract_eval=lambda xp, x: ShapeDtype(x.shape[:-1], _real_dtype(xp, x.dtype), x.device),
+    abstract_eval=lambda xp, x: ShapeDtype(x.shape[:-1], real_dtype(xp, x.dtype), x.device),
     vjp=_eigvalsh_vjp,
     jvp=_eigvalsh_jvp,
 )
@@ -201,7 +193,7 @@ def _svd_abstract(xp, x, *, full_matrices=True):
     vh = (n, n) if full_matrices else (k, n)
     return (
         ShapeDtype(lead + u, x.dtype, x.device),
-        ShapeDtype(lead + (k,), _real_dtype(xp, x.dtype), x.device),
+        ShapeDtype(lead + (k,), real_dtype(xp, x.dtype), x.device),
         ShapeDtype(lead + vh, x.dtype, x.device),
     )
 
@@ -220,14 +212,14 @@ def _svd_vjp(g, out, x, *, full_matrices=True):
     m, n, k = _svd_check(x, full_matrices)
     gu, gs, gvh = g
     u, s, vh = out
-    v = _mH(vh)
-    ju = matmul(_mH(u), gu)
-    jv = matmul(vh, _mH(gvh))
+    v = conj_transpose(vh)
+    ju = matmul(conj_transpose(u), gu)
+    jv = matmul(vh, conj_transpose(gvh))
     f = _inv_gaps(s * s)
     s_row, s_col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)
-    inner = _diag_sq(gs) + (f * (ju - _mH(ju))) * s_row + s_col * (f * (jv - _mH(jv)))
+    inner = _diag_sq(gs) + (f * (ju - conj_transpose(ju))) * s_row + s_col * (f * (jv - conj_transpose(jv)))
     if is_complex(x):
-        inner = inner + _diag_sq(_times_i(imag(diagonal(ju)) / s, x))
+        inner = inner + _diag_sq(times_i(imag(diagonal(ju)) / s, x))
     ga = matmul(u, matmul(inner, vh))
     if m > k:
         ga = ga + matmul((gu - matmul(u, ju)) / s_row, vh)
@@ -240,23 +232,23 @@ def _svd_jvp(ts, out, x, *, full_matrices=True):
     m, n, k = _svd_check(x, full_matrices)
     t = ts[0]
     u, s, vh = out
-    v = _mH(vh)
+    v = conj_transpose(vh)
     tv = matmul(t, v)
-    dp = matmul(_mH(u), tv)
+    dp = matmul(conj_transpose(u), tv)
     f = _inv_gaps(s * s)
     s_row, s_col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)
-    dph = _mH(dp)
+    dph = conj_transpose(dp)
     om_u = f * (dp * s_row + s_col * dph)
     om_v = f * (s_col * dp + dph * s_row)
     if is_complex(x):
-        om_u = om_u + _diag_sq(_times_i(imag(diagonal(dp)) / s, x))
+        om_u = om_u + _diag_sq(times_i(imag(diagonal(dp)) / s, x))
     du = matmul(u, om_u)
     if m > k:
         du = du + (tv - matmul(u, dp)) / s_row
     dv = matmul(v, om_v)
     if n > k:
-        dv = dv + (matmul(_mH(t), u) - matmul(v, dph)) / s_row
-    return du, _re(diagonal(dp)), _mH(dv)
+        dv = dv + (matmul(conj_transpose(t), u) - matmul(v, dph)) / s_row
+    return du, real_if_complex(diagonal(dp)), conj_transpose(dv)
 
 
 _svd = define(
@@ -289,13 +281,13 @@ def _svdvals_vjp(g, y, x):
 
 def _svdvals_jvp(ts, y, x):
     u, _, vh = svd(x, full_matrices=False)
-    return _re(_sum(_cj(u) * matmul(ts[0], _mH(vh)), axis=-2))
+    return real_if_complex(_sum(conj_if_complex(u) * matmul(ts[0], conj_transpose(vh)), axis=-2))
 
 
 _svdvals = define(
     "linalg.svdvals",
     abstract_eval=lambda xp, x: ShapeDtype(
-        x.shape[:-2] + (min(x.shape[-2:]),), _real_dtype(xp, x.dtype), x.device
+        x.shape[:-2] + (min(x.shape[-2:]),), real_dtype(xp, x.dtype), x.device
     ),
     vjp=_svdvals_vjp,
     jvp=_svdvals_jvp,
@@ -337,22 +329,22 @@ def _rank_deficient(r):
 
 def _qr_tall_vjp(gq, gr, q, r):
     """Cotangent of ``a = q r`` (m >= n, q m x n, r n x n upper triangular with real diagonal)."""
-    m0 = matmul(gr, _mH(r)) - matmul(_mH(q), gq)
+    m0 = matmul(gr, conj_transpose(r)) - matmul(conj_transpose(q), gq)
     up = triu(m0, k=1)
-    c = up + _mH(up) + _diag_sq(_re(diagonal(m0)))
+    c = up + conj_transpose(up) + _diag_sq(real_if_complex(diagonal(m0)))
     bad = _rank_deficient(r)
-    out = _right_solve_h(gq + matmul(q, c), where(bad, _eye(shape_of(r)[-1], r), r))  # (gq + q c) r^-H
+    out = right_solve_h(gq + matmul(q, c), where(bad, _eye(shape_of(r)[-1], r), r))  # (gq + q c) r^-H
     return where(bad, math.nan, out)
 
 
 def _qr_tall_jvp(ta, q, r):
     bad = _rank_deficient(r)
-    b = _right_solve(ta, where(bad, _eye(shape_of(r)[-1], r), r))  # ta r^-1
-    c = matmul(_mH(q), b)
+    b = right_solve(ta, where(bad, _eye(shape_of(r)[-1], r), r))  # ta r^-1
+    c = matmul(conj_transpose(q), b)
     lo = tril(c, k=-1)
-    om = lo - _mH(lo)
+    om = lo - conj_transpose(lo)
     if is_complex(c):
-        om = om + _diag_sq(_times_i(imag(diagonal(c)), c))
+        om = om + _diag_sq(times_i(imag(diagonal(c)), c))
     return where(bad, math.nan, matmul(q, om - c) + b), where(bad, math.nan, matmul(c - om, r))
 
 
@@ -365,7 +357,7 @@ def _qr_vjp(g, out, x, *, mode="reduced"):
     # wide: x = [x1 | x2] with x1 = q r1 square, r2 = q^H x2
     x2 = _slice_last(x, m)
     gr1, gr2 = _slice_last(gr, None, m), _slice_last(gr, m)
-    g1 = _qr_tall_vjp(gq + matmul(x2, _mH(gr2)), gr1, q, _slice_last(r, None, m))
+    g1 = _qr_tall_vjp(gq + matmul(x2, conj_transpose(gr2)), gr1, q, _slice_last(r, None, m))
     return (concat([g1, matmul(q, gr2)], axis=-1),)
 
 
@@ -376,7 +368,7 @@ def _qr_jvp(ts, out, x, *, mode="reduced"):
     if m >= n:
         return _qr_tall_jvp(t, q, r)
     dq, dr1 = _qr_tall_jvp(_slice_last(t, None, m), q, _slice_last(r, None, m))
-    dr2 = matmul(_mH(dq), _slice_last(x, m)) + matmul(_mH(q), _slice_last(t, m))
+    dr2 = matmul(conj_transpose(dq), _slice_last(x, m)) + matmul(conj_transpose(q), _slice_last(t, m))
     return dq, concat([dr1, dr2], axis=-1)
 
 

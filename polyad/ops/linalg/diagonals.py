@@ -3,7 +3,7 @@
 from polyad.core import bind
 from polyad.ops.base import astype, broadcast_to, expand_dims
 from polyad.ops.common import ShapeDtype, define, is_complex, shape_of
-from polyad.ops.linalg.shared import _re, leading_batch
+from polyad.ops.linalg.shared import leading_batch, real_if_complex
 
 # ------------------------------------------------------------------------------ diagonal, trace
 
@@ -66,7 +66,7 @@ def _trace_vjp(g, y, x, *, offset=0, dtype=None):
     d = broadcast_to(expand_dims(g, axis=-1), shape_of(g) + (_diag_len(n, m, offset),))
     out = diag_embed(d, offset=offset, n=n, m=m)
     if out.dtype != x.dtype:
-        out = astype(_re(out) if not is_complex(x) else out, x.dtype)
+        out = astype(real_if_complex(out) if not is_complex(x) else out, x.dtype)
     return (out,)
 
 

@@ -6,6 +6,7 @@ equally among ties.
 from polyad.core import bind
 from polyad.ops.base import (
     astype,
+    conj_if_complex,
     expand_dims,
     expand_reduced,
     move_to_front,
@@ -17,17 +18,17 @@ from polyad.ops.base import (
 from polyad.ops.base import sum as _sum
 from polyad.ops.common import ShapeDtype, define, is_complex, ndim_of, shape_of
 from polyad.ops.elementwise import abs as _abs
-from polyad.ops.elementwise import sign
+from polyad.ops.elementwise import safe_divide, sign
 from polyad.ops.linalg.decompositions import svd
 from polyad.ops.linalg.products import matmul
-from polyad.ops.linalg.shared import _cj, _re, _real_dtype, _safe_div, leading_batch
+from polyad.ops.linalg.shared import leading_batch, real_dtype, real_if_complex
 from polyad.ops.manipulation import squeeze
 
 
 def _sgn(x):
     """``x / |x|`` (0 at 0): the derivative of ``|x|``, real or complex."""
     if is_complex(x):
-        return _safe_div(x, _abs(x))
+        return safe_divide(x, _abs(x))
     return sign(x)
 
 
@@ -57,7 +58,7 @@ def _vnorm_deriv(x, ye, axis, ord):
     if ord in (inf, -inf):
         return _extreme_weights(ax, ye, axis)
     p = float(ord)
-    return _safe_div(ax ** (p - 1), ye ** (p - 1))
+    return safe_divide(ax ** (p - 1), ye ** (p - 1))
 
 
 def _vector_norm_vjp(g, y, x, *, axis=None, keepdims=False, ord=2):
@@ -65,7 +66,7 @@ def _vector_norm_vjp(g, y, x, *, axis=None, keepdims=False, ord=2):
         return (zeros_like(x),)
     ye, ge = _norm_parts(x, y, g, axis, keepdims)
     if ord == 2:
-        return (ge * _safe_div(x, ye),)
+        return (ge * safe_divide(x, ye),)
     w = _vnorm_deriv(x, ye, axis, ord)
     s = _sgn(x)
     return (ge * s if w is None else ge * (s * w),)
@@ -76,15 +77,15 @@ def _vector_norm_jvp(ts, y, x, *, axis=None, keepdims=False, ord=2):
         return zeros_like(y)
     t = ts[0]
     if ord == 2:
-        return _safe_div(_sum(_re(_cj(x) * t), axis=axis, keepdims=keepdims), y)
+        return safe_divide(_sum(real_if_complex(conj_if_complex(x) * t), axis=axis, keepdims=keepdims), y)
     ye, _ = _norm_parts(x, y, None, axis, keepdims)
     w = _vnorm_deriv(x, ye, axis, ord)
-    d = _re(_cj(_sgn(x)) * t)
+    d = real_if_complex(conj_if_complex(_sgn(x)) * t)
     return _sum(d if w is None else d * w, axis=axis, keepdims=keepdims)
 
 
 def _vector_norm_abstract(xp, x, *, axis=None, keepdims=False, ord=2):
-    return ShapeDtype(reduction_shape(x.shape, axis, keepdims), _real_dtype(xp, x.dtype), x.device)
+    return ShapeDtype(reduction_shape(x.shape, axis, keepdims), real_dtype(xp, x.dtype), x.device)
 
 
 _vector_norm = define(
@@ -129,7 +130,7 @@ def _mnorm_direction(x, y, ord):
     inf = float("inf")
     ye = expand_dims(expand_dims(y, axis=-1), axis=-1)
     if ord == "fro":
-        return _safe_div(x, ye)
+        return safe_divide(x, ye)
     if ord == "nuc":
         u, _, vh = svd(x, full_matrices=False)
         return matmul(u, vh)
@@ -158,13 +159,13 @@ def _matrix_norm_vjp(g, y, x, *, keepdims=False, ord="fro"):
 def _matrix_norm_jvp(ts, y, x, *, keepdims=False, ord="fro"):
     y0, _ = _mnorm_parts(y, None, keepdims)
     d = _mnorm_direction(x, y0, ord)
-    return _sum(_re(_cj(d) * ts[0]), axis=(-2, -1), keepdims=keepdims)
+    return _sum(real_if_complex(conj_if_complex(d) * ts[0]), axis=(-2, -1), keepdims=keepdims)
 
 
 _matrix_norm = define(
     "linalg.matrix_norm",
     abstract_eval=lambda xp, x, *, keepdims=False, ord="fro": ShapeDtype(
-        x.shape[:-2] + ((1, 1) if keepdims else ()), _real_dtype(xp, x.dtype), x.device
+        x.shape[:-2] + ((1, 1) if keepdims else ()), real_dtype(xp, x.dtype), x.device
     ),
     vjp=_matrix_norm_vjp,
     jvp=_matrix_norm_jvp,

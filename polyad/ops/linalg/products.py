@@ -8,18 +8,19 @@ from contextlib import contextmanager
 
 from polyad.core import bind
 from polyad.ops.base import (
-    _inverse,
     broadcast_batch_args,
+    conj_if_complex,
     expand_dims,
+    inverse_permutation,
     move_to_front,
     permute_dims,
     real_part_for,
     reshape,
     unbroadcast,
 )
-from polyad.ops.common import ShapeDtype, _broadcast, define, ndim_of, shape_of
+from polyad.ops.common import ShapeDtype, broadcast_shape, define, ndim_of, shape_of
 from polyad.ops.creation import asarray
-from polyad.ops.linalg.shared import _add, _cj, leading_batch
+from polyad.ops.linalg.shared import add_optional, leading_batch
 from polyad.ops.manipulation import squeeze
 
 # ------------------------------------------------------------------------------ matrix_transpose
@@ -38,9 +39,9 @@ def matrix_transpose(x, /):
     return bind(_matrix_transpose, x)
 
 
-def _mH(x):
+def conj_transpose(x):
     """Conjugate transpose of the last two axes."""
-    return matrix_transpose(_cj(x))
+    return matrix_transpose(conj_if_complex(x))
 
 
 # ------------------------------------------------------------------------------ matmul
@@ -75,7 +76,7 @@ def _matmul_shape(a, b):
     B = b + (1,) if b1 else b
     if A[-1] != B[-2]:
         raise ValueError(f"matmul: shapes {a} and {b} do not align ({A[-1]} != {B[-2]})")
-    out = _broadcast(A[:-2], B[:-2]) + (A[-2], B[-1])
+    out = broadcast_shape(A[:-2], B[:-2]) + (A[-2], B[-1])
     if a1:
         out = out[:-2] + out[-1:]
     if b1:
@@ -91,8 +92,8 @@ def _matmul_vjp(g, y, a, b):
     if a1:
         G = expand_dims(G, axis=-2)
     return (
-        lambda: reshape(unbroadcast(matmul(G, matrix_transpose(_cj(B))), A), shape_of(a)),
-        lambda: reshape(unbroadcast(matmul(matrix_transpose(_cj(A)), G), B), shape_of(b)),
+        lambda: reshape(unbroadcast(matmul(G, matrix_transpose(conj_if_complex(B))), A), shape_of(a)),
+        lambda: reshape(unbroadcast(matmul(matrix_transpose(conj_if_complex(A)), G), B), shape_of(b)),
     )
 
 
@@ -209,7 +210,7 @@ def _permute_back(r, order):
     """``r`` whose axis p is the input's axis ``order[p]``, permuted into the input's order."""
     if list(order) == list(range(len(order))):
         return r
-    return permute_dims(r, _inverse(order))
+    return permute_dims(r, inverse_permutation(order))
 
 
 def _tensordot_vjp(g, y, x1, x2, *, axes):
@@ -218,12 +219,12 @@ def _tensordot_vjp(g, y, x1, x2, *, axes):
     nf1, nf2 = len(f1), len(f2)
 
     def g1():
-        r = tensordot(g, _cj(x2), axes=(tuple(range(nf1, nf1 + nf2)), tuple(f2)))
+        r = tensordot(g, conj_if_complex(x2), axes=(tuple(range(nf1, nf1 + nf2)), tuple(f2)))
         r = _permute_back(r, f1 + [a1[j] for j in sorted(range(len(a2)), key=lambda j: a2[j])])
         return real_part_for(r, x1)
 
     def g2():
-        r = tensordot(_cj(x1), g, axes=(tuple(f1), tuple(range(nf1))))
+        r = tensordot(conj_if_complex(x1), g, axes=(tuple(f1), tuple(range(nf1))))
         r = _permute_back(r, [a2[j] for j in sorted(range(len(a1)), key=lambda j: a1[j])] + f2)
         return real_part_for(r, x2)
 
@@ -288,14 +289,14 @@ def _neg_axis(axis, *xs):
 
 
 def _vecdot_abstract(xp, x1, x2, *, axis):
-    s = _broadcast(x1.shape, x2.shape)
+    s = broadcast_shape(x1.shape, x2.shape)
     a = axis % len(s)
     return ShapeDtype(s[:a] + s[a + 1 :], xp.result_type(x1.dtype, x2.dtype), x1.device)
 
 
 def _vecdot_vjp(g, y, x1, x2, *, axis):
     ge = expand_dims(g, axis=axis)
-    return (lambda: unbroadcast(_cj(ge) * x2, x1), lambda: unbroadcast(ge * x1, x2))
+    return (lambda: unbroadcast(conj_if_complex(ge) * x2, x1), lambda: unbroadcast(ge * x1, x2))
 
 
 def _vecdot_batch(info, dims, x1, x2, *, axis):
@@ -322,15 +323,15 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 def _cross_vjp(g, y, x1, x2, *, axis):
     return (
-        lambda: unbroadcast(cross(_cj(x2), g, axis=axis), x1),
-        lambda: unbroadcast(cross(g, _cj(x1), axis=axis), x2),
+        lambda: unbroadcast(cross(conj_if_complex(x2), g, axis=axis), x1),
+        lambda: unbroadcast(cross(g, conj_if_complex(x1), axis=axis), x2),
     )
 
 
 _cross = define(
     "linalg.cross",
     abstract_eval=lambda xp, x1, x2, *, axis: ShapeDtype(
-        _broadcast(x1.shape, x2.shape), xp.result_type(x1.dtype, x2.dtype), x1.device
+        broadcast_shape(x1.shape, x2.shape), xp.result_type(x1.dtype, x2.dtype), x1.device
     ),
     vjp=_cross_vjp,
     bilinear=True,
@@ -366,10 +367,10 @@ _outer = define(
         (x1.shape[0], x2.shape[0]), xp.result_type(x1.dtype, x2.dtype), x1.device
     ),
     vjp=lambda g, y, x1, x2: (
-        lambda: real_part_for(matmul(g, _cj(x2)), x1),
-        lambda: real_part_for(matmul(_cj(x1), g), x2),
+        lambda: real_part_for(matmul(g, conj_if_complex(x2)), x1),
+        lambda: real_part_for(matmul(conj_if_complex(x1), g), x2),
     ),
-    jvp=lambda ts, y, x1, x2: _add(
+    jvp=lambda ts, y, x1, x2: add_optional(
         None if ts[0] is None else outer(ts[0], x2), None if ts[1] is None else outer(x1, ts[1])
     ),
     batch=_outer_batch,

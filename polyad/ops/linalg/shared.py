@@ -6,7 +6,7 @@ with several results (eigh, qr, slogdet, svd).
 """
 
 from polyad.core import bind
-from polyad.ops.base import conj, move_to_front, real, where
+from polyad.ops.base import move_to_front, real
 from polyad.ops.common import is_complex, ndim_of
 from polyad.ops.creation import full_like
 
@@ -41,26 +41,16 @@ def check_example_ndim(op, x, min_ndim):
         )
 
 
-def _cj(x):
-    return conj(x) if is_complex(x) else x
-
-
-def _re(x):
+def real_if_complex(x):
     return real(x) if is_complex(x) else x
 
 
-def _times_i(r, like):
+def times_i(r, like):
     """``1j * r`` for a real array ``r``, complex in ``like``'s dtype (no Python complex scalar)."""
     return r * full_like(r, 1j, dtype=like.dtype)
 
 
-def _safe_div(a, b):
-    """``a / b`` where ``b != 0``, else 0 (the subgradient polyad takes at the kink of a norm)."""
-    nz = b != 0
-    return where(nz, a, 0.0) / where(nz, b, 1.0)
-
-
-def _add(a, b):
+def add_optional(a, b):
     if a is None:
         return b
     if b is None:
@@ -68,7 +58,7 @@ def _add(a, b):
     return a + b
 
 
-def _real_dtype(xp, dtype):
+def real_dtype(xp, dtype):
     if dtype == xp.complex128:
         return xp.float64
     if dtype == xp.complex64:

@@ -1,5 +1,5 @@
 """Inverses and solves: ``inv``, ``det``, ``slogdet``, ``solve``, ``matrix_power``, ``matrix_rank`` and
-``pinv``. Their rules solve rather than invert where they can (``_right_solve``: ``x @ inv(a)`` by one
+``pinv``. Their rules solve rather than invert where they can (``right_solve``: ``x @ inv(a)`` by one
 solve).
 """
 
@@ -11,6 +11,7 @@ from polyad.ops.base import (
     broadcast_batch_args,
     broadcast_to,
     conj,
+    conj_if_complex,
     expand_dims,
     move_to_front,
     real,
@@ -20,19 +21,18 @@ from polyad.ops.base import (
     zeros_like,
 )
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, _broadcast, _device, define, is_complex, ndim_of, shape_of
+from polyad.ops.common import ShapeDtype, broadcast_shape, define, device_of, is_complex, ndim_of, shape_of
 from polyad.ops.creation import eye
 from polyad.ops.elementwise import imag
 from polyad.ops.linalg.diagonals import trace
-from polyad.ops.linalg.products import _mH, matmul, matrix_transpose
+from polyad.ops.linalg.products import conj_transpose, matmul, matrix_transpose
 from polyad.ops.linalg.shared import (
-    _add,
-    _cj,
-    _real_dtype,
-    _times_i,
+    add_optional,
     check_example_ndim,
     leading_batch,
     leading_batch_multi,
+    real_dtype,
+    times_i,
 )
 from polyad.ops.manipulation import squeeze
 
@@ -48,7 +48,7 @@ def _same(xp, x):
 _inv = define(
     "linalg.inv",
     abstract_eval=_same,
-    vjp=lambda g, y, x: (-matmul(_mH(y), matmul(g, _mH(y))),),
+    vjp=lambda g, y, x: (-matmul(conj_transpose(y), matmul(g, conj_transpose(y))),),
     jvp=lambda ts, y, x: -matmul(y, matmul(ts[0], y)),
 )
 _inv.rules["batch"] = leading_batch(_inv)
@@ -89,8 +89,11 @@ def _adjugate_jvp(ts, y, x):
 
 
 def _adjugate_vjp(g, y, x):
-    xih = _mH(inv(x))
-    return (_trace_of_product(_cj(y), matrix_transpose(g)) * xih - matmul(_mH(y), matmul(g, xih)),)
+    xih = conj_transpose(inv(x))
+    return (
+        _trace_of_product(conj_if_complex(y), matrix_transpose(g)) * xih
+        - matmul(conj_transpose(y), matmul(g, xih)),
+    )
 
 
 def _trace_of_product(a, b):
@@ -116,7 +119,7 @@ def adjugate(x, /):
 
 
 def _det_vjp(g, y, x):
-    return (expand_dims(expand_dims(g, axis=-1), axis=-1) * _mH(adjugate(x)),)
+    return (expand_dims(expand_dims(g, axis=-1), axis=-1) * conj_transpose(adjugate(x)),)
 
 
 _det = define(
@@ -140,7 +143,7 @@ def _regular(x, singular):
     """``x`` with its singular matrices (where ``singular``, shaped ``x.shape[:-2]``) replaced by the
     identity, so that solves with it run; results there are then overwritten."""
     mask = expand_dims(expand_dims(singular, axis=-1), axis=-1)
-    return where(mask, eye(shape_of(x)[-1], dtype=x.dtype, device=_device(x)), x)
+    return where(mask, eye(shape_of(x)[-1], dtype=x.dtype, device=device_of(x)), x)
 
 
 def _slogdet_vjp(g, out, x):
@@ -149,10 +152,10 @@ def _slogdet_vjp(g, out, x):
     ct = gl
     if is_complex(x):
         # d sign = sign * i Im(t), d logabsdet = Re(t), with t = tr(x^-1 dx)
-        ct = gl - _times_i(imag(conj(gs) * s), x)
+        ct = gl - times_i(imag(conj(gs) * s), x)
     singular = s == 0
     ct = expand_dims(expand_dims(where(singular, math.nan, ct), axis=-1), axis=-1)
-    return (ct * _mH(inv(_regular(x, singular))),)
+    return (ct * conj_transpose(inv(_regular(x, singular))),)
 
 
 def _slogdet_jvp(ts, out, x):
@@ -160,7 +163,7 @@ def _slogdet_jvp(ts, out, x):
     singular = s == 0
     t = where(singular, math.nan, trace(solve(_regular(x, singular), ts[0])))
     if is_complex(x):
-        return s * _times_i(imag(t), x), real(t)
+        return s * times_i(imag(t), x), real(t)
     return None, t
 
 
@@ -169,7 +172,7 @@ _slogdet = define(
     lambda xp, x: tuple(xp.linalg.slogdet(x)),
     abstract_eval=lambda xp, x: (
         ShapeDtype(x.shape[:-2], x.dtype, x.device),
-        ShapeDtype(x.shape[:-2], _real_dtype(xp, x.dtype), x.device),
+        ShapeDtype(x.shape[:-2], real_dtype(xp, x.dtype), x.device),
     ),
     vjp=_slogdet_vjp,
     jvp=_slogdet_jvp,
@@ -194,7 +197,7 @@ def _solve_abstract(xp, a, b):
     dtype = xp.result_type(a.dtype, b.dtype)
     if len(b.shape) == 1:
         return ShapeDtype(a.shape[:-1], dtype, a.device)
-    return ShapeDtype(_broadcast(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], dtype, a.device)
+    return ShapeDtype(broadcast_shape(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], dtype, a.device)
 
 
 def _solve_vjp(g, y, a, b):
@@ -203,12 +206,12 @@ def _solve_vjp(g, y, a, b):
 
     def gb():  # a^-H g, shared by both cotangents
         if not cache:
-            cache.append(solve(_mH(a), expand_dims(g, axis=-1) if vec else g))
+            cache.append(solve(conj_transpose(a), expand_dims(g, axis=-1) if vec else g))
         return cache[0]
 
     def ga():
         x = expand_dims(y, axis=-1) if vec else y
-        return unbroadcast(-matmul(gb(), _mH(x)), a)
+        return unbroadcast(-matmul(gb(), conj_transpose(x)), a)
 
     def gb_():
         r = gb()
@@ -262,14 +265,14 @@ def solve(x1, x2, /):
     return bind(_solve, x1, x2)
 
 
-def _right_solve(x, a):
+def right_solve(x, a):
     """``x @ inv(a)`` by one solve: ``(a^-H x^H)^H``."""
-    return _mH(solve(_mH(a), _mH(x)))
+    return conj_transpose(solve(conj_transpose(a), conj_transpose(x)))
 
 
-def _right_solve_h(x, a):
+def right_solve_h(x, a):
     """``x @ inv(a)^H`` by one solve: ``(a^-1 x^H)^H``."""
-    return _mH(solve(a, _mH(x)))
+    return conj_transpose(solve(a, conj_transpose(x)))
 
 
 # ------------------------------------------------------------------------------ matrix_power
@@ -290,7 +293,7 @@ def _sandwich(ps, mid, k):
         left, right = ps[j], ps[k - 1 - j]
         term = mid if left is None else matmul(left, mid)
         term = term if right is None else matmul(term, right)
-        total = _add(total, term)
+        total = add_optional(total, term)
     return total
 
 
@@ -298,7 +301,7 @@ def _mpow_vjp(g, y, x, *, n):
     if n == 0:
         return (zeros_like(x),)
     base = x if n > 0 else inv(x)
-    bh = _mH(base)
+    bh = conj_transpose(base)
     gb = _sandwich(_mat_powers(bh, abs(n)), g, abs(n))
     if n > 0:
         return (gb,)
@@ -367,7 +370,7 @@ def _rtol_kernel(name):
 def _stack_shape(x, rtol):
     lead = x.shape[:-2]
     if hasattr(rtol, "shape"):
-        lead = _broadcast(lead, rtol.shape)
+        lead = broadcast_shape(lead, rtol.shape)
     return lead
 
 
@@ -390,8 +393,8 @@ def matrix_rank(x, /, *, rtol=None):
 def _pinv_vjp(g, p, x, rtol):
     def gx():
         m, n = shape_of(x)[-2:]
-        ph = _mH(p)
-        gh = _mH(g)
+        ph = conj_transpose(p)
+        gh = conj_transpose(g)
         out = -matmul(ph, matmul(g, ph))
         # (I - x p) g^H p p^H  and  p^H p g^H (I - p x): zero for square invertible x
         left = matmul(gh, matmul(p, ph))
@@ -405,11 +408,11 @@ def _pinv_vjp(g, p, x, rtol):
 
 def _pinv_jvp(ts, p, x, rtol):
     t = ts[0]
-    th = _mH(t)
+    th = conj_transpose(t)
     out = -matmul(p, matmul(t, p))
-    a = matmul(matmul(p, _mH(p)), th)  # p p^H t^H (I - x p)
+    a = matmul(matmul(p, conj_transpose(p)), th)  # p p^H t^H (I - x p)
     out = out + a - matmul(a, matmul(x, p))
-    b = matmul(th, matmul(_mH(p), p))  # (I - p x) t^H p^H p
+    b = matmul(th, matmul(conj_transpose(p), p))  # (I - p x) t^H p^H p
     return out + b - matmul(p, matmul(x, b))
 
 

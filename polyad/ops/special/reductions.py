@@ -18,7 +18,7 @@ from polyad.ops.base import (
     unbroadcast,
     where,
 )
-from polyad.ops.common import ShapeDtype, _broadcast, ndim_of, shape_of
+from polyad.ops.common import ShapeDtype, broadcast_shape, ndim_of, shape_of
 from polyad.ops.creation import asarray, full_like
 from polyad.ops.elementwise import exp
 from polyad.ops.special.shared import docstring, float_arg, public
@@ -56,7 +56,7 @@ def _lse_kernel(xp, a, b, *, axis, keepdims):
 def _lse_abstract(xp, a, b, *, axis, keepdims):
     shapes = [a.shape] if b is None else [a.shape, b.shape]
     dtype = a.dtype if b is None else xp.result_type(a.dtype, b.dtype)
-    aval = ShapeDtype(reduction_shape(_broadcast(*shapes), axis, keepdims), dtype, a.device)
+    aval = ShapeDtype(reduction_shape(broadcast_shape(*shapes), axis, keepdims), dtype, a.device)
     return aval, aval
 
 
@@ -64,7 +64,7 @@ def _lse_weights(outs, a, b, axis, keepdims):
     """``d out / d a`` and ``d out / d b`` on the broadcast shape: ``sign b exp(a - out)`` and
     ``sign exp(a - out)`` (``b`` None: ``exp(a - out)``, the softmax)."""
     out, sgn = outs
-    shape = shape_of(a) if b is None else _broadcast(shape_of(a), shape_of(b))
+    shape = shape_of(a) if b is None else broadcast_shape(shape_of(a), shape_of(b))
     w = exp(a - expand_reduced(out, shape, axis, keepdims))
     if b is None:
         return w, None
@@ -74,7 +74,7 @@ def _lse_weights(outs, a, b, axis, keepdims):
 
 def _lse_vjp(g, outs, a, b, *, axis, keepdims):
     g, _ = g  # the sign carries no derivative
-    shape = shape_of(a) if b is None else _broadcast(shape_of(a), shape_of(b))
+    shape = shape_of(a) if b is None else broadcast_shape(shape_of(a), shape_of(b))
     g = expand_reduced(g, shape, axis, keepdims)
     wa, wb = _lse_weights(outs, a, b, axis, keepdims)
     return (
@@ -123,7 +123,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     if b is not None:
         b = float_arg("logsumexp", "b", b)
         b = full_like(a, b) if not hasattr(b, "shape") else _at_least_1d(b)
-    ndim = len(shape_of(a)) if b is None else len(_broadcast(shape_of(a), shape_of(b)))
+    ndim = len(shape_of(a)) if b is None else len(broadcast_shape(shape_of(a), shape_of(b)))
     out, sgn = bind(_logsumexp, a, b, axis=reduced_axes(axis, ndim), keepdims=bool(keepdims))
     if return_sign:
         return out, sgn

@@ -16,8 +16,8 @@ import math
 
 from polyad import dispatch
 from polyad.core import Op, bind
-from polyad.ops.base import _broadcast_to_out, astype, broadcast_batch, unbroadcast, where
-from polyad.ops.common import ShapeDtype, _broadcast, _kind, unary_batch, xp_of
+from polyad.ops.base import astype, broadcast_batch, broadcast_to_out, unbroadcast, where
+from polyad.ops.common import ShapeDtype, broadcast_shape, dtype_kind, unary_batch, xp_of
 from polyad.ops.creation import asarray
 from polyad.ops.elementwise import abs
 
@@ -115,7 +115,7 @@ def float_arg(fname, argname, x):
         if isinstance(x, bool | int | float):
             return float(x)
         x = asarray(x)
-    kind = _kind(x.dtype)
+    kind = dtype_kind(x.dtype)
     if kind == "f":
         return x
     if kind == "c":
@@ -190,7 +190,7 @@ def _derivative_rules(fname, argnames, partials):
                 p.fail(fname, argnames[i])
             d = t * p(*args, y)
             out = d if out is None else out + d
-        return _broadcast_to_out(out, y)
+        return broadcast_to_out(out, y)
 
     return vjp, jvp
 
@@ -200,7 +200,7 @@ def abstract_float(xp, *avals):
     (Python floats do not widen an array's dtype)."""
     arrays = [a for a in avals if hasattr(a, "shape")]
     dtype = xp.result_type(*[a.dtype for a in arrays])
-    return ShapeDtype(_broadcast(*[a.shape for a in arrays]), dtype, arrays[0].device)
+    return ShapeDtype(broadcast_shape(*[a.shape for a in arrays]), dtype, arrays[0].device)
 
 
 def special_op(name, argnames, partials, generic=None, scipy_name=None):
@@ -237,7 +237,7 @@ def special_function(name, argnames, partials, *, generic=None, doc):
         argname = argnames[0]
 
         def f(x, /):
-            if hasattr(x, "dtype") and _kind(x.dtype) == "f":  # the common case, kept cheap
+            if hasattr(x, "dtype") and dtype_kind(x.dtype) == "f":  # the common case, kept cheap
                 return bind(op, x)
             return bind(op, *float_args(name, argnames, (x,)))
 

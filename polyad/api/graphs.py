@@ -1,13 +1,14 @@
 """make_graph: the public entry to graph capture. It sits above both ways of capturing, so neither
 imports the other: below the transforms (``polyad.graph``) or at the top of the dispatcher
-(``polyad.predispatch``)."""
+(``polyad.graph.predispatch``)."""
 
 from collections.abc import Callable
 from typing import Any
 
-from polyad.api.arguments import _check_callable, _flatten, _is_array, _leaf_name
-from polyad.graph import capture_graph
-from polyad.predispatch import capture_pre_dispatch_graph
+from polyad.api.arguments import check_callable, flatten, is_array, leaf_name
+from polyad.graph.capture import capture_graph
+from polyad.graph.delegate import call_delegate
+from polyad.graph.predispatch import capture_pre_dispatch_graph
 
 
 def make_graph(func: Callable[..., Any], *args: Any, pre_dispatch: bool = False) -> Any:
@@ -29,16 +30,19 @@ def make_graph(func: Callable[..., Any], *args: Any, pre_dispatch: bool = False)
         >>> g(np.array([0.0, np.pi]))
         array([ 1., -1.])
     """
-    _check_callable(func, "make_graph")
+    check_callable(func, "make_graph")
     if not isinstance(pre_dispatch, bool):
         raise TypeError(f"make_graph(pre_dispatch={pre_dispatch!r}): pre_dispatch must be True or False")
-    flat, tree = _flatten(args)
+    flat, tree = flatten(args)
     for i, x in enumerate(flat):
-        if not _is_array(x):
+        if not is_array(x):
             raise TypeError(
-                f"make_graph: {_leaf_name(tree, i, '', tuple(range(len(args))))} is a {type(x).__name__}; "
+                f"make_graph: {leaf_name(tree, i, '', tuple(range(len(args))))} is a {type(x).__name__}; "
                 "the inputs of a graph are arrays (pa.xp.asarray(value)): close over other values in func"
             )
     if pre_dispatch:
         return capture_pre_dispatch_graph(func, *args)
     return capture_graph(func, *args)
+
+
+__all__ = ["call_delegate", "make_graph"]

@@ -28,8 +28,8 @@ import optree
 
 from polyad import dispatch
 from polyad.core import Tensor, current_level
-from polyad.ops.common import _dtype_name
-from polyad.predispatch import rebuild_recipe
+from polyad.graph.predispatch import rebuild_recipe
+from polyad.ops.common import dtype_name
 
 OUTPUTS = ("array", "dask")
 _ACTIVE = threading.local()  # the stack of `with pa.distributed(...)` blocks of each thread
@@ -336,7 +336,7 @@ def dask_array(task, shape, dtype):
     """A lazy Dask array of one task's result (a NumPy array of ``shape`` and ``dtype``)."""
     import dask.array as da
 
-    return da.from_delayed(task, shape=tuple(shape), dtype=_dtype_name(dtype))
+    return da.from_delayed(task, shape=tuple(shape), dtype=dtype_name(dtype))
 
 
 def dask_concat(parts, axis):

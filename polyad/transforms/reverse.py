@@ -11,9 +11,9 @@ the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn`
 """
 
 from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, no_grad_level, rule_kind, split_args
-from polyad.forward import jvp_rule
 from polyad.ops.base import Borrowed, KnownOnes, add, zeros_like
 from polyad.ops.creation import asarray
+from polyad.transforms.forward import jvp_rule
 
 VJP = rule_kind(
     "vjp",

@@ -9,33 +9,33 @@ from typing import Any
 import optree
 
 from polyad import dispatch, random
-from polyad.api import cluster
+from polyad.chunking import cluster
 from polyad.api.arguments import (
-    _check_callable,
-    _check_has_aux,
-    _check_randomness,
-    _fname,
-    _is_array,
-    _is_dim,
-    _reconnect_tree,
+    check_callable,
+    check_has_aux,
+    check_randomness,
+    func_name,
+    is_array,
+    is_dim,
+    reconnect_tree,
 )
-from polyad.api.chunking import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
-from polyad.batching import BatchedTensor, BatchInterpreter, LoopLevel
+from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.core import new_level
 from polyad.core import plain as _plain
+from polyad.graph.predispatch import recorded
 from polyad.ops.common import ShapeDtype
 from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis, stack, take_index
-from polyad.predispatch import recorded
-from polyad.tracing import eval_shape
+from polyad.transforms.abstract import eval_abstract
+from polyad.transforms.batching import BatchedTensor, BatchInterpreter, LoopLevel
 
 
 def _describe_call(func, in_dims, out_dims):
-    return f"vmap({_fname(func)}, in_dims={in_dims!r}, out_dims={out_dims!r})(<inputs>)"
+    return f"vmap({func_name(func)}, in_dims={in_dims!r}, out_dims={out_dims!r})(<inputs>)"
 
 
 def _dims_leaves(dims, tree, n, what, call, noun):
     """One dim (int or None) per leaf of ``tree`` from ``dims``: an int, None, or a pytree prefix."""
-    if dims is None or _is_dim(dims):
+    if dims is None or is_dim(dims):
         return [dims] * n
     try:
         full = optree.tree_broadcast_prefix(dims, tree, none_is_leaf=True)
@@ -43,7 +43,7 @@ def _dims_leaves(dims, tree, n, what, call, noun):
         raise ValueError(f"{call}: {what}={dims!r} is not a pytree prefix of the {noun} ({exc})") from None
     leaves = optree.tree_leaves(full, none_is_leaf=True)
     for d in leaves:
-        if d is not None and not _is_dim(d):
+        if d is not None and not is_dim(d):
             raise TypeError(f"{call}: every entry of {what} must be an int or None, got {d!r}")
     return leaves
 
@@ -55,7 +55,7 @@ def _map_inputs(flat, dims, call):
         if d is None or x is None:
             out.append(None)
             continue
-        if not _is_array(x):
+        if not is_array(x):
             raise ValueError(
                 f"{call}: in_dim {d} maps input leaf {i}, a {type(x).__name__}, but only arrays can be "
                 "mapped; give it in_dim None"
@@ -86,7 +86,7 @@ def _map_inputs(flat, dims, call):
 def _move_out(out, interp, size, out_dims, call):
     """Outputs of the vmapped function with their batch dimension at ``out_dims`` (unbatched ones are
     broadcast along a new one)."""
-    out = _reconnect_tree(out)
+    out = reconnect_tree(out)
     o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=True)
     odims = _dims_leaves(out_dims, out, len(o_flat), "out_dims", call, "outputs")
     res = []
@@ -94,7 +94,7 @@ def _move_out(out, interp, size, out_dims, call):
         if o is None:
             res.append(None)
             continue
-        if not _is_array(o):
+        if not is_array(o):
             raise TypeError(
                 f"{call}: func must return arrays (or pytrees of them), got a {type(o).__name__} at "
                 f"output leaf {i}"
@@ -144,16 +144,16 @@ def _join(pieces, out_dims, call, combine):
 
 def _vmap_loop(func, flat, dims, tree, size, kwargs, out_dims, randomness, call, bar):
     """chunk_size=1: call ``func`` on each example, unbatched, and stack (Python control flow works)."""
-    snapshot = random._snapshot() if randomness == "same" else None
+    snapshot = random.snapshot_states() if randomness == "same" else None
     per = []
     with new_level(LoopLevel, size, randomness):
         for i in range(size):
             if snapshot is not None and i:
-                random._restore(snapshot)
+                random.restore_states(snapshot)
             args = [x if d is None else take_index(x, i, axis=d) for x, d in zip(flat, dims)]
-            out = _reconnect_tree(func(*optree.tree_unflatten(tree, args), **kwargs))
+            out = reconnect_tree(func(*optree.tree_unflatten(tree, args), **kwargs))
             for j, o in enumerate(optree.tree_leaves(out, none_is_leaf=True)):
-                if o is not None and not _is_array(o):
+                if o is not None and not is_array(o):
                     raise TypeError(
                         f"{call}: func must return arrays (or pytrees of them), got a {type(o).__name__} at "
                         f"output leaf {j}"
@@ -190,7 +190,7 @@ def vmap(
             batch element) or "same" (one draw for the whole batch). See ``polyad.random``.
         chunk_size: run the batch in chunks of this many examples, written into a preallocated result
             (caps memory); 1 calls ``func`` once per example, unbatched, in a Python loop; "auto": the
-            largest chunk whose estimated memory fits ``max_memory`` (see ``polyad.api.chunking``;
+            largest chunk whose estimated memory fits ``max_memory`` (see ``polyad.chunking.plan``;
             ``vmapped.chunk_plan(*args)`` reports the choice).
         max_memory: the memory budget of ``chunk_size="auto"`` (bytes, or a string like "512MiB";
             default ``polyad.config.max_memory``); implies "auto". With a client: per task.
@@ -211,12 +211,12 @@ def vmap(
         >>> pa.vmap(lambda x, y: pa.xp.sum(x * y), in_dims=(0, None))(np.ones((3, 2)), np.arange(2.0))
         array([1., 1., 1.])
     """
-    _check_callable(func, "vmap")
-    _check_randomness(randomness, "vmap")
+    check_callable(func, "vmap")
+    check_randomness(randomness, "vmap")
     chunk_size = check_chunk_options(chunk_size, max_memory, "vmap")
-    _check_has_aux(progress, "vmap", "progress")
+    check_has_aux(progress, "vmap", "progress")
     client = cluster.check_client(client, "vmap")
-    if not (in_dims is None or _is_dim(in_dims) or isinstance(in_dims, tuple | list)):
+    if not (in_dims is None or is_dim(in_dims) or isinstance(in_dims, tuple | list)):
         raise TypeError(
             f"vmap(in_dims={in_dims!r}): in_dims must be an int, None, or a tuple with one entry per "
             "positional argument"
@@ -337,13 +337,13 @@ class _Call:
 def _chunked(call, chunks):
     """The batch in chunks, joined into a preallocated result; with randomness="same" every chunk sees
     the same draws (torch.func does the same)."""
-    snapshot = random._snapshot() if call.randomness == "same" else None
+    snapshot = random.snapshot_states() if call.randomness == "same" else None
     joined, tree = None, None
     bar = progress_bar(call.progress, call.size, call.what, "example")
     try:
         for start in range(0, call.size, chunks.chunk_size):
             if snapshot is not None and start:
-                random._restore(snapshot)
+                random.restore_states(snapshot)
             stop = min(start + chunks.chunk_size, call.size)
             piece = call.run(call.chunk(start, stop), stop - start)
             leaves, tree = optree.tree_flatten(piece, none_is_leaf=True)
@@ -403,7 +403,7 @@ def _dask_result(call, tasks, ranges):
     """Lazy Dask arrays, one block per task; shapes and dtypes from eval_shape of one chunk."""
     shapes = {}
     for k in {b - a for a, b in ranges}:
-        shapes[k] = eval_shape(lambda *flat, k=k: call.run(list(flat), k), *call.avals(k))
+        shapes[k] = eval_abstract(lambda *flat, k=k: call.run(list(flat), k), *call.avals(k))
     first = shapes[ranges[0][1] - ranges[0][0]]
     leaves, o_tree = optree.tree_flatten(first, none_is_leaf=True)
     paths = optree.tree_paths(first, none_is_leaf=True)

@@ -22,8 +22,10 @@ import weakref
 
 import optree
 
-from polyad import core, dispatch
-from polyad.graph import Const, Graph, Node, Var, signature_error
+import polyad.core as core
+import polyad.dispatch as dispatch
+from polyad.graph.graph import Graph
+from polyad.graph.ir import Const, Node, Var
 
 
 class _State(threading.local):
@@ -78,10 +80,16 @@ class _Frame:
         return self.parent.lookup(obj) if self.parent is not None else None
 
 
+def recording():
+    """Whether a pre-dispatch capture records the calls of user code here (not inside a transform or an
+    op, whose internal calls it does not record)."""
+    return bool(_state.frames) and not _state.depth
+
+
 def record_op(op, args, params):
     """The pre-dispatch hook: record one user-level op call in the innermost graph, then run it (its
     internals unrecorded). Calls made while a transform or an op is running pass through."""
-    if not _state.frames or _state.depth:
+    if not recording():
         return core.PASS
     frame = _state.frames[-1]
     refs = [frame.ref(a) for a in args]
@@ -100,7 +108,7 @@ class TransformNode:
 
     def __init__(self, kind, make, config, body, inputs, outputs, in_tree, free):
         self.kind = kind
-        self.make = make  # the public transform undecorated, e.g. polyad.api.vectorize.vmap
+        self.make = make  # the public transform undecorated, e.g. polyad.api.vmap.vmap
         self.config = config  # (positional, keyword) arguments of the transform besides the function
         self.body = body
         self.inputs = inputs
@@ -156,14 +164,7 @@ class PreDispatchGraph(Graph):
 
     def run_with_free(self, args, free_values):
         flat = optree.tree_leaves(args, none_is_leaf=False)
-        return self._run(flat, dict(zip((inner.id for _, inner in self.free), free_values)))
-
-    def __call__(self, *args):
-        flat, tree = optree.tree_flatten(args, none_is_leaf=False)
-        error = signature_error("graph", self.inputs, self.in_tree, flat, tree)
-        if error is not None:
-            raise error
-        return self._run(flat, {})
+        return self.run(flat, dict(zip((inner.id for _, inner in self.free), free_values)))
 
 
 def _capture(func, args, kwargs, parent):
@@ -275,7 +276,7 @@ def recorded(kind):
 
             @functools.wraps(transformed)
             def call(*args, **kwargs):
-                if _state.frames and _state.depth == 0:
+                if recording():
                     return record_transform(kind, make, func, (targs, tkwargs), args, kwargs)
                 return transformed(*args, **kwargs)
 
@@ -296,7 +297,7 @@ def recorded_call(kind):
 
         @functools.wraps(transform)
         def wrapper(func, *args, **config):
-            if _state.frames and _state.depth == 0:
+            if recording():
                 return record_transform(kind, make, func, ((), config), args, {})
             return transform(func, *args, **config)
 
@@ -312,7 +313,7 @@ def not_recorded(kind):
     def deco(transform):
         @functools.wraps(transform)
         def wrapper(*args, **kwargs):
-            if _state.frames and _state.depth == 0:
+            if recording():
                 raise NotImplementedError(
                     f"make_graph(pre_dispatch=True) cannot record {kind}, which returns a function; "
                     "use grad/jacrev/jvp inside the captured function, or pre_dispatch=False"

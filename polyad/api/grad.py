@@ -1,8 +1,9 @@
-"""Reverse mode: vjp, grad, grad_and_value, value_and_grad, and the gradient-mode guards no_grad and
-enable_grad.
+"""Reverse mode: vjp, grad, grad_and_value, value_and_grad, linearize, and the gradient-mode guards
+no_grad and enable_grad.
 
-``_record`` runs a function once at a new reverse level (the tape of ``reverse.py``); ``vjp`` and the
-grads walk that tape backwards, ``linearize`` (forward_mode.py) replays it forwards.
+``_record`` runs a function once at a new reverse level (the tape of ``polyad.transforms.reverse``);
+``vjp`` and the grads walk that tape backwards, ``linearize`` replays it forwards with the JVP rules for
+each tangent.
 """
 
 import functools
@@ -13,32 +14,33 @@ from typing import Any
 import optree
 
 from polyad.api.arguments import (
-    _check_argnums,
-    _check_callable,
-    _check_has_aux,
-    _check_inputs,
-    _check_like,
-    _check_real_floating,
-    _check_structure,
-    _diff_args,
-    _flatten,
-    _fname,
-    _in_dtype_of,
-    _is_array,
-    _leaf_name,
-    _lower_tree,
-    _partial,
-    _reconnect_tree,
-    _split_aux,
+    check_argnums,
+    check_callable,
+    check_has_aux,
+    check_inputs,
+    check_like,
+    check_real_floating,
+    check_structure,
+    check_tangents,
+    diff_args,
+    flatten,
+    func_name,
+    in_dtype_of,
+    is_array,
+    leaf_name,
+    lower_tree,
+    partial_of,
+    reconnect_tree,
+    split_aux,
 )
 from polyad.core import Tensor, current_level, new_level, recording_off_up_to
 from polyad.core import plain as _plain
 from polyad.core.tensor import check_lost
-from polyad.ops.common import _dtype_name, is_complex, is_floating
+from polyad.graph.predispatch import not_recorded, recorded
+from polyad.ops.common import dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones_like, zeros_like
 from polyad.ops.elementwise import add
-from polyad.predispatch import not_recorded, recorded
-from polyad.reverse import ReverseInterpreter
+from polyad.transforms.reverse import ReverseInterpreter
 
 
 def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
@@ -54,24 +56,24 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
         # read the ids now: ``x[k] = v`` or ``x += y`` inside func turns a leaf into another tensor
         leaf_ids = [leaf._aux for leaf in leaves]
         out = func(*optree.tree_unflatten(tree, leaves))
-        out, aux = _split_aux(out, has_aux, what)
-        out = _reconnect_tree(out)
-        out_flat, out_tree = _flatten(out)
+        out, aux = split_aux(out, has_aux, what)
+        out = reconnect_tree(out)
+        out_flat, out_tree = flatten(out)
         if interp.numbers:
             check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat))
         if has_aux:
-            aux = _lower_tree(aux, interp)
+            aux = lower_tree(aux, interp)
     for i, o in enumerate(out_flat):
-        if not _is_array(o):
+        if not is_array(o):
             raise TypeError(
-                f"{what}: func must return arrays, got {type(o).__name__} at {_leaf_name(out, i, 'output')}"
+                f"{what}: func must return arrays, got {type(o).__name__} at {leaf_name(out, i, 'output')}"
             )
     values = [_plain(o._value if isinstance(o, Tensor) and o._interp is interp else o) for o in out_flat]
     ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in out_flat]
     return interp, leaf_ids, values, ids, out_tree, aux  # the tape and the ids are all the callers need
 
 
-def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False):
+def run_vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False):
     """The work of ``vjp``, ``grad`` and ``jacrev``: run ``func`` once at a new reverse level.
 
     Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume, ones=False)`` returns the
@@ -79,11 +81,11 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
     it walks it (``grad``); ``ones``: every cotangent is all ones (reverse.py skips products by them).
     ``jacobian``: every output must be real floating (jacrev), not just one (vjp).
     """
-    flat, tree = _flatten(primals)
-    _check_inputs(flat, tree, what, root, nums)
+    flat, tree = flatten(primals)
+    check_inputs(flat, tree, what, root, nums)
     interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what)
     if jacobian:
-        _check_real_floating(values, out_tree, what, "output")
+        check_real_floating(values, out_tree, what, "output")
     elif values and not any(is_floating(v) for v in values):
         got = ", ".join(str(v.dtype) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         raise TypeError(
@@ -92,18 +94,18 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
         )
 
     def backward(cotangents, consume, ones=False):
-        ct_flat, ct_tree = _flatten(cotangents)
-        _check_structure(ct_tree, out_tree, "vjp_fn(cotangents)", "cotangent", "output")
+        ct_flat, ct_tree = flatten(cotangents)
+        check_structure(ct_tree, out_tree, "vjp_fn(cotangents)", "cotangent", "output")
         seeds = {}
         for i, (c, v, k) in enumerate(zip(ct_flat, values, ids)):
-            _check_like(c, v, "vjp_fn(cotangents)", "cotangent", "the output's", out_tree, i, "output")
+            check_like(c, v, "vjp_fn(cotangents)", "cotangent", "the output's", out_tree, i, "output")
             if not is_floating(v):
                 continue  # an integer or boolean output: no derivative, its cotangent is ignored
             if not is_floating(c) or (is_complex(c) and not is_complex(v)):
                 raise TypeError(
-                    f"vjp_fn(cotangents): the cotangent of {_leaf_name(cotangents, i, 'output')} has dtype "
-                    f"{_dtype_name(c.dtype)}, expected a floating dtype like the output's "
-                    f"{_dtype_name(v.dtype)}"
+                    f"vjp_fn(cotangents): the cotangent of {leaf_name(cotangents, i, 'output')} has dtype "
+                    f"{dtype_name(c.dtype)}, expected a floating dtype like the output's "
+                    f"{dtype_name(v.dtype)}"
                 )
             if k is not None:
                 prev = seeds.get(k)
@@ -111,7 +113,7 @@ def _vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False
         cotangents = ct_flat = c = prev = None  # the seeds dict alone holds them: used up as it goes
         cts = interp.backward(seeds, consume=consume, ones=ones) if seeds else {}
         grads = [cts.get(k) for k in leaf_ids]
-        grads = [zeros_like(x) if g is None else _plain(_in_dtype_of(g, x)) for g, x in zip(grads, flat)]
+        grads = [zeros_like(x) if g is None else _plain(in_dtype_of(g, x)) for g, x in zip(grads, flat)]
         return tuple(optree.tree_unflatten(tree, grads))
 
     return optree.tree_unflatten(out_tree, values), backward, aux, interp
@@ -140,9 +142,9 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
         >>> f_vjp(np.ones(2))[0].round(4)
         array([1.    , 0.5403])
     """
-    _check_callable(func, "vjp")
-    _check_has_aux(has_aux, "vjp")
-    output, backward, aux, _ = _vjp(func, primals, has_aux, f"vjp({_fname(func)})")
+    check_callable(func, "vjp")
+    check_has_aux(has_aux, "vjp")
+    output, backward, aux, _ = run_vjp(func, primals, has_aux, f"vjp({func_name(func)})")
 
     def vjp_fn(cotangents):
         return backward(cotangents, False)
@@ -154,11 +156,11 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
 
 def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
     """``(gradient, value, aux)`` of ``func(*args, **kwargs)`` for the grads; the tape is freed after."""
-    what, single, nums, diff = _diff_args(transform, func, argnums, args)
-    partial_func = _partial(func, args, kwargs, nums)
-    out, backward, aux, interp = _vjp(partial_func, diff, has_aux, what, nums=nums)
-    if not _is_array(out) or tuple(out.shape) != ():
-        got = f"an array of shape {tuple(out.shape)}" if _is_array(out) else f"a {type(out).__name__}"
+    what, single, nums, diff = diff_args(transform, func, argnums, args)
+    partial_func = partial_of(func, args, kwargs, nums)
+    out, backward, aux, interp = run_vjp(partial_func, diff, has_aux, what, nums=nums)
+    if not is_array(out) or tuple(out.shape) != ():
+        got = f"an array of shape {tuple(out.shape)}" if is_array(out) else f"a {type(out).__name__}"
         hint = " (func returns a pair: pass has_aux=True?)" if isinstance(out, tuple) and not has_aux else ""
         raise ValueError(
             f"{what}: func must return a scalar (a 0-d array), got {got}{hint}; "
@@ -166,7 +168,7 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
         )
     if is_complex(out):
         raise TypeError(
-            f"{what}: func must return a real floating scalar, got {_dtype_name(out.dtype)}; differentiate a "
+            f"{what}: func must return a real floating scalar, got {dtype_name(out.dtype)}; differentiate a "
             "real function of it (real, abs) or use pa.vjp"
         )
     try:
@@ -178,9 +180,9 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
 
 def _grad_transform(transform, func, argnums, has_aux, arrange):
     """The function a grad-family transform returns: ``arrange(gradient, value, aux)`` of each call."""
-    _check_callable(func, transform)
-    _check_argnums(argnums, transform)
-    _check_has_aux(has_aux, transform)
+    check_callable(func, transform)
+    check_argnums(argnums, transform)
+    check_has_aux(has_aux, transform)
 
     @functools.wraps(func)
     def grad_f(*args, **kwargs):
@@ -290,3 +292,45 @@ def enable_grad() -> Iterator[None]:
     """Undo an enclosing ``no_grad`` inside the block."""
     with recording_off_up_to(0):
         yield
+
+
+@not_recorded("linearize")
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """Evaluate ``func(*primals)`` once and return a function for its JVP at that point.
+
+    The primal computation is recorded once; ``jvp_fn(*tangents)`` replays only the tangent rules on the
+    recorded values, never the primal ops again (cheaper than calling ``jvp`` for each tangent when
+    ``func`` is expensive). ``no_grad`` inside ``func`` does not apply (forward mode, as in torch.func).
+
+    Args:
+        func: a function of arrays (pytrees allowed) returning floating arrays.
+        *primals: the point.
+
+    Returns:
+        ``(output, jvp_fn)``; ``jvp_fn(*tangents)`` takes tangents with the structure, shapes and dtypes
+        of ``primals`` and returns the tangent of the output, in the output's dtype.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> out, f_jvp = pa.linearize(pa.xp.sin, np.array([0.0]))
+        >>> f_jvp(np.array([3.0]))
+        array([3.])
+    """
+    check_callable(func, "linearize")
+    what = f"linearize({func_name(func)})"
+    flat, tree = flatten(primals)
+    check_inputs(flat, tree, what, "primals")
+    interp, leaf_ids, values, ids, out_tree, _ = _record(func, flat, tree, False, what, respect_no_grad=False)
+    out_ids = frozenset(k for k in ids if k is not None)  # the sweep frees every other tangent after use
+
+    def jvp_fn(*tangents):
+        t_flat, t_tree = flatten(tangents)
+        check_tangents(flat, tree, t_flat, t_tree, f"{what}'s jvp_fn", "primals")
+        tans = interp.forward_sweep(dict(zip(leaf_ids, t_flat)), keep=out_ids)
+        outs = []
+        for k, v in zip(ids, values):
+            t = None if k is None else tans.get(k)
+            outs.append(zeros_like(v) if t is None else _plain(in_dtype_of(t, v)))
+        return optree.tree_unflatten(out_tree, outs)
+
+    return optree.tree_unflatten(out_tree, values), jvp_fn

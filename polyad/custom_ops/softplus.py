@@ -1,11 +1,11 @@
-"""Fused element-wise ops that polyad ships as custom ops: one generic kernel written against the Array
-API, plus device kernels that backends declare as data (``KERNELS`` in ``polyad/backends/cupy/kernels.py``: a
-CUDA ElementwiseKernel), attached by the core when both the backend and the op exist. They show the
+"""softplus, the example custom op: one generic kernel written against the Array API, plus a device
+kernel that a backend declares as data (``KERNELS`` in ``polyad/backends/cupy/kernels.py``: a CUDA
+``ElementwiseKernel``), attached by the core when both the backend and the op exist. It shows the
 custom-op path end to end: the dispatcher picks the CUDA kernel for CuPy arrays and the generic one
 elsewhere, and the transforms use the rules registered below.
 """
 
-from polyad import xp
+import polyad.xp as xp
 from polyad.library import custom_op
 
 
@@ -15,7 +15,7 @@ def softplus(x):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> pa.fused.softplus(np.array([0.0, 50.0]))
+        >>> pa.custom_ops.softplus(np.array([0.0, 50.0]))
         array([ 0.69314718, 50.        ])
     """
     return xp.maximum(x, 0.0) + xp.log1p(xp.exp(-xp.abs(x)))

@@ -17,9 +17,9 @@ import optree
 
 from polyad import config, dispatch
 from polyad.core import Tensor, new_level
-from polyad.ops.common import ShapeDtype, _bottom
+from polyad.ops.common import ShapeDtype, bottom
 from polyad.ops.manipulation import concat
-from polyad.tracing import AbstractInterpreter, AbstractTensor
+from polyad.transforms.abstract import AbstractInterpreter, AbstractTensor
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
@@ -57,7 +57,7 @@ class ChunkPlan(NamedTuple):
 
     ``chunk_size``: rows per chunk; ``n_chunks``; ``rows``: basis rows (Jacobians) or examples (vmap);
     ``bytes_per_row`` and ``fixed_bytes``: the memory estimate ``fixed + chunk_size * per_row`` (see
-    ``polyad.api.chunking``); ``max_memory``: the budget in bytes with ``chunk_size="auto"``, else None.
+    ``polyad.chunking.plan``); ``max_memory``: the budget in bytes with ``chunk_size="auto"``, else None.
     With a Dask client the estimate is that of one task on a worker.
     """
 
@@ -170,7 +170,7 @@ def measure(func, args, what):
     """
     flat, tree = optree.tree_flatten(args, none_is_leaf=False)
     avals = [abstract(x) for x in flat]
-    backend = dispatch.backend_of([_bottom(x) for x in flat if not isinstance(x, ShapeDtype)])
+    backend = dispatch.backend_of([bottom(x) for x in flat if not isinstance(x, ShapeDtype)])
     try:
         with new_level(_Measuring, backend) as interp:
             ins = [AbstractTensor(a, interp) if isinstance(a, ShapeDtype) else a for a in avals]

@@ -1,13 +1,11 @@
-"""Abstract evaluation: ``eval_shape`` runs a function on abstract tensors through the ops'
-``abstract_eval`` rules, computing no data."""
-
-from collections.abc import Callable
-from typing import Any
+"""Abstract evaluation: a function run on abstract tensors (shape, dtype, device; no data) through the
+ops' ``abstract_eval`` rules (``eval_abstract``, behind ``pa.eval_shape``), and custom ops' fake functions
+adapted to that rule kind."""
 
 import optree
 
-from polyad import dispatch
-from polyad.core import ConcretizationError, FreshTensor, Interpreter, Tensor, new_level, rule_kind
+import polyad.dispatch as dispatch
+from polyad.core import ConcretizationError, FreshTensor, Interpreter, Tensor, new_level, rule_kind, rule_of
 from polyad.ops.common import ShapeDtype
 
 ABSTRACT_EVAL = rule_kind(
@@ -38,6 +36,17 @@ def _aval(x, interp):
     return x
 
 
+def abstract_rule(op, where):
+    """``op``'s abstract evaluation rule, or a NotImplementedError naming ``where`` (eval_shape, pa.jit)."""
+    rule = rule_of(op, ABSTRACT_EVAL)
+    if rule is None:
+        raise NotImplementedError(
+            f"{where}: op {op.name!r} has no abstract evaluation rule, so it cannot be evaluated abstractly "
+            "(for a custom op, register one with op.register_fake)"
+        )
+    return rule
+
+
 class AbstractInterpreter(Interpreter):
     transforms_bodies = False  # a higher-order op is one op here, evaluated by its abstract_eval rule
     transform = "eval_shape"
@@ -48,35 +57,15 @@ class AbstractInterpreter(Interpreter):
         self.backend = backend
 
     def process(self, op, args, params):
-        rule = op.rules.get("abstract_eval")
-        if rule is None:
-            raise NotImplementedError(
-                f"eval_shape: op {op.name!r} has no abstract evaluation rule "
-                "(for a custom op, register one with op.register_fake)"
-            )
-        out = rule(self.backend.xp, *[_aval(a, self) for a in args], **params)
+        out = abstract_rule(op, "eval_shape")(self.backend.xp, *[_aval(a, self) for a in args], **params)
         if op.multiple_results:
             return tuple(AbstractTensor(o, self) for o in out)
         return AbstractTensor(out, self)
 
 
-def eval_shape(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Output shapes and dtypes of ``func(*args)`` without computing anything.
-
-    Args:
-        func: a function of arrays.
-        *args: arrays or ShapeDtype objects (pytrees allowed).
-
-    Returns:
-        The output pytree with each array replaced by a ``ShapeDtype``.
-
-    Example:
-        >>> import numpy as np, polyad as pa
-        >>> pa.eval_shape(lambda x: pa.xp.sum(x, axis=0), np.ones((3, 4)))
-        ShapeDtype(shape=(4,), dtype=float64)
-    """
-    if not callable(func):
-        raise TypeError(f"eval_shape(func, ...): func must be callable, got {type(func).__name__}")
+def eval_abstract(func, *args, **kwargs):
+    """``func(*args, **kwargs)`` evaluated on abstract values: the output pytree with each array replaced
+    by a ``ShapeDtype`` (``args`` may hold arrays, ShapeDtypes and other values)."""
     flat, tree = optree.tree_flatten(args, none_is_leaf=False)
     backend = dispatch.backend_of([x for x in flat if not isinstance(x, ShapeDtype)])
     with new_level(AbstractInterpreter, backend) as interp:

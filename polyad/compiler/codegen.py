@@ -1,0 +1,130 @@
+"""The code generator: a ``Graph`` as one straight-line Python function of backend arrays
+(``Graph.compile`` calls ``compile_graph``)."""
+
+import functools
+
+import optree
+
+import polyad.core as core
+from polyad.dispatch import BY_TYPE
+from polyad.graph.ir import Const, Var, live_nodes, param_to_backend, signature_error, to_backend
+
+
+def compile_graph(graph, b):
+    """``graph`` compiled for the Backend ``b`` (see ``Graph.compile``)."""
+    env = {}
+    names = {}
+
+    def name_of(ref):
+        if isinstance(ref, Var):
+            return names[ref.id]
+        if isinstance(ref, Const):
+            key = f"c{ref.index}"
+            env[key] = to_backend(graph.consts[ref.index], b)
+            return key
+        key = f"lit{len(env)}"
+        env[key] = ref
+        return key
+
+    args = []
+    for v in graph.inputs:
+        names[v.id] = f"v{v.id}"
+        args.append(names[v.id])
+    lines = [f"def replay({', '.join(args)}):"]
+    live = live_nodes(graph.nodes, graph.outputs)
+    dying = _last_uses(live, graph.outputs)
+    for pos, (i, node) in enumerate(live):
+        op = node.op
+        params = {k: param_to_backend(v, b) for k, v in node.params.items()}
+        if op.shape_only is not None and isinstance(node.inputs[0], Var):
+            like = node.inputs[0]
+            env[f"k{i}"] = _shape_only_kernel(op, like, params, b)
+            lines.append(f"    v{node.outputs[0].id} = k{i}()")
+            names[node.outputs[0].id] = f"v{node.outputs[0].id}"
+            continue
+        if op.kernels or op.from_device or op.higher_order is not None:
+            kernel = functools.partial(core.bind, op)  # device choice or a graph inside: dispatch it
+        else:
+            kernel = op.impls.get(b) or op.resolve(b)
+        env[f"k{i}"] = kernel
+        call = ", ".join(name_of(r) for r in node.inputs)
+        if params:
+            env[f"p{i}"] = params
+            call = f"{call}, **p{i}" if call else f"**p{i}"
+        outs = []
+        for o in node.outputs:
+            names[o.id] = f"v{o.id}"
+            outs.append(names[o.id])
+        target = f"({', '.join(outs)},)" if op.multiple_results else outs[0]
+        lines.append(f"    {target} = k{i}({call})")
+        if pos in dying:  # let go of values nothing reads any more, as eager code does
+            lines.append(f"    del {', '.join(names[v] for v in dying[pos])}")
+    lines.append(f"    return ({', '.join(name_of(r) for r in graph.outputs)},)")
+    source = "\n".join(lines)
+    exec(compile(source, f"<polyad graph of {len(graph.nodes)} nodes>", "exec"), env)
+    return CompiledGraph(env["replay"], source, graph.inputs, graph.in_tree, graph.out_tree, b)
+
+
+def _shape_only_kernel(op, like, params, backend):
+    """A ``*_like`` node as a creation from the recorded shape and dtype: its input is not needed."""
+    xp = backend.xp
+    dtype = params.get("dtype") or param_to_backend(like.dtype, backend)
+    rest = {k: v for k, v in params.items() if k != "dtype"}
+    return functools.partial(op.shape_only, xp, like.shape, dtype, **rest)
+
+
+def _last_uses(live, outputs):
+    """``{position in live: [var ids]}``: the variables each node reads for the last time (outputs
+    excepted), so that compiled code can free them there. Shape-only nodes read no variable."""
+    last = {}
+    for pos, (_, node) in enumerate(live):
+        if node.op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
+            continue
+        for r in node.inputs:
+            if isinstance(r, Var):
+                last[r.id] = pos
+    keep = {r.id for r in outputs if isinstance(r, Var)}
+    dying = {}
+    for vid, pos in last.items():
+        if vid not in keep:
+            dying.setdefault(pos, []).append(vid)
+    return dying
+
+
+class CompiledGraph:
+    """A graph compiled to straight-line backend calls (``Graph.compile``); ``source`` shows the code.
+
+    A call checks its inputs against the captured signature (tree structure, then each array's library,
+    shape and dtype) and raises on a mismatch, naming the input: the code was specialised to them.
+    """
+
+    def __init__(self, fn, source, inputs, in_tree, out_tree, backend):
+        self.fn = fn
+        self.source = source
+        self.inputs = inputs
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.backend = backend
+        # the backend's own dtype objects, so that the check per call is one comparison of like with like
+        self._expected = [
+            (v.shape, backend.xp.empty((0,), dtype=param_to_backend(v.dtype, backend)).dtype) for v in inputs
+        ]
+
+    def __call__(self, *args):
+        flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+        if tree != self.in_tree or not self._matches(flat):
+            error = signature_error("compiled graph", self.inputs, self.in_tree, flat, tree, self.backend)
+            if error is not None:
+                raise error
+        return optree.tree_unflatten(self.out_tree, list(self.fn(*flat)))
+
+    def _matches(self, flat):
+        """The fast check of the inputs (the message, if they fail it, comes from ``signature_error``)."""
+        backend = self.backend
+        for x, (shape, dtype) in zip(flat, self._expected):
+            if BY_TYPE.get(type(x)) is not backend or x.shape != shape or x.dtype != dtype:
+                return False
+        return True
+
+    def __repr__(self):
+        return self.source

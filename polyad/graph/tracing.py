@@ -1,0 +1,130 @@
+"""Abstract tracing for ``pa.jit``: graph capture on abstract values. Each op is recorded and its output
+shape and dtype come from its ``abstract_eval`` rule; nothing is computed, so the graph holds for every
+input of the traced signature, and Python control flow on a traced value raises a
+``ConcretizationError`` naming it (as JAX's jit does)."""
+
+import optree
+
+from polyad.core import ConcretizationError, new_level
+from polyad.graph.capture import GraphInterpreter, GraphTensor
+from polyad.graph.graph import Graph
+from polyad.graph.ir import Var
+from polyad.ops.common import ShapeDtype, bottom, dtype_name
+from polyad.transforms.abstract import abstract_rule
+
+
+class TracedTensor(GraphTensor):
+    """A value being traced by ``pa.jit``: ``_value`` is a ``ShapeDtype`` (shape, dtype, device; no data),
+    ``_aux`` its Var. Asking it for a Python value (``bool``, ``float``, ``int``, ``item``,
+    ``np.asarray``) raises a ``ConcretizationError`` that names it: the trace must hold for every value."""
+
+    __slots__ = ()
+
+    def _scalar(self, what):
+        interp = self._interp
+        if interp is None or not isinstance(interp, TracingInterpreter):
+            raise ConcretizationError(f"{what}() of a traced value that has no concrete value")
+        raise interp.concretization_error(self, what)
+
+    def __array__(self, dtype=None, copy=None):
+        self._scalar("np.asarray")
+
+
+class TracingInterpreter(GraphInterpreter):
+    """Graph capture on abstract values, for ``pa.jit``: each op is recorded and its output shape and
+    dtype come from its ``abstract_eval`` rule; nothing is computed. A value of the function's arguments
+    has no concrete value, so Python control flow on one raises (as JAX's jit), and the graph holds for
+    every input of the traced signature. ``where`` names the jitted function in messages; ``names`` the
+    inputs ("argument 0", "argument 'x'")."""
+
+    transform = "pa.jit"
+    carries = "place in the traced computation (it has no value while pa.jit traces)"
+    refuses_random = True  # a draw would be a constant of the trace, the same at every call
+
+    def __init__(self, level, backend, where, names):
+        super().__init__(level)
+        self.backend = backend
+        self.where = where
+        self.names = names
+        self.lifted = []  # (tensor of an enclosing transform the function closes over, its input Var)
+        self._dtypes = {}
+        self._lifted_ids = {}
+
+    def new_var(self, aval):
+        dtype = self._dtypes.get(aval.dtype)
+        if dtype is None:  # a rule may give a scalar type (NumPy's np.bool): the arrays' own dtype object,
+            # as a concrete capture records it
+            dtype = self._dtypes[aval.dtype] = self.backend.xp.empty((0,), dtype=aval.dtype).dtype
+        if dtype is not aval.dtype:
+            aval = ShapeDtype(aval.shape, dtype, aval.device)
+        v = Var(self.next_id, aval.shape, dtype)
+        self.next_id += 1
+        return TracedTensor(aval, self, v)
+
+    def enclosing(self, a):
+        """A value of an enclosing transform closed over: an extra input of the graph, so that replaying
+        the graph on it keeps what it carries (its derivative, batch or place in a graph)."""
+        traced = self._lifted_ids.get(id(a))
+        if traced is None:
+            traced = self.new_var(ShapeDtype(a.shape, a.dtype, getattr(bottom(a), "device", None)))
+            self._lifted_ids[id(a)] = traced  # ``lifted`` keeps ``a`` alive: its id stays its own
+            self.lifted.append((a, traced._aux))
+        return traced._value, traced._aux
+
+    def const_value(self, array):
+        """What tracing computes on for a constant array: its shape and dtype."""
+        return ShapeDtype(tuple(array.shape), array.dtype, getattr(array, "device", None))
+
+    def evaluate(self, op, values, params):
+        """The op's outputs as shapes and dtypes, from its abstract evaluation rule (no kernel runs)."""
+        rule = abstract_rule(op, self.where)
+        try:
+            out = rule(self.backend.xp, *values, **params)
+        except (ConcretizationError, NotImplementedError) as e:  # name the jitted function
+            raise type(e)(f"{self.where}: {e}") from None
+        for aval in out if op.multiple_results else (out,):
+            if None in aval.shape:  # the compiled code specialises on shapes: refuse, as JAX's jit does
+                raise ConcretizationError(
+                    f"{self.where}: the shape of op {op.name!r}'s result depends on the values of its "
+                    f"arguments ({aval.shape}), which pa.jit does not have while it traces; call it outside "
+                    "the jitted function, or use a fixed-size form (xp.where with a mask instead of boolean "
+                    "indexing)"
+                )
+        return out
+
+    def concretization_error(self, tensor, what):
+        """The error for ``what`` (bool, float, ...) of ``tensor``, naming it and where it came from."""
+        var = tensor._aux
+        origin = self.names.get(var.id)
+        if origin is None:
+            node = next((n for n in self.nodes if any(o is var for o in n.outputs)), None)
+            origin = f"the result of op {node.op.name!r}" if node is not None else "computed inside"
+        kind = {"bool": "bool() (a Python branch)", "index": "operator.index()"}.get(what, f"{what}()")
+        dtype = getattr(var.dtype, "__name__", None) or dtype_name(var.dtype)  # a dtype or a scalar type
+        return ConcretizationError(
+            f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
+            "its concrete value, which pa.jit does not have while it "
+            "traces: the trace must hold for every value of the arguments. Mark the argument static "
+            "(pa.jit(f, static_argnums=...) or static_argnames=...), so that each value traces anew, or "
+            "compute without Python control flow on the value (xp.where(cond, a, b) for a branch)"
+        )
+
+
+def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
+    """``(graph, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals`` (ShapeDtypes,
+    flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded through its
+    ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``lifted`` lists the tensors of
+    enclosing transforms that ``func`` closes over: they are the graph's last inputs (its ``in_tree`` has
+    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors."""
+    with new_level(TracingInterpreter, backend, where, {}) as interp:
+        ins = [interp.new_var(a) for a in avals]
+        if names is not None:
+            interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
+        out = func(*optree.tree_unflatten(in_tree, ins))
+        out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
+        outputs = [interp.ref(o)[1] for o in out_flat]
+    inputs = [t._aux for t in ins] + [var for _, var in interp.lifted]
+    if interp.lifted:
+        in_tree = optree.tree_structure(tuple(range(len(inputs))))
+    graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
+    return graph, [t for t, _ in interp.lifted]
