@@ -5,7 +5,7 @@ import argparse
 import sys
 
 import polyad
-from polyad import dispatch
+import polyad.dispatch as dispatch
 
 
 def info():

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from polyad import backends
+import polyad.backends as backends
 from polyad.backends import DEVICE_PRIORITY, DEVICE_TYPE_PREDICATES, BackendUnavailable
 
 # re-exported: the device types and the Backend class live in the layer below

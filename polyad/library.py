@@ -23,7 +23,9 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from polyad import config, core, dispatch
+import polyad.config as config
+import polyad.core as core
+import polyad.dispatch as dispatch
 from polyad.core import GENERATION, KERNELS_OVERRIDDEN, Op, Tensor, bind, rule_of
 from polyad.ops.base import astype, unbroadcast
 from polyad.ops.common import ShapeDtype, bottom, dtype_name, is_complex, is_floating

@@ -18,8 +18,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 
-# former name -> the module it names now (public paths users may have imported: they keep working)
-ALIASES = {"polyad.fused": "polyad.custom_ops"}
+# former name -> the module it names now (public paths users may have imported: they keep working, their
+# submodules too: polyad.compiler.optimize is polyad.graph.compiler.optimize)
+ALIASES = {"polyad.fused": "polyad.custom_ops", "polyad.compiler": "polyad.graph.compiler"}
 # former name -> where its contents went (internal paths: the error says where to look)
 MOVED = {
     "polyad.exits": "polyad.core.tensor",
@@ -38,20 +39,25 @@ MOVED = {
 
 
 class _Alias(importlib.abc.Loader):
+    """Loads a former name as the module it names now: the very module object, not a second copy."""
+
     def __init__(self, target):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass
+        module.__spec__ = self.spec  # the import system set the former name's spec: the module keeps its own
 
 
 class _MovedPaths(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name in ALIASES:
-            return importlib.machinery.ModuleSpec(name, _Alias(ALIASES[name]))
+        for old, new in ALIASES.items():
+            if name == old or name.startswith(old + "."):
+                return importlib.machinery.ModuleSpec(name, _Alias(new + name[len(old) :]))
         if name in MOVED:
             raise ModuleNotFoundError(f"{name} moved to {MOVED[name]} (see ARCHITECTURE.md)", name=name)
         return None
@@ -63,4 +69,4 @@ _FINDER = _MovedPaths()
 def install_moved_paths():
     """Put the finder of moved paths on ``sys.meta_path`` (once)."""
     if _FINDER not in sys.meta_path:
-        sys.meta_path.append(_FINDER)
+        sys.meta_path.insert(0, _FINDER)  # before the path finder, which would load a second copy

@@ -43,7 +43,9 @@ import warnings
 import weakref
 from typing import Any
 
-from polyad import backends, core, dispatch
+import polyad.backends as backends
+import polyad.core as core
+import polyad.dispatch as dispatch
 from polyad.core import Tensor, fresh
 from polyad.ops.common import broadcast_shape
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter, batch_levels

@@ -19,7 +19,7 @@ import sys
 import types
 
 import polyad.dispatch as dispatch
-from polyad import standard
+import polyad.standard as standard
 from polyad.core import Tensor, bind, install_namespace
 from polyad.ops import creation, indexing
 

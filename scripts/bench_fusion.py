@@ -22,8 +22,8 @@ import numpy as np
 import polyad as pa
 from polyad import xp
 from polyad.backends.numpy import fusion as cpu
-from polyad.compiler import fuse
-from polyad.compiler.fusion import FusedOp
+from polyad.graph.compiler import fuse
+from polyad.graph.compiler.fusion import FusedOp
 
 
 def w2_loss(m, v):

@@ -19,7 +19,7 @@ import numpy as np
 
 import polyad as pa
 from polyad import xp
-from polyad.compiler import optimize, reuse_buffers
+from polyad.graph.compiler import optimize, reuse_buffers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import chain, w2_loss  # noqa: E402

@@ -337,7 +337,9 @@ def test_backend_kernel_for_a_shipped_op_is_attached_and_chosen(toy):
     xn = np.linspace(-3.0, 3.0, 7)
     np.testing.assert_allclose(to_numpy(out), np.logaddexp(0, xn), rtol=1e-14)
     np.testing.assert_allclose(to_numpy(g), 1 / (1 + np.exp(-xn)), rtol=1e-14)
-    np.testing.assert_allclose(pa.custom_ops.softplus(xn), np.logaddexp(0, xn), rtol=1e-14)  # the generic kernel
+    np.testing.assert_allclose(
+        pa.custom_ops.softplus(xn), np.logaddexp(0, xn), rtol=1e-14
+    )  # the generic kernel
     assert len(toy_backend.SOFTPLUS_CALLS) == 2
 
 

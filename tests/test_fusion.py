@@ -1,4 +1,4 @@
-"""Fusion (polyad.compiler.fusion): which nodes end up in which group, values equal to the unfused graph
+"""Fusion (polyad.graph.compiler.fusion): which nodes end up in which group, values equal to the unfused graph
 and to eager code (replayed, compiled, transformed), the CPU kernel's fallbacks, and the CUDA source text
 (checked for structure here; run on a GPU by the cuda-marked test)."""
 
@@ -15,9 +15,9 @@ from polyad import dispatch
 from polyad import xp as pxp
 from polyad.backends.cupy import fusion as cuda_fusion
 from polyad.backends.numpy import fusion as cpu_fusion
-from polyad.compiler import fuse
-from polyad.compiler.fusion import FUSABLE, FusedOp
 from polyad.graph import Const, Graph
+from polyad.graph.compiler import fuse
+from polyad.graph.compiler.fusion import FUSABLE, FusedOp
 
 BACKEND = dispatch.default_backend()
 xb = BACKEND.xp

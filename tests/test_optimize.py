@@ -1,4 +1,4 @@
-"""The graph optimiser (polyad.compiler.optimize): each pass on graphs whose optimised form is asserted
+"""The graph optimiser (polyad.graph.compiler.optimize): each pass on graphs whose optimised form is asserted
 (op names, node and constant counts) and whose values on fresh inputs are compared with the original
 graph and with eager evaluation; then every op-table row and a few gradients and Hessians through the
 whole pipeline against eager evaluation."""
@@ -10,8 +10,10 @@ from helpers import assert_close, to_numpy
 
 import polyad as pa
 from polyad import dispatch, xp
-from polyad.compiler import optimize, reuse_buffers
-from polyad.compiler.optimize import (
+from polyad.core import OPS
+from polyad.graph import Const, Graph, Node, Var
+from polyad.graph.compiler import optimize, reuse_buffers
+from polyad.graph.compiler.optimize import (
     FOLD_LIMIT,
     PASSES,
     eliminate_common_subexpressions,
@@ -20,8 +22,6 @@ from polyad.compiler.optimize import (
     fold_symbolic,
     simplify_algebra,
 )
-from polyad.core import OPS
-from polyad.graph import Const, Graph, Node, Var
 from polyad.testing.op_table import OP_TABLE, Sampler
 
 

@@ -1,15 +1,12 @@
-"""The structure ARCHITECTURE.md promises, checked on the code's own imports (scripts/check_structure.py):
-imports run one way (backends -> core -> ops -> transforms -> api), no circle, no import inside a function
-except of optional libraries, no source file over 800 lines."""
+"""The structure ARCHITECTURE.md promises, checked on the code's own imports (polyad/testing/structure.py):
+imports run one way through the layers, no circle, no import inside a function except of optional
+libraries, no source file over 800 lines, no private name used across modules; and ARCHITECTURE.md lists
+the layers the checker enforces."""
 
-import importlib.util
 import pathlib
+import re
 
-_spec = importlib.util.spec_from_file_location(
-    "check_structure", pathlib.Path(__file__).resolve().parent.parent / "scripts" / "check_structure.py"
-)
-structure = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(structure)
+from polyad.testing import structure
 
 
 def test_structure_rules_hold():
@@ -17,12 +14,24 @@ def test_structure_rules_hold():
     assert not problems, "\n".join(problems)
 
 
-def test_checker_finds_a_circle_and_an_upward_import(tmp_path):
-    # the checker itself: a two-file circle, an import from a higher layer and one inside a function
+def test_architecture_lists_the_layers_the_checker_enforces():
+    # each layer is a numbered line of ARCHITECTURE.md: "1. **backends** (`polyad.backends`) ..."
+    text = (pathlib.Path(structure.ROOT) / "ARCHITECTURE.md").read_text()
+    documented = []
+    for m in re.finditer(r"^\d+\. \*\*(\w+)\*\* \(([^)]*)\)", text, re.M):
+        documented.append((m.group(1), tuple(re.findall(r"`([\w.]+)`", m.group(2)))))
+    assert documented == [(name, prefixes) for name, prefixes in structure.LAYERS]
+
+
+def test_checker_finds_a_circle_an_upward_import_and_a_private_name(tmp_path):
+    # the checker itself: a two-file circle, an import from a higher layer, one inside a function, and a
+    # private name imported from another module
     ops = tmp_path / "polyad" / "ops"
     ops.mkdir(parents=True)
-    (ops / "a.py").write_text("from polyad.ops import b\n")
-    (ops / "b.py").write_text("from polyad.ops import a\nfrom polyad import api\n")
+    (ops / "a.py").write_text("from polyad.ops import b\n_x = 1\n")
+    (ops / "b.py").write_text(
+        "from polyad.ops import a\nfrom polyad import api\nfrom polyad.ops.a import _x\n"
+    )
     (tmp_path / "polyad" / "api.py").write_text("def f():\n    import polyad.ops.a\n")
     files = {
         "polyad.ops.a": ops / "a.py",
@@ -38,3 +47,4 @@ def test_checker_finds_a_circle_and_an_upward_import(tmp_path):
     assert len(circles) == 1 and "polyad.ops.a -> polyad.ops.b" in circles[0]
     assert any("from a higher layer (ops -> api)" in p for p in problems)
     assert any("imports polyad.ops.a inside a function" in p for p in problems)
+    assert any("uses polyad.ops.a._x, private to its module" in p for p in problems)

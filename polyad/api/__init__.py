@@ -9,7 +9,7 @@
   (``polyad.transforms.sparsity``; ``coloring.py`` colours their patterns);
 - ``eval_shape.py``: eval_shape (``polyad.transforms.abstract``);
 - ``graphs.py``: make_graph, call_delegate (``polyad.graph``);
-- ``jit.py``: jit (``polyad.graph.tracing``, then ``polyad.compiler``).
+- ``jit.py``: jit (``polyad.graph.tracing``, then ``polyad.graph.compiler``).
 
 ``arguments.py`` holds the argument checks and pytree helpers they share. These modules check arguments,
 walk pytrees (optree) and push levels; the interpreters do the rest. Inputs and outputs are backend

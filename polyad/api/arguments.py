@@ -7,7 +7,7 @@ is fixed from the message alone.
 
 import optree
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.core import Tensor
 from polyad.core import plain as _plain
 from polyad.core.tensor import numbers_alive, reconnect

@@ -13,7 +13,7 @@ by every order). It costs a few times more than a fixed order, once per pattern.
 
 import heapq
 
-from polyad import backends
+import polyad.backends as backends
 
 np = backends.load("numpy").native  # host index arithmetic, as in polyad.transforms.sparsity_rules
 

@@ -16,8 +16,7 @@ from typing import Any, NamedTuple
 
 import optree
 
-from polyad import dispatch
-from polyad.chunking import cluster
+import polyad.dispatch as dispatch
 from polyad.api.arguments import (
     check_argnums,
     check_callable,
@@ -34,6 +33,7 @@ from polyad.api.complex_jacobians import check_complex_options, complex_layout_j
 from polyad.api.grad import run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.vmap import vmap
+from polyad.chunking import cluster
 from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.graph.predispatch import recorded
 from polyad.ops.common import bottom, dtype_name, is_complex

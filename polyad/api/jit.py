@@ -2,10 +2,10 @@
 
 A call flattens the arguments, builds the signature (tree structure; per array its backend, shape, dtype
 and device; the values of static arguments and of non-array leaves) and looks it up in a bounded LRU cache.
-On a miss, ``polyad.graph.trace_graph`` records the function on abstract values (no data, so Python
+On a miss, ``polyad.graph.tracing.trace_graph`` records the function on abstract values (no data, so Python
 control flow on a traced value raises a ``ConcretizationError``), then the pipeline runs:
-``polyad.compiler.optimize`` -> ``polyad.compiler.fuse(graph, backend)`` -> ``polyad.compiler.reuse_buffers``
--> ``Graph.compile``.
+``optimize`` -> ``fuse(graph, backend)`` -> ``reuse_buffers`` (``polyad.graph.compiler``) ->
+``Graph.compile``.
 
 Arguments that are tensors of active transforms (``pa.grad(pa.jit(f))``, ``pa.vmap(pa.jit(f))``, a jit
 inside another jit or inside ``make_graph``) take another path: the optimised, unfused graph is replayed
@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable
 
 import optree
 
-from polyad import compiler, core, dispatch
+import polyad.core as core
+import polyad.dispatch as dispatch
+import polyad.graph.compiler as compiler
 from polyad.api.arguments import check_callable, func_name, is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import BY_TYPE
@@ -128,7 +130,7 @@ class _Entry:
 
 class Lowered:
     """What ``Jitted.lower(*args)`` returns: the forms of one traced signature. ``graph``: as traced;
-    ``optimized_graph``: after ``polyad.compiler.optimize``; ``fused_graph``: after ``fuse``;
+    ``optimized_graph``: after ``polyad.graph.compiler.optimize``; ``fused_graph``: after ``fuse``;
     ``compiled``: the ``CompiledGraph`` (``compiled.source`` is the generated code); ``as_text()``: all
     of it as text."""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import optree
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.api.arguments import (
     check_argnums,
     check_callable,

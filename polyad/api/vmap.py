@@ -8,8 +8,8 @@ from typing import Any
 
 import optree
 
-from polyad import dispatch, random
-from polyad.chunking import cluster
+import polyad.dispatch as dispatch
+import polyad.random as random
 from polyad.api.arguments import (
     check_callable,
     check_has_aux,
@@ -19,6 +19,7 @@ from polyad.api.arguments import (
     is_dim,
     reconnect_tree,
 )
+from polyad.chunking import cluster
 from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.core import new_level
 from polyad.core import plain as _plain

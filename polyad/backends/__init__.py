@@ -100,7 +100,7 @@ class Backend:
             defer_to: default None (nothing to patch); accepts: default none; map_host: default None
             (host copies); kernels: default none; version: default "unknown"; native: default None;
             fused_kernels: default None (fused groups of ``pa.jit`` run as straight-line calls), else
-            ``fused_kernels(spec, fallback) -> {device type: kernel}`` for a ``polyad.compiler.fusion``
+            ``fused_kernels(spec, fallback) -> {device type: kernel}`` for a ``polyad.graph.compiler.fusion``
             group (an empty dict where it cannot build one).
 
     Example:

@@ -26,7 +26,7 @@ from typing import Any
 
 import optree
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.core import Tensor, current_level
 from polyad.graph.predispatch import rebuild_recipe
 from polyad.ops.common import dtype_name

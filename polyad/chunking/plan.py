@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 import optree
 
-from polyad import config, dispatch
+import polyad.config as config
+import polyad.dispatch as dispatch
 from polyad.core import Tensor, new_level
 from polyad.ops.common import ShapeDtype, bottom
 from polyad.ops.manipulation import concat

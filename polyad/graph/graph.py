@@ -5,8 +5,8 @@ from typing import Any
 import optree
 
 import polyad.dispatch as dispatch
-from polyad.compiler.codegen import compile_graph
 from polyad.core import bind
+from polyad.graph.compiler.codegen import compile_graph
 from polyad.graph.ir import Const, Var, backend_arg, param_to_backend, signature_error, to_backend
 from polyad.ops.common import bottom
 

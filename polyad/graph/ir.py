@@ -1,6 +1,6 @@
 """The IR: a captured computation's atoms (``Var``, ``Const``, ``Node``), dead-code elimination
 (``live_nodes``), the checks a graph's inputs must pass, and the moves of its values between backends.
-``Graph`` (``polyad.graph.graph``) is built from these; so is the compiler's code (``polyad.compiler``).
+``Graph`` (``polyad.graph.graph``) is built from these; so is the compiler's code (``polyad.graph.compiler``).
 """
 
 import polyad.dispatch as dispatch

@@ -18,7 +18,7 @@ its own that live here, so ``polyad.ops.manipulation.reshape`` is this file's ``
 import math
 from typing import NamedTuple
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.core import bind
 from polyad.ops.common import (
     ABSTRACT_REAL,

@@ -10,7 +10,7 @@ of the base ops need them); they are importable from here.
 
 import array_api_compat
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.core import Tensor, bind, fresh
 from polyad.core.tensor import reconnect
 from polyad.ops.base import arange as _arange_values

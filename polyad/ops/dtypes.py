@@ -7,7 +7,7 @@ dtype (NumPy's and array_api_strict's dtypes are distinct objects), else the def
 scalars are accepted by ``result_type`` as the standard allows.
 """
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.core import Tensor
 from polyad.ops.base import astype as astype
 from polyad.ops.common import bottom

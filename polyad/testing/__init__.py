@@ -14,7 +14,7 @@ from typing import Any
 import optree
 
 import polyad as pa
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.ops.common import is_complex, is_floating
 
 

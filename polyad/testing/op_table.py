@@ -11,8 +11,8 @@ import importlib
 import random
 from collections.abc import Callable
 
+import polyad.dispatch as dispatch
 import polyad.xp as pxp
-from polyad import dispatch
 from polyad.ops.common import is_floating
 
 # "lazy": on a backend with lazy arrays (Dask), the function and its transforms compute nothing

@@ -41,8 +41,10 @@ import warnings
 import optree
 
 import polyad as pa
+import polyad.core as core
+import polyad.dispatch as dispatch
+import polyad.standard as standard
 import polyad.xp as pxp
-from polyad import core, dispatch, standard
 from polyad.core import Tensor
 from polyad.ops.common import is_floating
 

@@ -32,7 +32,8 @@ Index arithmetic runs on the host with the NumPy backend's library; SciPy (an op
 
 import math
 
-from polyad import backends, dispatch
+import polyad.backends as backends
+import polyad.dispatch as dispatch
 from polyad.core import eval_raw
 from polyad.ops.common import ABSTRACT_BOOL, ABSTRACT_REAL, ABSTRACT_SAME, bottom
 from polyad.ops.indexing import getitem_op

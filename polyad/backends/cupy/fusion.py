@@ -1,4 +1,4 @@
-"""The CUDA kernels of a fused group (``polyad.compiler.fusion``): the source text of one CuPy
+"""The CUDA kernels of a fused group (``polyad.graph.compiler.fusion``): the source text of one CuPy
 ``ElementwiseKernel`` for the group's element-wise outputs and one ``ReductionKernel`` per sum.
 
 ``sources(spec)`` is plain text and needs no GPU (tests check it anywhere); ``kernel(spec)`` builds the

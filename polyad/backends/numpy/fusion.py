@@ -1,4 +1,4 @@
-"""The CPU kernel of a fused group (``polyad.compiler.fusion``): one Numba loop over the elements.
+"""The CPU kernel of a fused group (``polyad.graph.compiler.fusion``): one Numba loop over the elements.
 
 The loop reads each input element once, computes every member of the group in registers and writes the
 group's outputs; sums are left to NumPy on the summand the loop wrote, so that their rounding is eager's

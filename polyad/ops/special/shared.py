@@ -14,7 +14,7 @@ a formula is refused by the dispatcher, naming the op, rather than copied to the
 import inspect
 import math
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.core import Op, bind
 from polyad.ops.base import astype, broadcast_batch, broadcast_to_out, unbroadcast, where
 from polyad.ops.common import ShapeDtype, broadcast_shape, dtype_kind, unary_batch, xp_of

@@ -13,7 +13,8 @@ The plan is carried by the nodes themselves: a reused node's op is an in-place v
 transforms of the planned graph, and replay on a backend without ``out=``, compute out of place.
 """
 
-from polyad import core, dispatch
+import polyad.core as core
+import polyad.dispatch as dispatch
 from polyad.graph.ir import Node, Var, check_graph
 
 REUSE_MIN_BYTES = 1 << 18  # 256 KiB: below this the allocator recycles freed blocks cheaply
@@ -62,7 +63,7 @@ def in_place(op, argnum):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler.buffers import in_place
+        >>> from polyad.graph.compiler.buffers import in_place
         >>> x = np.array([1.0, 2.0])
         >>> y = in_place(pa.xp.add.op, 0).bind(x, 1.0)
         >>> y is x, x
@@ -120,7 +121,7 @@ def reuse_buffers(graph, backend=None, *, min_bytes=REUSE_MIN_BYTES):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler import optimize, reuse_buffers
+        >>> from polyad.graph.compiler import optimize, reuse_buffers
         >>> g = pa.make_graph(lambda x: pa.xp.exp(pa.xp.sin(x) * 2.0), np.zeros(100_000))
         >>> [n.op.name for n in reuse_buffers(optimize(g), "numpy").nodes]
         ['sin', 'multiply[out=0]', 'exp[out=0]']

@@ -26,7 +26,7 @@ for floating ``x``: ``inf * 0`` is nan.
 
 Example:
     >>> import numpy as np, polyad as pa
-    >>> from polyad.compiler import optimize
+    >>> from polyad.graph.compiler import optimize
     >>> g = pa.make_graph(pa.grad(lambda x: pa.xp.sum(pa.xp.sin(x))), np.zeros(3))
     >>> [n.op.name for n in g.nodes]  # eager grad already skips multiplying by the seed's ones
     ['sin', 'sum', 'ones_like', 'reshape', 'broadcast_to', 'cos']
@@ -36,7 +36,8 @@ Example:
 
 import math
 
-from polyad import core, dispatch
+import polyad.core as core
+import polyad.dispatch as dispatch
 from polyad.graph.ir import Const, Node, Var, check_graph, live_nodes, param_to_backend
 from polyad.ops.common import dtype_name
 
@@ -231,7 +232,7 @@ def simplify_algebra(graph):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler.optimize import simplify_algebra
+        >>> from polyad.graph.compiler.optimize import simplify_algebra
         >>> g = pa.make_graph(lambda x: pa.xp.permute_dims(x.mT, (1, 0)) + 1, np.ones((2, 3)))
         >>> print(simplify_algebra(g))  # the transposes are dead now: eliminate_dead_code drops them
         graph(%0: (2, 3) float64):
@@ -352,7 +353,7 @@ def fold_symbolic(graph):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler.optimize import fold_symbolic
+        >>> from polyad.graph.compiler.optimize import fold_symbolic
         >>> g = pa.make_graph(lambda x: pa.xp.sin(x) * pa.xp.ones_like(x) + 0.0, np.ones(3))
         >>> [n.op.name for n in fold_symbolic(g).nodes]
         ['sin', 'ones_like']
@@ -495,7 +496,7 @@ def fold_constants(graph):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler.optimize import fold_constants
+        >>> from polyad.graph.compiler.optimize import fold_constants
         >>> g = pa.make_graph(pa.grad(lambda x: pa.xp.sum(x * 3.0)), np.ones(2))
         >>> [n.op.name for n in g.nodes]
         ['multiply', 'sum', 'ones_like', 'reshape', 'broadcast_to', 'multiply']
@@ -600,7 +601,7 @@ def eliminate_common_subexpressions(graph):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler.optimize import eliminate_common_subexpressions
+        >>> from polyad.graph.compiler.optimize import eliminate_common_subexpressions
         >>> g = pa.make_graph(lambda x: pa.xp.sin(x) + pa.xp.sin(x), np.ones(3))
         >>> [n.op.name for n in eliminate_common_subexpressions(g).nodes]
         ['sin', 'add']
@@ -646,7 +647,7 @@ def eliminate_dead_code(graph):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler.optimize import eliminate_dead_code
+        >>> from polyad.graph.compiler.optimize import eliminate_dead_code
         >>> def f(x):
         ...     unused = pa.xp.exp(x)
         ...     return pa.xp.sin(x)
@@ -736,7 +737,7 @@ def optimize(graph, *, passes=PASSES, max_rounds=8):
 
     Example:
         >>> import numpy as np, polyad as pa
-        >>> from polyad.compiler import optimize
+        >>> from polyad.graph.compiler import optimize
         >>> g = optimize(pa.make_graph(pa.grad(lambda x: pa.xp.sum(x * x)), np.ones(2)))
         >>> g(np.array([1.0, 3.0]))
         array([2., 6.])

@@ -1,20 +1,26 @@
 """The import graph of polyad, drawn from the code's own imports, and the rules it must keep.
 
-Rules (ARCHITECTURE.md):
-- imports run one way, layer by layer: backends -> core -> ops -> transforms -> api;
+Rules (ARCHITECTURE.md, whose list of layers ``tests/test_structure.py`` holds against ``LAYERS``):
+- imports run one way, layer by layer (``LAYERS``, lowest first), the package root included;
 - no import circle, between any two files;
 - no import inside a function, except of optional libraries (cupy, scipy, dask, ...);
-- no source file over 800 lines.
+- no source file over 800 lines;
+- no name with a leading underscore imported from another module, nor read as ``module._name``.
 
-``python scripts/check_structure.py`` prints each layer with its files and their imports of polyad
+``python -m polyad.testing.structure`` prints each layer with its files and their imports of polyad
 modules, then every rule broken (exit status 1 if any). ``tests/test_structure.py`` runs the same checks.
+
+Example:
+    >>> from polyad.testing.structure import layer_of
+    >>> layer_of("polyad.transforms.reverse"), layer_of("polyad.api.grad")
+    (3, 5)
 """
 
 import ast
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent  # the repository (polyad/testing/ -> ..)
 MAX_LINES = 800
 # libraries a user may not have: importing them inside the function that needs them keeps them optional
 OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba", "matplotlib", "tqdm",
@@ -22,25 +28,29 @@ OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba",
 # lowest first; a module belongs to the first layer whose prefix matches its name
 LAYERS = [
     ("backends", ("polyad.backends",)),
-    ("core", ("polyad.dispatch", "polyad.exits", "polyad.core", "polyad.standard")),
+    ("core", ("polyad.core", "polyad.dispatch", "polyad.standard", "polyad.config")),
     ("ops", ("polyad.ops", "polyad.xp")),
+    ("transforms", ("polyad.transforms",)),
+    ("graph", ("polyad.graph",)),
     (
-        "transforms",
+        "api",
         (
-            "polyad.transforms.forward",
-            "polyad.transforms.reverse",
-            "polyad.transforms.batching",
-            "polyad.transforms.abstract",
-            "polyad.graph",
-            "polyad.graph.predispatch",
-            "polyad.transforms",
+            "polyad.library",
+            "polyad.custom_ops",
+            "polyad.random",
+            "polyad.chunking",
+            "polyad.api",
+            "polyad.moved",
+            "polyad.testing",
+            "polyad.__main__",
+            "polyad",
         ),
-    ),  # fmt: skip
-    ("api", ("polyad",)),
+    ),
 ]
 
 
 def layer_of(module):
+    """The index in ``LAYERS`` of the layer ``module`` belongs to: the first whose prefix matches it."""
     for i, (_, prefixes) in enumerate(LAYERS):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return i
@@ -48,14 +58,14 @@ def layer_of(module):
 
 
 def source_files():
-    """``{module name: path}`` of polyad's source files (the ``backends`` folder is ``polyad.backends``)."""
+    """``{module name: path}`` of polyad's source files."""
     files = {}
-    for base, prefix in ((ROOT / "polyad", "polyad"), (ROOT / "backends", "polyad.backends")):
-        for path in sorted(base.rglob("*.py")):
-            parts = list(path.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            files[".".join([prefix, *parts])] = path
+    base = ROOT / "polyad"
+    for path in sorted(base.rglob("*.py")):
+        parts = list(path.relative_to(base).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        files[".".join(["polyad", *parts])] = path
     return files
 
 
@@ -89,6 +99,40 @@ def _imports_of(module, path, files):
     return sorted(found, key=lambda f: f[1])
 
 
+def private_uses(module, path, files):
+    """``[(line, "module._name")]``: names with one leading underscore that ``module`` imports from another
+    polyad module, or reads as an attribute of a polyad module it imported (``dispatch._state``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    aliases = {}  # local name -> polyad module it is bound to
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve(module, node, is_package)[0][-1]
+            if not base.startswith("polyad"):
+                continue
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                if full in files:
+                    aliases[a.asname or a.name] = full
+                elif _private(a.name):
+                    uses.append((node.lineno, full))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("polyad") and a.asname:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr):
+            target = aliases.get(node.value.id)
+            if target is not None and target != module:
+                uses.append((node.lineno, f"{target}.{node.attr}"))
+    return sorted(uses)
+
+
+def _private(name):
+    return name.startswith("_") and not name.startswith("__")
+
+
 def imports(files):
     """``{module: [(target, line, inside_function)]}`` for every file's imports."""
     return {module: _imports_of(module, path, files) for module, path in files.items()}
@@ -117,6 +161,8 @@ def check(files=None):
                     f"{path.relative_to(ROOT)}:{line} imports {target} from a higher layer "
                     f"({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})"
                 )
+        for line, name in private_uses(module, path, files):
+            problems.append(f"{path.relative_to(ROOT)}:{line} uses {name}, private to its module")
     for cycle in cycles({m: {t for t, _, _ in e if t in files and t != m} for m, e in graph.items()}):
         problems.append("import circle: " + " -> ".join(cycle + [cycle[0]]))
     return problems

@@ -24,7 +24,7 @@ it.
 
 Example:
     >>> import numpy as np, polyad as pa
-    >>> from polyad.compiler.fusion import fuse
+    >>> from polyad.graph.compiler.fusion import fuse
     >>> f = lambda x: pa.xp.sum(pa.xp.sin(x) * pa.xp.exp(-x))
     >>> graph = pa.make_graph(f, np.linspace(0.0, 1.0, 5))
     >>> fused = fuse(graph, "array_api_strict")
@@ -36,7 +36,7 @@ Example:
 
 import numbers
 
-from polyad import dispatch
+import polyad.dispatch as dispatch
 from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.core import KERNELS_OVERRIDDEN, Op, bind
 from polyad.graph.ir import Const, Node, Var, check_graph, param_to_backend
