@@ -13,9 +13,7 @@ by every order). It costs a few times more than a fixed order, once per pattern.
 
 import heapq
 
-import polyad.backends as backends
-
-np = backends.load("numpy").native  # host index arithmetic, as in polyad.transforms.sparsity_rules
+from polyad.backends.host import np
 
 ORDERS = ("dsatur", "largest_first", "natural")
 

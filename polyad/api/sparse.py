@@ -29,6 +29,7 @@ from polyad.api.coloring import ORDERS, color_columns
 from polyad.api.grad import grad, run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.vmap import vmap
+from polyad.backends.host import np
 from polyad.core import Tensor
 from polyad.graph.predispatch import not_recorded
 from polyad.ops.common import bottom
@@ -36,7 +37,7 @@ from polyad.ops.creation import arange
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, reshape
 from polyad.transforms.sparsity import dependence
-from polyad.transforms.sparsity_rules import np, scipy_sparse
+from polyad.transforms.sparsity_rules import scipy_sparse
 
 # ------------------------------------------------------------------------------ arguments
 

@@ -32,6 +32,7 @@ The namespace (``polyad.xp``) gives the class its operators and indexing once it
 (``install_namespace``): this layer sits below the ops those call.
 """
 
+import math
 import sys
 import threading
 import warnings
@@ -512,10 +513,7 @@ class Tensor:
 
     @property
     def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def level(self):

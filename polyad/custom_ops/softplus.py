@@ -7,6 +7,8 @@ elsewhere, and the transforms use the rules registered below.
 
 import polyad.xp as xp
 from polyad.library import custom_op
+from polyad.transforms.sparsity import SPARSITY
+from polyad.transforms.sparsity_rules import elementwise
 
 
 @custom_op("polyad::softplus", mutates_args=())
@@ -38,3 +40,4 @@ softplus.register_autograd(_backward, setup_context=_setup)
 softplus.register_jvp(lambda primals, tangents: (softplus(primals[0]), tangents[0] * _sigmoid(primals[0])))
 softplus.register_vmap(lambda info, in_dims, x: (softplus(x), in_dims[0]))
 softplus.register_fake(lambda x: x.__array_namespace__().empty_like(x))
+softplus.register_rule(SPARSITY.name, elementwise)  # each output element depends on its input element

@@ -5,22 +5,24 @@ The files import each other at module level only, in this fixed order; a file im
 it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 
 1. ``common``: ``define``, abstract values and the abstract-evaluation rules families share, dtype kinds;
-   it binds no op by name.
-2. ``base``: the ops the transforms are made of (``zeros_like``, ``ones_like``, ``add``, ``stack``,
-   ``take_index``) and those the shared rules need (``unbroadcast``: ``sum``, ``real``, ``reshape``;
-   ``move_to_front``: ``moveaxis``), closed under their own rules (``broadcast_to`` and ``sum`` are each
-   other's transpose, ``stack`` and ``unstack`` too). Each family re-exports its ops that live here.
-3. ``elementwise``
-4. ``dtypes``
-5. ``creation`` (``to_device`` asks ``dtypes`` which backend owns a dtype)
-6. ``indexing``: ``getitem``, functional updates, ``take``/``scatter_add`` (each other's transpose)
-7. ``manipulation`` (``repeat``'s VJP scatters with ``indexing.scatter_add``)
-8. ``reductions`` (their rules slice, concatenate and fill)
-9. ``searching`` (``sort``'s rules gather with ``take_along_axis``)
-10. ``linalg``, a package in the same way: ``shared``, ``products``, ``diagonals``, ``solves``,
+   it binds no op by name. ``known_ones``: the marks of reverse mode's symbolic ones.
+2. ``fills``: ``zeros``, ``arange``, ``zeros_like``, ``ones_like`` (they read no array's values).
+3. ``base``: the ops the transforms and the shared rules are made of (``add``, ``where``, ``reshape``,
+   ``broadcast_to``, ``sum``, ``stack``, ``take_index``...) with those rules (``unbroadcast``,
+   ``move_to_front``, the reduction rules), closed under their own rules (``broadcast_to`` and ``sum`` are
+   each other's transpose, ``stack`` and ``unstack`` too). Each family re-exports its ops that live here.
+4. ``families``: ``unary`` and ``binary``, which define element-wise ops from their derivatives.
+5. ``elementwise``
+6. ``dtypes``
+7. ``creation`` (``to_device`` asks ``dtypes`` which backend owns a dtype)
+8. ``indexing``: ``getitem``, functional updates, ``take``/``scatter_add`` (each other's transpose)
+9. ``manipulation`` (``repeat``'s VJP scatters with ``indexing.scatter_add``)
+10. ``reductions`` (their rules slice, concatenate and fill)
+11. ``searching`` (``sort``'s rules gather with ``take_along_axis``)
+12. ``linalg``, a package in the same way: ``shared``, ``products``, ``diagonals``, ``solves``,
     ``decompositions``, ``norms``
-11. ``fft``
-12. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
+13. ``fft``
+14. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
     ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
 
 Ops whose derivatives need each other live in the same file.

@@ -1,48 +1,42 @@
 """The base ops: the ones the transform interpreters and the rules shared by every family are made of
-(JAX's ``ad_util`` plays this role).
+(JAX's ``ad_util`` plays this role), closed under their own rules.
 
-- The transforms: ``zeros_like`` and ``add`` (reverse mode's zero and accumulated cotangents, forward
-  mode's zero tangents), ``stack`` and ``take_index`` (vmap's loop over examples).
+- The transforms: ``add`` (reverse mode's accumulated cotangents), ``stack`` and ``take_index`` (vmap's
+  loop over examples).
 - The shared rules: ``unbroadcast`` (``sum``, ``real``, ``reshape``), ``move_to_front`` (``moveaxis``),
-  ``broadcast_batch_args`` (``reshape``), the reduction rules that come with ``sum``, and the helpers
-  that define element-wise ops (``unary``, ``binary``).
+  ``broadcast_batch_args`` and ``broadcast_batch`` (``reshape``), ``conj_if_complex`` (the complex
+  convention), and the reduction rules that come with ``sum``.
 - The ops the rules of these ops call, so that the file is closed: ``broadcast_to`` and ``sum`` are each
-  other's transpose, as are ``stack`` and ``unstack``; ``astype``, ``conj``, ``where``, ``expand_dims``,
-  ``zeros`` and ``arange`` serve their rules. ``permute_dims`` is here for ``indexing``'s rules
-  (``manipulation`` comes after ``indexing``: ``repeat``'s VJP scatters).
+  other's transpose, as are ``stack`` and ``unstack``; ``astype``, ``conj``, ``real``, ``where`` and
+  ``expand_dims`` serve their rules. ``permute_dims`` is here for ``indexing``'s rules (``manipulation``
+  comes after ``indexing``: ``repeat``'s VJP scatters).
 
-This file imports only the core and ``ops.common``; every family builds on it and re-exports the ops of
-its own that live here, so ``polyad.ops.manipulation.reshape`` is this file's ``reshape``.
+This file imports only the core, ``ops.common``, ``ops.fills`` and ``ops.known_ones``; every family builds
+on it and re-exports the ops of its own that live here, so ``polyad.ops.manipulation.reshape`` is this
+file's ``reshape``.
 """
 
-import math
-from typing import NamedTuple
-
-import polyad.dispatch as dispatch
 from polyad.core import bind
 from polyad.ops.common import (
     ABSTRACT_REAL,
     ABSTRACT_SAME,
     ShapeDtype,
-    bottom,
-    creation_op,
     define,
     device_of,
     dtype_kind,
-    dtype_name,
     elementwise_abstract,
     is_complex,
     is_floating,
     namespace_function,
     ndim_of,
     normalize_axis,
-    on_device,
     same_dtype,
     shape_abstract,
     shape_of,
-    shape_tuple,
     unary_batch,
 )
+from polyad.ops.fills import arange
+from polyad.ops.known_ones import KnownOnes, passes_ones, with_ones_rule
 
 # ------------------------------------------------------------------------------ rules shared by families
 
@@ -119,7 +113,7 @@ def batch_all_front(dims, values):
     return out
 
 
-# ------------------------------------------------------------------------------ element-wise: definition
+# ------------------------------------------------------------------------------ the complex convention
 
 
 def conj_if_complex(x):
@@ -130,81 +124,6 @@ def conj_if_complex(x):
     return conj(x) if hasattr(x, "dtype") and is_complex(x) else x
 
 
-# Symbolic ones. Reverse mode knows when a cotangent is all ones (the seed of a scalar loss, ``sum``'s
-# broadcast of it, ``add`` passing it on); an op's VJP rule may then carry a ``ones`` attribute, a rule of
-# the same signature called instead of it for such a cotangent, which skips the product with the ones.
-# What it hands back may be marked: ``KnownOnes`` (all ones again: the next rule may skip too) or
-# ``Borrowed`` (an array that is not the rule's own, a primal: copied if it reaches the caller). A rule
-# replaced by ``override`` or ``register_rule`` has no ``ones`` attribute, so the override is what runs.
-
-
-class KnownOnes(NamedTuple):
-    """A cotangent, from a ``vjp.ones`` rule, that is all ones."""
-
-    value: object
-
-
-class Borrowed(NamedTuple):
-    """A cotangent, from a ``vjp.ones`` rule, that is a primal itself (not a new array)."""
-
-    value: object
-
-
-def with_ones_rule(vjp, ones):
-    """``vjp`` with ``ones`` attached: the rule reverse mode calls when the cotangent is all ones."""
-    vjp.ones = ones
-    return vjp
-
-
-def times_ones(g, d, x, fresh):
-    """``unbroadcast(g * conj(d), x)`` for an all-ones ``g``: ``d`` itself when it is real with ``g``'s shape
-    and dtype (``Borrowed`` unless ``fresh``: ``d`` was made by the rule), else the product."""
-    if (
-        hasattr(d, "shape")
-        and d.dtype == g.dtype
-        and tuple(d.shape) == tuple(g.shape)
-        and dtype_kind(d.dtype) == "f"
-    ):
-        r = unbroadcast(d, x)
-        return Borrowed(d) if r is d and not fresh else r
-    return unbroadcast(g * conj_if_complex(d), x)
-
-
-def passes_ones(r, g):
-    """``r``, the cotangent handed on from an all-ones ``g``, marked all ones when it is ``g`` itself."""
-    return KnownOnes(r) if r is g else r
-
-
-def _unary_vjp(deriv):
-    def vjp(g, y, x):
-        return (g * conj_if_complex(deriv(x, y)),)
-
-    def vjp_ones(g, y, x):
-        d = deriv(x, y)
-        return (times_ones(g, d, x, fresh=d is not x and d is not y),)
-
-    return with_ones_rule(vjp, vjp_ones)
-
-
-def unary(name, deriv=None, *, abstract_eval=ABSTRACT_SAME, **rules):
-    """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
-    come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
-    if deriv is not None:
-        if "vjp" not in rules:
-            rules["vjp"] = _unary_vjp(deriv)
-        rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
-    op = define(name, abstract_eval=abstract_eval, **rules)
-    op.rules["batch"] = unary_batch(op)
-    return namespace_function(op, arity=1)
-
-
-def binary(name, *, abstract_eval=ABSTRACT_SAME, **rules):
-    """A two-array broadcasting element-wise op (Python scalars allowed on either side)."""
-    op = define(name, abstract_eval=abstract_eval, **rules)
-    op.rules["batch"] = broadcast_batch(op)
-    return namespace_function(op, arity=2)
-
-
 def broadcast_to_out(t, y):
     """Tangent ``t`` broadcast to the shape of the output ``y`` (a tangent of a broadcast input)."""
     return t if tuple(t.shape) == tuple(y.shape) else broadcast_to(t, tuple(y.shape))
@@ -212,8 +131,12 @@ def broadcast_to_out(t, y):
 
 # ------------------------------------------------------------------------------ conj, real, add, where
 
-conj = unary("conj", vjp=lambda g, y, x: (conj(g),), linear=True)
-real = unary("real", vjp=lambda g, y, x: (complex_like(g, x),), linear=True, abstract_eval=ABSTRACT_REAL)
+_conj = define("conj", abstract_eval=ABSTRACT_SAME, vjp=lambda g, y, x: (conj(g),), linear=True)
+_conj.register_rule("batch", unary_batch(_conj))
+conj = namespace_function(_conj, arity=1)
+_real = define("real", abstract_eval=ABSTRACT_REAL, vjp=lambda g, y, x: (complex_like(g, x),), linear=True)
+_real.register_rule("batch", unary_batch(_real))
+real = namespace_function(_real, arity=1)
 
 
 def complex_like(g, x):
@@ -230,8 +153,9 @@ def _add_jvp(ts, y, a, b):
     return ta + tb
 
 
-add = binary(
+_add = define(
     "add",
+    abstract_eval=ABSTRACT_SAME,
     vjp=with_ones_rule(
         lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(g, b)),
         lambda g, y, a, b: (
@@ -241,6 +165,8 @@ add = binary(
     ),
     jvp=_add_jvp,
 )
+_add.register_rule("batch", broadcast_batch(_add))
+add = namespace_function(_add, arity=2)
 
 
 def _where_vjp(g, y, c, a, b):
@@ -271,7 +197,7 @@ _where_op = define(
     vjp=_where_vjp,
     jvp=_where_jvp,
 )
-_where_op.rules["batch"] = broadcast_batch(_where_op)
+_where_op.register_rule("batch", broadcast_batch(_where_op))
 
 
 def where(condition, x1, x2, /):
@@ -549,7 +475,7 @@ _sum = define(
     vjp=with_ones_rule(_sum_vjp, _sum_vjp_ones),
     linear=True,
 )
-_sum.rules["batch"] = reduction_batch(_sum)
+_sum.register_rule("batch", reduction_batch(_sum))
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):
@@ -591,7 +517,7 @@ _astype = define(
     vjp=_astype_vjp,
     jvp=_astype_jvp,
 )
-_astype.rules["batch"] = lambda info, dims, x, **params: (bind(_astype, x, **params), dims[0])
+_astype.register_rule("batch", lambda info, dims, x, **params: (bind(_astype, x, **params), dims[0]))
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
@@ -699,83 +625,3 @@ _take_index = define(
 def take_index(x, index, *, axis=0):
     """``x[..., index, ...]`` with the Python int ``index`` at non-negative ``axis`` (used by rules)."""
     return bind(_take_index, x, index=index, axis=normalize_axis(axis, ndim_of(x)))
-
-
-# ------------------------------------------------------------------------------ creation: zeros, arange
-
-
-def _arange_len(start, stop=None, step=1):
-    if stop is None:
-        start, stop = 0, start
-    return (max(0, math.ceil((stop - start) / step)),)
-
-
-_zeros = creation_op("zeros", lambda shape: shape_tuple(shape))
-full_op = creation_op("full", lambda shape, fill_value: shape_tuple(shape))  # ``full`` is in creation.py
-_arange = creation_op("arange", _arange_len)
-
-
-def zeros(shape, *, dtype=None, device=None):
-    """An array of zeros of ``shape``."""
-    return on_device(_zeros, shape, dtype=dtype, device=device)
-
-
-def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """Evenly spaced values in ``[start, stop)``."""
-    return on_device(_arange, start, stop, step, dtype=dtype, device=device)
-
-
-# ------------------------------------------------------------------------------ zeros_like, ones_like
-
-
-def like_op(name, from_shape):
-    """A ``*like_op`` op; ``from_shape(xp, shape, dtype, **params)`` builds its output without its input
-    (the ``shape_only`` marker, used where only the shape was recorded)."""
-
-    def abstract(xp, x, *args, dtype=None, device=None, **params):
-        return ShapeDtype(
-            x.shape, dtype if dtype is not None else x.dtype, x.device if device is None else device
-        )
-
-    op = define(name, abstract_eval=abstract, nondiff=True)
-    op.rules["batch"] = lambda info, dims, x, *args, **params: (bind(op, x, *args, **params), dims[0])
-    op.shape_only = from_shape
-    return op
-
-
-_zeros_like = like_op("zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype))
-_ones_like = like_op("ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype))
-
-
-def other_library(x, device):
-    """The backend owning ``device`` when it is not ``x``'s library (a ``*like_op`` then creates there)."""
-    if device is None:
-        return None
-    own = dispatch.backend_of_array(bottom(x))
-    if own is None or dispatch.owns_device(own, device):
-        return None
-    return dispatch.owner_of_device(device)
-
-
-def like_elsewhere(backend, x, dtype, device, fill=None):
-    """A ``*like_op`` of ``x`` created on ``backend`` (another library than ``x``'s)."""
-    dtype = dtype if dtype is not None else getattr(backend.xp, dtype_name(x.dtype))
-    if fill is None:
-        return on_device(_zeros, tuple(x.shape), dtype=dtype, device=device)
-    return on_device(full_op, tuple(x.shape), fill, dtype=dtype, device=device)
-
-
-def zeros_like(x, /, *, dtype=None, device=None):
-    """Zeros with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
-    other = other_library(x, device)
-    if other is not None:
-        return like_elsewhere(other, x, dtype, device)
-    return bind(_zeros_like, x, dtype=dtype, device=device)
-
-
-def ones_like(x, /, *, dtype=None, device=None):
-    """Ones with the shape of ``x``, on ``x``'s library and device and with its dtype unless given."""
-    other = other_library(x, device)
-    if other is not None:
-        return like_elsewhere(other, x, dtype, device, fill=1)
-    return bind(_ones_like, x, dtype=dtype, device=device)

@@ -11,6 +11,8 @@ shared rules need: ``unbroadcast``, ``move_to_front``, ``broadcast_batch``, ...)
 - ``unary_batch``: ops that act element by element on one array keep its batch dimension.
 """
 
+import math
+
 import polyad.dispatch as dispatch
 from polyad.core import Op, Tensor, bind, fresh
 
@@ -31,10 +33,7 @@ class ShapeDtype:
 
     @property
     def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     # ``array_namespace`` of an abstract array is polyad's namespace, as of a tensor
     __array_namespace__ = Tensor.__array_namespace__
@@ -252,9 +251,8 @@ def creation_op(name, shape_rule):
             dtype = _default_dtype(name, args, device)
         return ShapeDtype(shape_rule(*args, **params), dtype, device)
 
-    op = define(name, kernel, abstract_eval=abstract, nondiff=True)
-    op.from_device = True  # no array to read a backend from: the ``device`` parameter picks it
-    return op
+    # no array to read a backend from: the ``device`` parameter picks it
+    return define(name, kernel, abstract_eval=abstract, nondiff=True, from_device=True)
 
 
 def on_device(op, *args, **params):

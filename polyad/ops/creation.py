@@ -13,23 +13,7 @@ import array_api_compat
 import polyad.dispatch as dispatch
 from polyad.core import Tensor, bind, fresh
 from polyad.core.tensor import reconnect
-from polyad.ops.base import arange as _arange_values
-from polyad.ops.base import (
-    astype,
-    broadcast_to,
-    full_op,
-    like_elsewhere,
-    like_op,
-    move_to_front,
-    other_library,
-    reshape,
-    stack,
-    unbroadcast,
-    where,
-)
-from polyad.ops.base import ones_like as ones_like
-from polyad.ops.base import zeros as zeros
-from polyad.ops.base import zeros_like as zeros_like
+from polyad.ops.base import astype, broadcast_to, move_to_front, reshape, stack, unbroadcast, where
 from polyad.ops.common import (
     ShapeDtype,
     creation_op,
@@ -43,6 +27,11 @@ from polyad.ops.common import (
     shape_tuple,
 )
 from polyad.ops.dtypes import owns_dtype
+from polyad.ops.fills import arange as _arange_values
+from polyad.ops.fills import full_op, like_elsewhere, like_op, other_library
+from polyad.ops.fills import ones_like as ones_like
+from polyad.ops.fills import zeros as zeros
+from polyad.ops.fills import zeros_like as zeros_like
 
 _ones = creation_op("ones", lambda shape: shape_tuple(shape))
 _empty = creation_op("empty", lambda shape: shape_tuple(shape))

@@ -14,24 +14,17 @@ import math
 from typing import Any
 
 from polyad.core import bind
+from polyad.ops.base import add as add
 from polyad.ops.base import (
-    KnownOnes,
-    binary,
     broadcast_batch_args,
     broadcast_to_out,
     complex_like,
     conj,
     conj_if_complex,
-    passes_ones,
     real,
-    times_ones,
-    unary,
     unbroadcast,
     where,
-    with_ones_rule,
-    zeros_like,
 )
-from polyad.ops.base import add as add
 from polyad.ops.common import (
     ABSTRACT_BOOL,
     ABSTRACT_REAL,
@@ -41,6 +34,9 @@ from polyad.ops.common import (
     is_complex,
     unary_batch,
 )
+from polyad.ops.families import binary, times_ones, unary
+from polyad.ops.fills import zeros_like
+from polyad.ops.known_ones import KnownOnes, passes_ones, with_ones_rule
 
 # ------------------------------------------------------------------------------ unary
 
@@ -373,7 +369,7 @@ def _clip_batch(info, dims, x, lo, hi):
     return out, 0
 
 
-_clip_op.rules["batch"] = _clip_batch
+_clip_op.register_rule("batch", _clip_batch)
 
 
 def clip(x, /, min=None, max=None):
@@ -387,7 +383,7 @@ clip.op = _clip_op
 # ------------------------------------------------------------------------------ stop_gradient
 
 _stop_gradient = define("stop_gradient", lambda xp, x: x, abstract_eval=lambda xp, x: x, nondiff=True)
-_stop_gradient.rules["batch"] = unary_batch(_stop_gradient)
+_stop_gradient.register_rule("batch", unary_batch(_stop_gradient))
 
 
 def stop_gradient(x: Any) -> Any:

@@ -29,10 +29,11 @@ their rules never depend on the backend's defaults.
 import operator
 
 from polyad.core import bind
-from polyad.ops.base import arange, real, reshape, where
+from polyad.ops.base import real, reshape, where
 from polyad.ops.common import ShapeDtype, bottom, define, is_complex, is_floating, on_device, xp_of
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
+from polyad.ops.fills import arange
 
 _NORMS = ("backward", "ortho", "forward")
 _MIRROR = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -177,7 +178,7 @@ def _transform(name, kind, partner, one_d):
         vjp=_transform_vjp(kind, lambda: _OPS[partner]),
         linear=True,
     )
-    op.rules["batch"] = _transform_batch(op)
+    op.register_rule("batch", _transform_batch(op))
     _OPS[name] = op
     return op
 
@@ -340,9 +341,8 @@ def _freq(name, length):
     def abstract(xp, *, n, d, dtype, device):
         return ShapeDtype((length(n),), dtype if dtype is not None else _default_float(xp), device)
 
-    op = define(f"fft.{name}", kernel, abstract_eval=abstract, nondiff=True)
-    op.from_device = True  # no array argument: the ``device`` parameter picks the backend
-    return op
+    # no array argument: the ``device`` parameter picks the backend
+    return define(f"fft.{name}", kernel, abstract_eval=abstract, nondiff=True, from_device=True)
 
 
 def _check_n(n, name):

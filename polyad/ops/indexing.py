@@ -11,7 +11,6 @@ breaks adjacency), else first. ``_analyse`` computes that layout once for shapes
 
 from polyad.core import bind
 from polyad.ops.base import (
-    arange,
     batch_all_front,
     broadcast_to,
     expand_dims,
@@ -22,8 +21,6 @@ from polyad.ops.base import (
     reshape,
     unbroadcast,
     where,
-    zeros,
-    zeros_like,
 )
 from polyad.ops.common import (
     ShapeDtype,
@@ -35,6 +32,7 @@ from polyad.ops.common import (
     normalize_axis,
     shape_of,
 )
+from polyad.ops.fills import arange, zeros, zeros_like
 
 
 class _ArrayMarker:
@@ -361,7 +359,7 @@ _index_update = define(
     vjp=_update_vjp,
     jvp=_update_jvp,
 )
-_index_update.rules["batch"] = _write_batch(_index_update)
+_index_update.register_rule("batch", _write_batch(_index_update))
 
 
 def index_update(x, key, value):
@@ -390,7 +388,7 @@ _index_add = define(
     ),
     linear=(0, 1),
 )
-_index_add.rules["batch"] = _write_batch(_index_add)
+_index_add.register_rule("batch", _write_batch(_index_add))
 
 
 def index_add(x, v, *arrays, key):

@@ -8,9 +8,10 @@ the internal ``take_index`` live in ``ops.base`` (the transforms and the shared 
 are importable from here.
 """
 
+import math
+
 from polyad.core import bind
 from polyad.ops.base import (
-    arange,
     as_tuple,
     batch_all_front,
     broadcast_batch_args,
@@ -19,7 +20,6 @@ from polyad.ops.base import (
     real_part_for,
     reshape,
     unbroadcast,
-    zeros_like,
 )
 from polyad.ops.base import expand_dims as expand_dims
 from polyad.ops.base import moveaxis as moveaxis
@@ -38,6 +38,7 @@ from polyad.ops.common import (
     shape_abstract,
     shape_of,
 )
+from polyad.ops.fills import arange, zeros_like
 from polyad.ops.indexing import scatter_add
 
 # ------------------------------------------------------------------------------ squeeze
@@ -80,24 +81,17 @@ squeeze.op = _squeeze
 
 def _concat_shape(*shapes, axis=0):
     if axis is None:
-        return (sum(_size(s) for s in shapes),)
+        return (sum(math.prod(s) for s in shapes),)
     a = normalize_axis(axis, len(shapes[0]))
     s0 = shapes[0]
     return s0[:a] + (sum(s[a] for s in shapes),) + s0[a + 1 :]
-
-
-def _size(s):
-    n = 1
-    for d in s:
-        n *= d
-    return n
 
 
 def _concat_vjp(g, y, *arrays, axis=0):
     if axis is None:
         pieces, start = [], 0
         for a in arrays:
-            n = _size(shape_of(a))
+            n = math.prod(shape_of(a))
             pieces.append(real_part_for(reshape(g[start : start + n], shape_of(a)), a))
             start += n
         return tuple(pieces)

@@ -33,12 +33,12 @@ from polyad.ops.base import (
     reshape,
     sum_dtype,
     where,
-    zeros,
 )
 from polyad.ops.base import reduction_shape as reduction_shape
 from polyad.ops.base import sum as sum
 from polyad.ops.common import ShapeDtype, define, device_of, is_complex, ndim_of, real_dtype_rule, shape_of
 from polyad.ops.creation import full
+from polyad.ops.fills import zeros
 from polyad.ops.indexing import getitem
 from polyad.ops.manipulation import concat
 
@@ -153,7 +153,7 @@ def _prod_jvp(ts, y, x, *, axis=None, dtype=None, keepdims=False):
 
 
 _prod = define("prod", abstract_eval=reduction_abstract(sum_dtype), vjp=_prod_vjp, jvp=_prod_jvp)
-_prod.rules["batch"] = reduction_batch(_prod)
+_prod.register_rule("batch", reduction_batch(_prod))
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
@@ -172,7 +172,7 @@ def _mean_vjp(g, y, x, *, axis=None, keepdims=False):
 
 
 _mean = define("mean", abstract_eval=reduction_abstract(), vjp=_mean_vjp, linear=True)
-_mean.rules["batch"] = reduction_batch(_mean)
+_mean.register_rule("batch", reduction_batch(_mean))
 
 
 def mean(x, /, *, axis=None, keepdims=False):
@@ -200,9 +200,9 @@ def _extremum_jvp(ts, y, x, *, axis=None, keepdims=False):
 
 
 _max = define("max", abstract_eval=reduction_abstract(), vjp=_extremum_vjp, jvp=_extremum_jvp)
-_max.rules["batch"] = reduction_batch(_max)
+_max.register_rule("batch", reduction_batch(_max))
 _min = define("min", abstract_eval=reduction_abstract(), vjp=_extremum_vjp, jvp=_extremum_jvp)
-_min.rules["batch"] = reduction_batch(_min)
+_min.register_rule("batch", reduction_batch(_min))
 
 
 def max(x, /, *, axis=None, keepdims=False):
@@ -270,9 +270,9 @@ def _std_jvp(ts, y, x, *, axis=None, correction=0.0, keepdims=False):
 
 # var and std of a complex array (where the backend allows one) are real
 _var = define("var", abstract_eval=reduction_abstract(real_dtype_rule), vjp=_var_vjp, jvp=_var_jvp)
-_var.rules["batch"] = reduction_batch(_var)
+_var.register_rule("batch", reduction_batch(_var))
 _std = define("std", abstract_eval=reduction_abstract(real_dtype_rule), vjp=_std_vjp, jvp=_std_jvp)
-_std.rules["batch"] = reduction_batch(_std)
+_std.register_rule("batch", reduction_batch(_std))
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
@@ -297,13 +297,13 @@ def _count_nonzero_kernel(xp, x, *, axis=None, keepdims=False):
 
 
 _all = define("all", abstract_eval=reduction_abstract(lambda xp, x: xp.bool), nondiff=True)
-_all.rules["batch"] = reduction_batch(_all)
+_all.register_rule("batch", reduction_batch(_all))
 _any = define("any", abstract_eval=reduction_abstract(lambda xp, x: xp.bool), nondiff=True)
-_any.rules["batch"] = reduction_batch(_any)
+_any.register_rule("batch", reduction_batch(_any))
 _count_nonzero = define(
     "count_nonzero", _count_nonzero_kernel, abstract_eval=reduction_abstract(_default_int), nondiff=True
 )
-_count_nonzero.rules["batch"] = reduction_batch(_count_nonzero)
+_count_nonzero.register_rule("batch", reduction_batch(_count_nonzero))
 
 
 def all(x, /, *, axis=None, keepdims=False):
@@ -364,7 +364,7 @@ def _cumsum_vjp(g, y, x, *, axis=None, dtype=None, include_initial=False):
 
 
 _cumulative_sum = define("cumulative_sum", abstract_eval=_cumulative_abstract, vjp=_cumsum_vjp, linear=True)
-_cumulative_sum.rules["batch"] = cumulative_batch(_cumulative_sum)
+_cumulative_sum.register_rule("batch", cumulative_batch(_cumulative_sum))
 
 
 def _cumprod_parts(y, a, include_initial):
@@ -402,7 +402,7 @@ def _cumprod_jvp(ts, y, x, *, axis=None, dtype=None, include_initial=False):
 _cumulative_prod = define(
     "cumulative_prod", abstract_eval=_cumulative_abstract, vjp=_cumprod_vjp, jvp=_cumprod_jvp
 )
-_cumulative_prod.rules["batch"] = cumulative_batch(_cumulative_prod)
+_cumulative_prod.register_rule("batch", cumulative_batch(_cumulative_prod))
 
 
 def _check_scan_input(x, axis, name):

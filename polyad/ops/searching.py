@@ -19,18 +19,10 @@ refuses them always unless given a static size).
 from collections import namedtuple
 
 from polyad.core import ConcretizationError, bind
-from polyad.ops.base import (
-    astype,
-    broadcast_to,
-    move_to_front,
-    reduction_shape,
-    reshape,
-    stack,
-    take_index,
-    zeros,
-)
+from polyad.ops.base import astype, broadcast_to, move_to_front, reduction_shape, reshape, stack, take_index
 from polyad.ops.base import sum as _sum
 from polyad.ops.common import ShapeDtype, define, device_of, ndim_of, normalize_axis, shape_of, xp_of
+from polyad.ops.fills import zeros
 from polyad.ops.indexing import scatter_add, take, take_along_axis
 
 
@@ -89,7 +81,7 @@ def _arg_reduce_batch(op):
 
 def _arg_reduce(name):
     op = define(name, abstract_eval=_arg_reduce_abstract, nondiff=True)
-    op.rules["batch"] = _arg_reduce_batch(op)
+    op.register_rule("batch", _arg_reduce_batch(op))
     return op
 
 
@@ -120,7 +112,7 @@ _nonzero = define(
     nondiff=True,
     multiple_results=True,
 )
-_nonzero.rules["batch"] = _data_dependent_batch(_nonzero)
+_nonzero.register_rule("batch", _data_dependent_batch(_nonzero))
 
 
 def nonzero(x, /):
@@ -227,13 +219,13 @@ def _sort_vjp(g, y, x, *, axis=-1, descending=False, stable=True):
 
 
 _sort = define("sort", abstract_eval=_same_abstract, vjp=_sort_vjp, jvp=_sort_jvp)
-_sort.rules["batch"] = _sort_batch(_sort)
+_sort.register_rule("batch", _sort_batch(_sort))
 _argsort = define(
     "argsort",
     abstract_eval=lambda xp, x, **params: ShapeDtype(x.shape, _index_dtype(xp), x.device),
     nondiff=True,
 )
-_argsort.rules["batch"] = _sort_batch(_argsort)
+_argsort.register_rule("batch", _sort_batch(_argsort))
 
 
 def _check_sortable(name, x, axis):
@@ -342,7 +334,7 @@ def _unique_op(name):
         jvp=jvp,
         multiple_results=name != "unique_values",
     )
-    op.rules["batch"] = _data_dependent_batch(op)
+    op.register_rule("batch", _data_dependent_batch(op))
     return op
 
 

@@ -20,7 +20,7 @@ becomes batched.
 import threading
 import warnings
 
-from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, split_args
+from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, rule_of, split_args
 from polyad.ops.base import broadcast_to, expand_dims, stack, take_index
 from polyad.ops.common import shape_of
 from polyad.ops.elementwise import equal, isnan, logical_and, logical_or
@@ -116,7 +116,7 @@ class BatchInterpreter(_VmapLevel):
 
     def process(self, op, args, params):
         values, dims, _ = split_args(self, args)
-        rule = op.rules.get("batch")
+        rule = rule_of(op, BATCH)
         if rule is not None:
             try:
                 result = rule(self, tuple(dims), *values, **params)

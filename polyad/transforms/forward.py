@@ -8,7 +8,7 @@ with a None tangent, so the namespace stays closed under the transform.
 """
 
 from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, rule_kind, rule_of, split_args
-from polyad.ops.base import zeros_like
+from polyad.ops.fills import zeros_like
 
 
 class DualTensor(Tensor):

@@ -10,9 +10,21 @@ level records the backward pass itself, and that is how higher derivatives work.
 the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
-from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, no_grad_level, rule_kind, split_args
-from polyad.ops.base import Borrowed, KnownOnes, add, zeros_like
+from polyad.core import (
+    Interpreter,
+    Tensor,
+    all_none,
+    bind,
+    eval_raw,
+    no_grad_level,
+    rule_kind,
+    rule_of,
+    split_args,
+)
+from polyad.ops.base import add
 from polyad.ops.creation import asarray
+from polyad.ops.fills import zeros_like
+from polyad.ops.known_ones import Borrowed, KnownOnes
 from polyad.transforms.forward import jvp_rule
 
 VJP = rule_kind(
@@ -109,7 +121,7 @@ class ReverseInterpreter(Interpreter):
                 g = ct.pop(ids, None)
                 if g is None:
                     continue
-            rule = op.rules.get("vjp")
+            rule = rule_of(op, VJP)
             if rule is None:  # an op without a rule is fine until a gradient must flow through it
                 raise NotImplementedError(
                     f"reverse mode (grad/vjp) is not implemented for op {op.name!r}: it has no VJP rule "
@@ -127,15 +139,8 @@ class ReverseInterpreter(Interpreter):
                     gi = gi()
                     if gi is None:
                         continue
-                prev = ct.get(pid)
-                if prev is None:
-                    ct[pid] = gi
-                elif type(prev) is type(gi) and not isinstance(prev, Tensor):
-                    prev = None  # see _ones_step: the popped array is the expression's only reference
-                    ct[pid] = ct.pop(pid) + gi
-                else:
-                    ct[pid] = add(prev, gi)
-            g = grads = gi = prev = None  # hold no cotangent past its entry (peak memory of jacrev)
+                _accumulate(ct, pid, gi)
+            g = grads = gi = None  # hold no cotangent past its entry (peak memory of jacrev)
         for pid, v in borrowed.items():
             if ct.get(pid) is v:
                 ct[pid] = asarray(v, copy=True)
@@ -197,23 +202,29 @@ def _ones_step(grads, parents, ct, known, borrowed):
         mark = type(gi)
         if mark is KnownOnes or mark is Borrowed:
             gi = gi.value
-        prev = ct.get(pid)
-        if prev is None:
-            ct[pid] = gi
+        if _accumulate(ct, pid, gi):  # a sum of two cotangents is neither all ones nor borrowed
             if mark is KnownOnes:
                 known[pid] = gi
             elif mark is Borrowed:
                 borrowed[pid] = gi
-        # a sum of two cotangents is neither all ones nor borrowed
-        elif type(prev) is type(gi) and not isinstance(prev, Tensor):
-            # two backend arrays: the array's own ``+`` on the popped cotangent, whose only reference is
-            # then the expression's, so NumPy's temporary elision may add into its buffer (it checks the
-            # reference count: a cotangent shared with another id, a primal or a view's base is never
-            # written to); one allocation fewer per accumulation on large arrays
-            prev = None
-            ct[pid] = ct.pop(pid) + gi
-        else:
-            ct[pid] = add(prev, gi)
+
+
+def _accumulate(ct, pid, gi):
+    """Add cotangent ``gi`` into ``ct[pid]``; True when it is the first one there (it is then ``gi``)."""
+    prev = ct.get(pid)
+    if prev is None:
+        ct[pid] = gi
+        return True
+    if type(prev) is type(gi) and not isinstance(prev, Tensor):
+        # two backend arrays: the array's own ``+`` on the popped cotangent, whose only reference is then
+        # the expression's, so NumPy's temporary elision may add into its buffer (it checks the reference
+        # count: a cotangent shared with another id, a primal or a view's base is never written to); one
+        # allocation fewer per accumulation on large arrays
+        prev = None
+        ct[pid] = ct.pop(pid) + gi
+    else:
+        ct[pid] = add(prev, gi)
+    return False
 
 
 def _drain(tape):

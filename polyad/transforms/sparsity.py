@@ -14,12 +14,16 @@ Values computed from the inputs by ops without a derivative (comparisons, ``argm
 the level with an empty pattern: they are not constants, so no rule takes their zeros for facts.
 """
 
+import math
 import threading
 import warnings
 
 import optree
 
+import polyad.xp  # noqa: F401  (every op exists before the tables' rules are attached to them)
+from polyad.backends.host import np
 from polyad.core import (
+    OPS,
     Interpreter,
     Tensor,
     bind,
@@ -32,7 +36,7 @@ from polyad.core import (
 )
 from polyad.core.tensor import check_lost, reconnect
 from polyad.transforms import sparsity_rules as rules
-from polyad.transforms.sparsity_rules import ALL, SAME, np, scipy_sparse
+from polyad.transforms.sparsity_rules import ALL, SAME, scipy_sparse
 
 SPARSITY = rule_kind(
     "sparsity",
@@ -41,6 +45,11 @@ SPARSITY = rule_kind(
     "(polyad.transforms.sparsity_rules)",
     derive=rules.derive,
 )
+
+
+# the tables' rules, attached to their ops (every op of the namespace exists: polyad.xp is imported)
+for _name, _rule in rules.table(OPS).items():
+    OPS[_name].register_rule(SPARSITY, _rule)
 
 
 class SparsityFallbackWarning(UserWarning):
@@ -131,13 +140,6 @@ def compose(deps, patterns, size, n):
     return empty(size, n) if acc is None else acc
 
 
-def _size(x):
-    n = 1
-    for s in x.shape:
-        n *= s
-    return n
-
-
 class SparsityInterpreter(Interpreter):
     transform = "jacobian_sparsity"
     carries = "dependence on the inputs"
@@ -157,8 +159,11 @@ class SparsityInterpreter(Interpreter):
         traced = tuple(p is not None for p in patterns)
         deps = rule(traced, out, *values, **params)
         if not op.multiple_results:
-            return PatternTensor(out, self, compose(deps, patterns, _size(out), self.n))
-        wrapped = [PatternTensor(o, self, compose(d, patterns, _size(o), self.n)) for o, d in zip(out, deps)]
+            return PatternTensor(out, self, compose(deps, patterns, math.prod(out.shape), self.n))
+        wrapped = [
+            PatternTensor(o, self, compose(d, patterns, math.prod(o.shape), self.n))
+            for o, d in zip(out, deps)
+        ]
         return type(out)(*wrapped) if hasattr(out, "_fields") else type(out)(wrapped)
 
 
@@ -167,7 +172,7 @@ def dependence(func, inputs, what="jacobian_sparsity"):
     per output leaf, its value and its pattern (CSR, elements x input elements, the inputs' elements
     numbered one after the other); a leaf that does not depend on the inputs has an empty pattern.
     ``inputs`` are backend arrays; ``what`` names the call in warnings."""
-    sizes = [_size(x) for x in inputs]
+    sizes = [math.prod(x.shape) for x in inputs]
     n = sum(sizes)
     with new_level(SparsityInterpreter, n) as interp:
         tracers, start = [], 0
@@ -182,7 +187,9 @@ def dependence(func, inputs, what="jacobian_sparsity"):
             if isinstance(leaf, Tensor) and leaf._interp is interp:
                 leaves.append((leaf._value, leaf._aux))
             else:
-                leaves.append((plain(leaf), None if not hasattr(leaf, "shape") else empty(_size(leaf), n)))
+                leaves.append(
+                    (plain(leaf), None if not hasattr(leaf, "shape") else empty(math.prod(leaf.shape), n))
+                )
         if interp.numbers:  # float() of a traced value whose number never came back: a lost dependence
             check_lost(interp, what, any(p is not None and p.nnz for _, p in leaves))
         return tree, leaves

@@ -32,14 +32,13 @@ Index arithmetic runs on the host with the NumPy backend's library; SciPy (an op
 
 import math
 
-import polyad.backends as backends
 import polyad.dispatch as dispatch
-from polyad.core import eval_raw
+from polyad.backends.host import np
+from polyad.core import eval_raw, rule_of
 from polyad.ops.common import ABSTRACT_BOOL, ABSTRACT_REAL, ABSTRACT_SAME, bottom
 from polyad.ops.indexing import getitem_op
 from polyad.ops.special.shared import abstract_float
-
-np = backends.load("numpy").native  # host index arithmetic (patterns live on the host, as SciPy's)
+from polyad.transforms.abstract import ABSTRACT_EVAL
 
 SCIPY_EXTRA = "pip install polyad[scipy]"
 
@@ -548,7 +547,7 @@ _ALONG_REDUCED = along(_reduced_axes, keep=_keepdims)
 _ALONG_AXIS = along(_one_axis)
 _ALONG_FFT = along(_fft_axes)
 
-# op name -> rule, or a function of the op building its rule
+# op name -> its sparsity rule (attached to the op by polyad.transforms.sparsity)
 RULES = {
     "multiply": multiply,
     "where": where_rule,
@@ -556,7 +555,6 @@ RULES = {
     "astype": same,
     "to_device": same,
     "asarray_copy": same,
-    "polyad::softplus": elementwise,
     "index_update": index_update,
     "index_add": index_add,
     "scatter_add": scatter_add,
@@ -624,17 +622,20 @@ MOVES = {
 }
 
 
+def table(ops):
+    """``{op name: sparsity rule}`` of the ops the tables name (``ops``: the registry), for
+    ``polyad.transforms.sparsity`` to attach to them."""
+    out = dict(RULES)
+    out.update({name: moves(ops[name], positions) for name, positions in MOVES.items()})
+    return out
+
+
 def derive(op):
-    """The sparsity rule of ``op`` from its markers and family: none for an op whose output carries no
-    derivative or depends only on shapes; the table's; the element-wise union for an op with an
-    element-wise abstract evaluation; else None (the interpreter falls back to every element)."""
+    """The sparsity rule of ``op`` from its markers and family, for an op the tables do not name: none for
+    an op whose output carries no derivative or depends only on shapes; the element-wise union for an op
+    with an element-wise abstract evaluation; else None (the interpreter falls back to every element)."""
     if op.nondiff or op.shape_only is not None:
         return no_dependence
-    rule = RULES.get(op.name)
-    if rule is not None:
-        return rule
-    if op.name in MOVES:
-        return moves(op, MOVES[op.name])
-    if op.rules.get("abstract_eval") in ELEMENTWISE_ABSTRACT:
+    if rule_of(op, ABSTRACT_EVAL) in ELEMENTWISE_ABSTRACT:
         return elementwise
     return None

@@ -12,6 +12,7 @@ directory cannot be written the source is compiled in memory.
 
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import threading
@@ -81,19 +82,12 @@ def source(spec):
     return "\n".join(lines) + "\n"
 
 
-def _size(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _mode(shape, group_shape):
     """How the loop reads an input: "full" (its own elements), "one" (one element for all) or "copy"
     (another broadcast: made full by a copy first)."""
     if tuple(shape) == tuple(group_shape):
         return "full"
-    if _size(shape) == 1:
+    if math.prod(shape) == 1:
         return "one"
     return "copy"
 
@@ -167,7 +161,7 @@ def kernel(spec, fallback):
     text = source(spec)
     dtype = np.dtype(spec.dtype)
     shape = spec.shape
-    n = _size(shape)
+    n = math.prod(shape)
     modes = [_mode(s, shape) for s in spec.input_shapes]
     stored = _stored(spec)
     slot = {target: k for k, target in enumerate(stored)}

@@ -13,9 +13,12 @@ The plan is carried by the nodes themselves: a reused node's op is an in-place v
 transforms of the planned graph, and replay on a backend without ``out=``, compute out of place.
 """
 
+import math
+
 import polyad.core as core
 import polyad.dispatch as dispatch
 from polyad.graph.ir import Node, Var, check_graph
+from polyad.transforms.abstract import ABSTRACT_EVAL
 
 REUSE_MIN_BYTES = 1 << 18  # 256 KiB: below this the allocator recycles freed blocks cheaply
 
@@ -84,19 +87,20 @@ def in_place(op, argnum):
             return (op.impls.get(owner) or op.resolve(owner))(*args, **params)
         return fn(*args, out=args[argnum], **params)
 
-    variant = core.Op(
-        f"{op.name}[out={argnum}]", kernel, register=False, abstract_eval=op.rules.get("abstract_eval")
-    )
     # transforms (and captures of transforms) see the original op: nothing is overwritten under them
-    variant.higher_order = lambda *args, **params: core.bind(op, *args, **params)
+    variant = core.Op(
+        f"{op.name}[out={argnum}]",
+        kernel,
+        register=False,
+        abstract_eval=core.rule_of(op, ABSTRACT_EVAL),
+        higher_order=lambda *args, **params: core.bind(op, *args, **params),
+    )
     _IN_PLACE[key] = variant
     return variant
 
 
 def _nbytes(var):
-    n = 1
-    for s in var.shape:
-        n *= s
+    n = math.prod(var.shape)
     name = str(var.dtype)
     bits = "".join(ch for ch in name if ch.isdigit())
     return n * (int(bits) // 8 if bits else 1)

@@ -454,8 +454,10 @@ def _fused_op(spec, members, inputs, out_vars):
         return eval_abstract(body, *avals)
 
     name = f"fused[{','.join(n.op.name for n in members)}]"
-    op = FusedOp(name, generic, register=False, multiple_results=multiple, abstract_eval=abstract)
-    op.higher_order = body  # transforms run the members, each by its own rules
+    # transforms run the members (the higher-order body), each by its own rules
+    op = FusedOp(
+        name, generic, register=False, multiple_results=multiple, abstract_eval=abstract, higher_order=body
+    )
     op.fusion = spec
     # a kernel per device from each loaded backend that builds them (CuPy's only once a GPU is in use)
     for backend in set(dispatch.BY_TYPE.values()):

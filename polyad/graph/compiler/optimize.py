@@ -139,13 +139,6 @@ def _dtype_of(ref, consts):
     return None
 
 
-def _size(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 # ------------------------------------------------------------------------------ simplify_algebra
 
 
@@ -310,9 +303,9 @@ def _python_number(value, dtype_name):
 def _const_fill(array):
     """The one number every element of the small constant ``array`` holds, or None."""
     backend = dispatch.backend_of_array(array)
-    if backend is None or not hasattr(array, "shape") or _size(array.shape) > FOLD_LIMIT:
+    if backend is None or not hasattr(array, "shape") or math.prod(array.shape) > FOLD_LIMIT:
         return None
-    if _size(array.shape) == 0:
+    if math.prod(array.shape) == 0:
         return None
     xp = backend.xp
     try:
@@ -509,7 +502,7 @@ def fold_constants(graph):
     for node in graph.nodes:
         inputs = rw.inputs_of(node)
         op = node.op
-        sizes = [_size(o.shape) for o in node.outputs]
+        sizes = [math.prod(o.shape) for o in node.outputs]
         if _opaque(op) or op.higher_order is not None:
             rw.keep(node, inputs)
             continue
@@ -532,7 +525,7 @@ def fold_constants(graph):
             and not any(isinstance(r, Var) for r in inputs)
             and any(isinstance(r, Const) for r in inputs)
         ):
-            largest = max(_size(consts[r.index].shape) for r in inputs if isinstance(r, Const))
+            largest = max(math.prod(consts[r.index].shape) for r in inputs if isinstance(r, Const))
             if max(sizes) <= max(FOLD_LIMIT, largest):
                 args = [consts[r.index] if isinstance(r, Const) else r for r in inputs]
                 try:

@@ -103,7 +103,7 @@ _cholesky = define(
     vjp=_cholesky_vjp,
     jvp=_cholesky_jvp,
 )
-_cholesky.rules["batch"] = leading_batch(_cholesky)
+_cholesky.register_rule("batch", leading_batch(_cholesky))
 
 
 def cholesky(x, /, *, upper=False):
@@ -145,7 +145,7 @@ _eigh = define(
     jvp=_eigh_jvp,
     multiple_results=True,
 )
-_eigh.rules["batch"] = leading_batch_multi(_eigh, 2)
+_eigh.register_rule("batch", leading_batch_multi(_eigh, 2))
 
 
 def eigh(x, /):
@@ -173,7 +173,7 @@ _eigvalsh = define(
     vjp=_eigvalsh_vjp,
     jvp=_eigvalsh_jvp,
 )
-_eigvalsh.rules["batch"] = leading_batch(_eigvalsh)
+_eigvalsh.register_rule("batch", leading_batch(_eigvalsh))
 
 
 def eigvalsh(x, /):
@@ -259,7 +259,7 @@ _svd = define(
     jvp=_svd_jvp,
     multiple_results=True,
 )
-_svd.rules["batch"] = leading_batch_multi(_svd, 3)
+_svd.register_rule("batch", leading_batch_multi(_svd, 3))
 
 
 def svd(x, /, *, full_matrices=True):
@@ -292,7 +292,7 @@ _svdvals = define(
     vjp=_svdvals_vjp,
     jvp=_svdvals_jvp,
 )
-_svdvals.rules["batch"] = leading_batch(_svdvals)
+_svdvals.register_rule("batch", leading_batch(_svdvals))
 
 
 def svdvals(x, /):
@@ -380,7 +380,7 @@ _qr = define(
     jvp=_qr_jvp,
     multiple_results=True,
 )
-_qr.rules["batch"] = leading_batch_multi(_qr, 2)
+_qr.register_rule("batch", leading_batch_multi(_qr, 2))
 
 
 def qr(x, /, *, mode="reduced"):

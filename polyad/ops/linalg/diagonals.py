@@ -29,7 +29,7 @@ _diag_embed = define(
     vjp=lambda g, y, d, *, offset, n, m: (diagonal(g, offset=offset),),
     linear=True,
 )
-_diag_embed.rules["batch"] = leading_batch(_diag_embed, min_ndim=1)
+_diag_embed.register_rule("batch", leading_batch(_diag_embed, min_ndim=1))
 
 
 def diag_embed(d, *, offset=0, n, m):
@@ -49,7 +49,7 @@ _diagonal = define(
     vjp=lambda g, y, x, *, offset=0: (diag_embed(g, offset=offset, n=x.shape[-2], m=x.shape[-1]),),
     linear=True,
 )
-_diagonal.rules["batch"] = leading_batch(_diagonal)
+_diagonal.register_rule("batch", leading_batch(_diagonal))
 
 
 def diagonal(x, /, *, offset=0):
@@ -76,7 +76,7 @@ _trace = define(
     vjp=_trace_vjp,
     linear=True,
 )
-_trace.rules["batch"] = leading_batch(_trace)
+_trace.register_rule("batch", leading_batch(_trace))
 
 
 def trace(x, /, *, offset=0, dtype=None):

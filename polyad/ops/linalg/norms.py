@@ -13,12 +13,12 @@ from polyad.ops.base import (
     reduced_axes,
     reduction_shape,
     take_index,
-    zeros_like,
 )
 from polyad.ops.base import sum as _sum
 from polyad.ops.common import ShapeDtype, define, is_complex, ndim_of, shape_of
 from polyad.ops.elementwise import abs as _abs
 from polyad.ops.elementwise import safe_divide, sign
+from polyad.ops.fills import zeros_like
 from polyad.ops.linalg.decompositions import svd
 from polyad.ops.linalg.products import matmul
 from polyad.ops.linalg.shared import leading_batch, real_dtype, real_if_complex
@@ -102,7 +102,7 @@ def _vector_norm_batch(info, dims, x, *, axis=None, keepdims=False, ord=2):
     return vector_norm(x, axis=axes, keepdims=keepdims, ord=ord), 0
 
 
-_vector_norm.rules["batch"] = _vector_norm_batch
+_vector_norm.register_rule("batch", _vector_norm_batch)
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
@@ -170,7 +170,7 @@ _matrix_norm = define(
     vjp=_matrix_norm_vjp,
     jvp=_matrix_norm_jvp,
 )
-_matrix_norm.rules["batch"] = leading_batch(_matrix_norm)
+_matrix_norm.register_rule("batch", leading_batch(_matrix_norm))
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):

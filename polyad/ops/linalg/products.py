@@ -31,7 +31,7 @@ _matrix_transpose = define(
     vjp=lambda g, y, x: (matrix_transpose(g),),
     linear=True,
 )
-_matrix_transpose.rules["batch"] = leading_batch(_matrix_transpose)
+_matrix_transpose.register_rule("batch", leading_batch(_matrix_transpose))
 
 
 def matrix_transpose(x, /):

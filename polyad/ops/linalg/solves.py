@@ -18,12 +18,12 @@ from polyad.ops.base import (
     reshape,
     unbroadcast,
     where,
-    zeros_like,
 )
 from polyad.ops.base import sum as _sum
 from polyad.ops.common import ShapeDtype, broadcast_shape, define, device_of, is_complex, ndim_of, shape_of
 from polyad.ops.creation import eye
 from polyad.ops.elementwise import imag
+from polyad.ops.fills import zeros_like
 from polyad.ops.linalg.diagonals import trace
 from polyad.ops.linalg.products import conj_transpose, matmul, matrix_transpose
 from polyad.ops.linalg.shared import (
@@ -51,7 +51,7 @@ _inv = define(
     vjp=lambda g, y, x: (-matmul(conj_transpose(y), matmul(g, conj_transpose(y))),),
     jvp=lambda ts, y, x: -matmul(y, matmul(ts[0], y)),
 )
-_inv.rules["batch"] = leading_batch(_inv)
+_inv.register_rule("batch", leading_batch(_inv))
 
 
 def inv(x, /):
@@ -108,7 +108,7 @@ _adjugate = define(
     vjp=_adjugate_vjp,
     jvp=_adjugate_jvp,
 )
-_adjugate.rules["batch"] = leading_batch(_adjugate)
+_adjugate.register_rule("batch", leading_batch(_adjugate))
 
 
 def adjugate(x, /):
@@ -128,7 +128,7 @@ _det = define(
     vjp=_det_vjp,
     jvp=lambda ts, y, x: squeeze(_trace_of_product(adjugate(x), ts[0]), axis=(-2, -1)),
 )
-_det.rules["batch"] = leading_batch(_det)
+_det.register_rule("batch", leading_batch(_det))
 
 
 def det(x, /):
@@ -178,7 +178,7 @@ _slogdet = define(
     jvp=_slogdet_jvp,
     multiple_results=True,
 )
-_slogdet.rules["batch"] = leading_batch_multi(_slogdet, 2)
+_slogdet.register_rule("batch", leading_batch_multi(_slogdet, 2))
 
 
 def slogdet(x, /):
@@ -324,7 +324,7 @@ _matrix_power = define(
     vjp=_mpow_vjp,
     jvp=_mpow_jvp,
 )
-_matrix_power.rules["batch"] = leading_batch(_matrix_power)
+_matrix_power.register_rule("batch", leading_batch(_matrix_power))
 
 
 def matrix_power(x, n, /):
@@ -382,7 +382,7 @@ _matrix_rank = define(
     ),
     nondiff=True,
 )
-_matrix_rank.rules["batch"] = _rtol_batch(_matrix_rank)
+_matrix_rank.register_rule("batch", _rtol_batch(_matrix_rank))
 
 
 def matrix_rank(x, /, *, rtol=None):
@@ -425,7 +425,7 @@ _pinv = define(
     vjp=_pinv_vjp,
     jvp=_pinv_jvp,
 )
-_pinv.rules["batch"] = _rtol_batch(_pinv)
+_pinv.register_rule("batch", _rtol_batch(_pinv))
 
 
 def pinv(x, /, *, rtol=None):

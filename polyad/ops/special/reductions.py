@@ -179,7 +179,7 @@ def _same_shape(xp, x, *, axis):
 
 def _axis_op(name, kernel, vjp, jvp):
     op = Op(name, kernel, abstract_eval=_same_shape, vjp=vjp, jvp=jvp)
-    op.rules["batch"] = reduction_batch(op)
+    op.register_rule("batch", reduction_batch(op))
     return op
 
 

@@ -211,7 +211,7 @@ def special_op(name, argnames, partials, generic=None, scipy_name=None):
     arrays without SciPy); CUDA kernels come from the CuPy backend."""
     vjp, jvp = _derivative_rules(scipy_name or name, argnames, partials)
     op = Op(PREFIX + name, generic, abstract_eval=abstract_float, vjp=vjp, jvp=jvp)
-    op.rules["batch"] = unary_batch(op) if len(argnames) == 1 else broadcast_batch(op)
+    op.register_rule("batch", unary_batch(op) if len(argnames) == 1 else broadcast_batch(op))
     op.kernels.setdefault("cpu", scipy_kernel(scipy_name or name, generic))
     return op
 
