@@ -249,7 +249,8 @@ def binomial_schedule(length: int, slots: int) -> Iterator[Action]:
 
 
 def _schedule(length, slots):
-    if length == 0:
+    if length <= 1:  # nothing to store: the working state x_0 is turned at once
+        yield from [Turn(0)] * length
         return
     yield Store(0)
     yield from _reverse_range(0, length, slots, at_start=True)
