@@ -8,7 +8,7 @@ import math
 import pathlib
 import sys
 from functools import cache
-from itertools import islice
+from itertools import combinations, islice
 
 import pytest
 
@@ -245,6 +245,32 @@ def test_online_schedule_is_optimal_up_to_c_s_plus_2_choose_2(slots):
         run_online(schedule, length)
         schedule.reverse(length)
         assert schedule.recomputations == hindsight_reverse(length, slots), length
+
+
+@pytest.mark.parametrize("slots", [3, 4])
+def test_no_online_placement_is_optimal_at_every_length_beyond_c_s_plus_2_choose_2(slots):
+    # exhaustive: the placements optimal at each length (in hindsight) that an online schedule can reach
+    # from one optimal at the length before (it only drops states and stores the newest)
+    def optimal_placements(length):
+        best, found = length + hindsight_reverse(length, slots), set()
+        for n in range(slots):
+            for rest in combinations(range(1, length), n):
+                stored = (0, *rest)
+                ends = (*stored[1:], length)
+                cost = length + sum(
+                    optimal_advances(e - b, slots - j) for j, (b, e) in enumerate(zip(stored, ends))
+                )
+                if cost == best:
+                    found.add(stored)
+        return found
+
+    limit = math.comb(slots + 2, 2)
+    reachable = {(0,)}
+    for length in range(2, limit + 2):
+        reachable = {
+            c for c in optimal_placements(length) if any(set(c) - {length - 1} <= set(r) for r in reachable)
+        }
+        assert bool(reachable) == (length <= limit), length
 
 
 @pytest.mark.parametrize("length, slots", [(1000, 5), (1000, 10), (10_000, 10), (10_000, 20), (20_000, 50)])
