@@ -96,19 +96,19 @@ def _check_int(value, name, minimum):
 
 # --- binomial numbers ---------------------------------------------------------------------------------
 # beta(k, r) = C(k + r, k): the most steps k slots reverse with no step advanced more than r times
-# (Griewank and Walther's eta(s, r)). Rows for k >= 2 are cached as growing lists, so that the repetition
-# number of a range is a bisection: a schedule of 10^6 steps asks for it once per checkpoint it places.
+# (Griewank and Walther's eta(s, r)). The rows _repetitions bisects (k >= 3) are cached as growing lists:
+# a schedule of 10^6 steps asks for a repetition number once per checkpoint it places.
 
 _BETA_ROWS: dict[int, list[int]] = {}
 _BETA_LOCK = threading.Lock()
 
 
-def _beta_row(k, at_least_index=0, at_least_value=0):
+def _beta_row(k, at_least_value):
     row = _BETA_ROWS.get(k)
-    if row is None or len(row) <= at_least_index or row[-1] < at_least_value:
+    if row is None or row[-1] < at_least_value:
         with _BETA_LOCK:  # two threads extending one row would append the same entry twice
             row = list(_BETA_ROWS.get(k, [1]))
-            while len(row) <= at_least_index or row[-1] < at_least_value:
+            while row[-1] < at_least_value:
                 r = len(row)
                 row.append(row[-1] * (k + r) // r)
             _BETA_ROWS[k] = row
@@ -118,9 +118,8 @@ def _beta_row(k, at_least_index=0, at_least_value=0):
 def _beta(k, r):
     if r < 0:
         return 0
-    if k <= 1:
-        return 1 if k == 0 else r + 1
-    return _beta_row(k, at_least_index=r)[r]
+    row = _BETA_ROWS.get(k)
+    return row[r] if row is not None and r < len(row) else math.comb(k + r, r)
 
 
 def _repetitions(length, slots):
@@ -136,7 +135,7 @@ def _repetitions(length, slots):
         while (r + 1) * (r + 2) // 2 < length:
             r += 1
         return r
-    return bisect.bisect_left(_beta_row(slots, at_least_value=length), length)
+    return bisect.bisect_left(_beta_row(slots, length), length)
 
 
 def _advances(length, slots):
@@ -345,8 +344,8 @@ def parse_memory(value: int | str, name: str = "max_memory") -> int:
         n = value
     elif isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", value)
-        unit = _UNITS.get(match.group(2).lower()) if match else None
-        if unit is not None:
+        unit = _UNITS.get(match.group(2).lower()) if match is not None else None
+        if match is not None and unit is not None:
             n = int(float(match.group(1)) * unit)
     if n is None or n <= 0:
         raise ValueError(
@@ -566,7 +565,7 @@ class OnlineSchedule:
     @property
     def recomputations(self) -> int:
         """Untaped body runs of the reverse sweep: ``advances - length``."""
-        return self.advances - self._length
+        return self.advances - (self._length or 0)
 
     def before_step(self, step: int) -> tuple[Action, ...]:
         """The actions to apply before running F at ``x_step``: ``()``, ``(Store(step),)`` or
@@ -742,8 +741,8 @@ def simulate(
         >>> simulate(binomial_schedule(6, 2), 6, slots=2)
         Replay(advances=8, stores=3, peak_stored=2, max_repeats=2)
     """
-    store = {i: i for i in (stored or ())}
-    current = 0 if stored is None else length
+    store: dict[int, int | None] = {i: i for i in (stored or ())}
+    current: int | None = 0 if stored is None else length
     expected_turn = length - 1
     advances = stores = 0
     peak = len(store)
@@ -754,28 +753,27 @@ def simulate(
             raise AssertionError(f"{action}: {why}")
 
     for action in actions:
-        kind = type(action)
-        if kind is Advance:
+        if isinstance(action, Advance):
             check(current == action.start, action, f"the working state is x_{current}")
             check(action.start < action.stop <= length, action, "not a forward range of the loop")
             for i in range(action.start, action.stop):
                 repeats[i] = repeats.get(i, 0) + 1
             advances += action.stop - action.start
             current = action.stop
-        elif kind is Store:
+        elif isinstance(action, Store):
             check(current == action.step, action, f"the working state is x_{current}")
             check(action.step not in store, action, "already stored")
             store[action.step] = current
             stores += 1
             peak = max(peak, len(store))
             check(slots is None or len(store) <= slots, action, f"{len(store)} states stored, slots={slots}")
-        elif kind is Restore:
+        elif isinstance(action, Restore):
             check(action.step in store, action, "not stored")
             current = store[action.step]
-        elif kind is Free:
+        elif isinstance(action, Free):
             check(action.step in store, action, "not stored")
             del store[action.step]
-        elif kind is Turn:
+        elif isinstance(action, Turn):
             check(action.step == expected_turn, action, f"expected the turn at step {expected_turn}")
             check(current == action.step, action, f"the working state is x_{current}")
             expected_turn -= 1
