@@ -1,0 +1,1 @@
+"""Control flow as ops: loops, conditionals, checkpointing and implicit differentiation."""
