@@ -39,6 +39,8 @@ class CountTensor(core.Tensor):
 
 
 class CountInterpreter(core.Interpreter):
+    rule_kind = COUNT  # a higher-order op with a registered "count" rule is counted as one op
+
     def __init__(self, level):
         super().__init__(level)
         self.counts = collections.Counter()
@@ -137,6 +139,41 @@ def test_higher_order_op_runs_its_body_under_the_new_transform():
     out, counts = counted(lambda v: pa.call_delegate(lowered, v), x)
     assert_close(out, pa.xp.exp(x) * 3.0)
     assert counts == {"exp": 1, "multiply": 1}  # the body's ops, not one call_delegate
+
+
+def test_higher_order_op_brings_its_own_rules():
+    # ARCHITECTURE.md's recipe "a higher-order op": an Op with a body (``higher_order``) and a kernel; the
+    # transforms it brings a rule for use the rule, the others run its body on their own tensors.
+    from polyad.transforms.abstract import eval_abstract
+
+    def twice_kernel(xp, x, *, fn):
+        return fn(fn(x))
+
+    seen = []
+
+    def twice_vjp(g, out, x, *, fn):
+        seen.append("vjp")
+        _, pullback = pa.vjp(lambda v: fn(fn(v)), x)  # the rule differentiates the body itself
+        return pullback(g)
+
+    twice = core.Op(
+        "recipes::apply_twice",
+        twice_kernel,
+        register=False,
+        higher_order=lambda x, *, fn: fn(fn(x)),
+        abstract_eval=lambda xp, x, *, fn: eval_abstract(lambda v: fn(fn(v)), x),
+        vjp=twice_vjp,
+        count=lambda x, *, fn: core.bind(twice, x, fn=fn),
+    )
+    x = _sample()
+    f = lambda v: pa.xp.sum(twice.bind(v, fn=pa.xp.sin))  # noqa: E731
+    expected_grad = np.cos(np.sin(x)) * np.cos(x)
+    assert_close(pa.grad(f)(x), expected_grad)
+    assert seen == ["vjp"]  # reverse mode used the op's rule
+    assert_close(pa.jvp(f, (x,), (np.ones_like(x),))[1], np.sum(expected_grad))  # forward mode ran the body
+    _, counts = counted(f, x)
+    assert counts == {"recipes::apply_twice": 1, "sum": 1}  # the count rule: one op, its body unseen
+    assert pa.eval_shape(f, x).shape == ()
 
 
 def test_new_transform_composes_with_grad_vmap_and_pre_dispatch():

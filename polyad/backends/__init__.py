@@ -43,6 +43,10 @@ Its fields:
 - ``kernels``: device kernels for ops polyad ships, as data: ``{op name: {device type: kernel}}``, each
   ``kernel(xp, *arrays, **params)`` (e.g. ``{"polyad::softplus": {"cuda": fn}}``). The core attaches them
   to the op when both the backend and the op exist; a kernel registered on the op explicitly wins.
+- ``fused_kernels(spec, fallback) -> {device type: kernel}`` or None: the kernels of a group that
+  ``pa.jit`` fuses (``spec``: a ``polyad.graph.compiler.fusion.FusionSpec``; ``fallback``: the group as
+  straight-line calls, for arrays the kernel does not take), an empty dict where it cannot build one.
+  None: fused groups run as straight-line calls (NumPy's are Numba loops, CuPy's ``ElementwiseKernel``s).
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 
 **The registry.** ``register(name, loader)`` makes a backend known; ``loader()`` runs on first use and
@@ -240,7 +244,7 @@ def check(backend, name=None):
             problems.append(f"{field} must be callable, got {getattr(backend, field)!r}")
     if not isinstance(backend.accepts, tuple) or not all(isinstance(n, str) for n in backend.accepts):
         problems.append(f"accepts must be a tuple of backend names, got {backend.accepts!r}")
-    for field in ("defer_to", "map_host"):
+    for field in ("defer_to", "map_host", "fused_kernels"):
         if getattr(backend, field) is not None and not callable(getattr(backend, field)):
             problems.append(f"{field} must be callable or None, got {getattr(backend, field)!r}")
     dts = backend.device_types

@@ -86,7 +86,9 @@ def bind(op, *args, **params):
         if top.owner != _get_ident():  # finished (an escaped tracer), or another thread's transform
             raise unusable(top, f"op {op.name!r}")
         if op.higher_order is not None and top.transforms_bodies:
-            return op.higher_order(*args, **params)
+            kind = top.rule_kind
+            if kind is None or kind.name not in op.rules:  # no rule of its own here: run its body
+                return op.higher_order(*args, **params)
         return top.process(op, args, params)
     if plain:
         return eval_op(op, args, params)

@@ -26,9 +26,10 @@ class Interpreter:
     argument level is its own; arguments of lower levels are constants to it.
     """
 
-    # a transform runs a higher-order op's body on its own tensors when the op has no rule of its kind; a
-    # capture (graph, eval_shape) records the op as one
+    # a transform runs a higher-order op's body on its own tensors unless the op brings a rule of the
+    # transform's kind (``rule_kind``); a capture (graph, eval_shape) records the op as one
     transforms_bodies = True
+    rule_kind = None  # the RuleKind this interpreter reads (polyad.core.registry)
     # for messages about values leaving it (polyad.core.tensor): what the transform is called, what its
     # tensors carry, and a hint of the fix
     transform = "a polyad transform"

@@ -13,7 +13,7 @@ modules, then every rule broken (exit status 1 if any). ``tests/test_structure.p
 Example:
     >>> from polyad.testing.structure import layer_of
     >>> layer_of("polyad.transforms.reverse"), layer_of("polyad.api.grad")
-    (3, 5)
+    (3, 6)
 """
 
 import ast
@@ -32,6 +32,7 @@ LAYERS = [
     ("ops", ("polyad.ops", "polyad.xp")),
     ("transforms", ("polyad.transforms",)),
     ("graph", ("polyad.graph",)),
+    ("control", ("polyad.control",)),
     (
         "api",
         (

@@ -48,6 +48,7 @@ def abstract_rule(op, where):
 
 
 class AbstractInterpreter(Interpreter):
+    rule_kind = ABSTRACT_EVAL
     transforms_bodies = False  # a higher-order op is one op here, evaluated by its abstract_eval rule
     transform = "eval_shape"
     carries = "abstract shape (it has no data)"

@@ -110,6 +110,7 @@ class LoopLevel(_VmapLevel):
 class BatchInterpreter(_VmapLevel):
     """A vmap level: ``info`` of every batch rule it runs."""
 
+    rule_kind = BATCH
     transform = "vmap"
     carries = "batch (one value per example)"
     exit_hint = "; to call func with plain per-example values, use vmap(..., chunk_size=1)"

@@ -81,6 +81,7 @@ def jvp_rule(op):
 
 
 class ForwardInterpreter(Interpreter):
+    rule_kind = JVP
     transform = "jvp (forward mode: jvp, jacfwd)"
     carries = "derivative (tangent)"
     differentiates = True

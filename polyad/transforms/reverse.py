@@ -47,6 +47,7 @@ class ReverseInterpreter(Interpreter):
     mode in torch.func's semantics, where ``no_grad`` does not apply).
     """
 
+    rule_kind = VJP
     transform = "grad (reverse mode: grad, vjp, jacrev, linearize)"
     carries = "derivative"
     differentiates = True

@@ -141,6 +141,7 @@ def compose(deps, patterns, size, n):
 
 
 class SparsityInterpreter(Interpreter):
+    rule_kind = SPARSITY
     transform = "jacobian_sparsity"
     carries = "dependence on the inputs"
     differentiates = True  # its patterns stand for derivatives: a number leaving one may lose them
