@@ -10,7 +10,7 @@ import optree
 import polyad.dispatch as dispatch
 from polyad.core import Tensor
 from polyad.core import plain as _plain
-from polyad.core.tensor import numbers_alive, reconnect
+from polyad.core.tensor import check_lost, numbers_alive, reconnect
 from polyad.ops.common import dtype_name, is_complex, is_floating
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import real
@@ -228,3 +228,17 @@ def check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
                 f"{what}: the tangent of {leaf_name(p_tree, i, root)} has dtype {dtype_name(t.dtype)}, "
                 f"expected its primal's dtype {dtype_name(p.dtype)}"
             )
+
+
+def level_outputs(out, interp, has_aux, what):
+    """``(out, out_flat, out_tree, aux)`` of a function run at ``interp``'s level: the aux split off and
+    lowered to the values underneath, the numbers polyad handed out reconnected to their tensors, and a
+    derivative that may have been lost through one of them warned about (``check_lost``)."""
+    out, aux = split_aux(out, has_aux, what)
+    out = reconnect_tree(out)
+    out_flat, out_tree = flatten(out)
+    if interp.numbers:
+        check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat))
+    if has_aux:
+        aux = lower_tree(aux, interp)
+    return out, out_flat, out_tree, aux

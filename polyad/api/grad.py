@@ -28,14 +28,11 @@ from polyad.api.arguments import (
     in_dtype_of,
     is_array,
     leaf_name,
-    lower_tree,
+    level_outputs,
     partial_of,
-    reconnect_tree,
-    split_aux,
 )
 from polyad.core import Tensor, current_level, new_level, recording_off_up_to
 from polyad.core import plain as _plain
-from polyad.core.tensor import check_lost
 from polyad.graph.predispatch import not_recorded, recorded
 from polyad.ops.common import dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones_like, zeros_like
@@ -56,13 +53,7 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
         # read the ids now: ``x[k] = v`` or ``x += y`` inside func turns a leaf into another tensor
         leaf_ids = [leaf._aux for leaf in leaves]
         out = func(*optree.tree_unflatten(tree, leaves))
-        out, aux = split_aux(out, has_aux, what)
-        out = reconnect_tree(out)
-        out_flat, out_tree = flatten(out)
-        if interp.numbers:
-            check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in out_flat))
-        if has_aux:
-            aux = lower_tree(aux, interp)
+        out, out_flat, out_tree, aux = level_outputs(out, interp, has_aux, what)
     for i, o in enumerate(out_flat):
         if not is_array(o):
             raise TypeError(

@@ -15,13 +15,10 @@ from polyad.api.arguments import (
     in_dtype_of,
     is_array,
     leaf_name,
-    lower_tree,
-    reconnect_tree,
-    split_aux,
+    level_outputs,
 )
 from polyad.core import Tensor, new_level
 from polyad.core import plain as _plain
-from polyad.core.tensor import check_lost
 from polyad.graph.predispatch import recorded_call
 from polyad.ops.creation import zeros_like
 from polyad.transforms.forward import DualTensor, ForwardInterpreter
@@ -79,13 +76,7 @@ def run_jvp(func, primals, tangents, strict, has_aux, what):
     with new_level(ForwardInterpreter) as interp:
         duals = [DualTensor(p, interp, t) for p, t in zip(p_flat, t_flat)]
         out = func(*optree.tree_unflatten(p_tree, duals))
-        out, aux = split_aux(out, has_aux, what)
-        out = reconnect_tree(out)
-        o_flat, o_tree = flatten(out)
-        if interp.numbers:
-            check_lost(interp, what, any(isinstance(o, Tensor) and o._interp is interp for o in o_flat))
-        if has_aux:
-            aux = lower_tree(aux, interp)
+        out, o_flat, o_tree, aux = level_outputs(out, interp, has_aux, what)
     outs, tans = [], []
     for i, o in enumerate(o_flat):
         if isinstance(o, Tensor) and o._interp is interp and o._aux is not None:

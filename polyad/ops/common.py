@@ -11,7 +11,6 @@ shared rules need: ``unbroadcast``, ``move_to_front``, ``broadcast_batch``, ...)
 - ``unary_batch``: ops that act element by element on one array keep its batch dimension.
 """
 
-import math
 
 import polyad.dispatch as dispatch
 from polyad.core import Op, Tensor, bind, fresh
@@ -27,15 +26,9 @@ class ShapeDtype:
         self.dtype = dtype
         self.device = device
 
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return math.prod(self.shape)
-
-    # ``array_namespace`` of an abstract array is polyad's namespace, as of a tensor
+    # derived from the shape as a tensor's are; ``array_namespace`` of an abstract array is polyad's
+    ndim = Tensor.ndim
+    size = Tensor.size
     __array_namespace__ = Tensor.__array_namespace__
 
     def __eq__(self, other):
