@@ -46,7 +46,8 @@ Its fields:
 - ``fused_kernels(spec, fallback) -> {device type: kernel}`` or None: the kernels of a group that
   ``pa.jit`` fuses (``spec``: a ``polyad.graph.compiler.fusion.FusionSpec``; ``fallback``: the group as
   straight-line calls, for arrays the kernel does not take), an empty dict where it cannot build one.
-  None: fused groups run as straight-line calls (NumPy's are Numba loops, CuPy's ``ElementwiseKernel``s).
+  None: fused groups run as straight-line calls (NumPy's kernels are Numba loops, CuPy's an
+  ``ElementwiseKernel``).
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 
 **The registry.** ``register(name, loader)`` makes a backend known; ``loader()`` runs on first use and
