@@ -1,4 +1,4 @@
-"""Concrete array libraries, and the contract each one keeps (installed as ``polyad.backends``).
+"""Concrete array libraries, and the contract each one keeps.
 
 This is polyad's bottom layer: it imports no polyad module above it, and nothing outside it imports
 numpy, cupy, array_api_strict or dask by name. The dispatcher (``polyad.dispatch``) and the core
