@@ -24,6 +24,7 @@ from polyad.api.sparse import (
 from polyad.api.vmap import vmap
 from polyad.chunking.cluster import DistributedError, distributed
 from polyad.chunking.plan import ChunkPlan
+from polyad.control.loops import fori_loop, map, scan
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
 from polyad.graph import Graph
@@ -71,6 +72,9 @@ __all__ = [
     "distributed",
     "DEVICE_PRIORITY",
     "ConcretizationError",
+    "fori_loop",
+    "map",
+    "scan",
     "DerivativeLostWarning",
     "TracedComplex",
     "TracedFloat",

@@ -18,7 +18,7 @@ import optree
 import polyad.config as config
 import polyad.dispatch as dispatch
 from polyad.core import Tensor, new_level
-from polyad.ops.common import ShapeDtype, bottom
+from polyad.ops.common import ShapeDtype, bottom, itemsize, nbytes
 from polyad.ops.manipulation import concat
 from polyad.transforms.abstract import AbstractInterpreter, AbstractTensor
 
@@ -116,28 +116,6 @@ def plan(chunk_size, rows, per_row, fixed, max_memory, what, split=1):
         size = min(chunk_size, rows)
     size = max(size, 1)
     return ChunkPlan(size, -(-rows // size) if rows else 0, rows, per_row, fixed, budget)
-
-
-def itemsize(dtype, xp):
-    """Bytes per element of ``dtype`` (any backend's: read through the Array API's finfo/iinfo)."""
-    if dtype == xp.bool:
-        return 1
-    if xp.isdtype(dtype, "complex floating"):
-        return 2 * xp.finfo(dtype).bits // 8
-    if xp.isdtype(dtype, "real floating"):
-        return xp.finfo(dtype).bits // 8
-    return xp.iinfo(dtype).bits // 8
-
-
-def nbytes(avals, xp):
-    """Total bytes of a list of arrays or ShapeDtypes."""
-    total = 0
-    for a in avals:
-        n = 1
-        for s in a.shape:
-            n *= s
-        total += n * itemsize(a.dtype, xp)
-    return total
 
 
 class _Measuring(AbstractInterpreter):

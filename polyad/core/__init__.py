@@ -12,11 +12,13 @@ The names the layers above use are re-exported here.
 
 from polyad.core.binding import (
     PASS,
+    add_hook,
     all_none,
     bind,
     eval_op,
     eval_raw,
     pre_dispatch_hook,
+    remove_hook,
     set_pre_dispatch_hook,
     split_args,
 )
@@ -68,6 +70,7 @@ __all__ = [
     "TracedComplex",
     "TracedFloat",
     "active_interpreters",
+    "add_hook",
     "all_none",
     "bind",
     "current_level",
@@ -80,6 +83,7 @@ __all__ = [
     "plain",
     "pre_dispatch_hook",
     "recording_off_up_to",
+    "remove_hook",
     "rule_kind",
     "rule_of",
     "set_pre_dispatch_hook",

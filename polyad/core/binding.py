@@ -20,13 +20,11 @@ from polyad.dispatch import BY_TYPE
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()
-
+PASS = object()  # what a hook returns for a call it leaves to the levels
 _pre_dispatch = None  # set while make_graph(pre_dispatch=True) captures: sees every call first
-_hook = None  # what bind calls first: _pre_dispatch, or _reconnecting while polyad's numbers are alive
-PASS = object()  # what the pre-dispatch hook returns for a call it does not record
-
-
+_hooks = []  # hooks of captures that must see every call (loop-body tracing), in installation order
 _numbers_alive = False
+_hook = None  # what bind calls first: None when nothing needs to (the eager path pays nothing)
 
 
 def set_pre_dispatch_hook(hook):
@@ -42,6 +40,22 @@ def pre_dispatch_hook():
     return _pre_dispatch
 
 
+def add_hook(hook):
+    """Install ``hook(op, args, params) -> result | PASS``, called for every op before the levels see it
+    (after the reconnection of numbers and pre-dispatch capture), until ``remove_hook``. A hook acts in
+    its own thread only (it sees every thread's calls) and is cheap when it passes."""
+    with _LOCK:
+        _hooks.append(hook)
+        _update_hook()
+
+
+def remove_hook(hook):
+    """Remove a hook ``add_hook`` installed."""
+    with _LOCK:
+        _hooks.remove(hook)
+        _update_hook()
+
+
 def _numbers_changed(alive):
     global _numbers_alive
     with _LOCK:
@@ -50,18 +64,33 @@ def _numbers_changed(alive):
 
 
 def _update_hook():
-    """Called under ``_LOCK`` when the pre-dispatch hook changes, or polyad's numbers appear or go."""
+    """Called under ``_LOCK`` when a hook is installed or removed, or polyad's numbers appear or go."""
     global _hook
-    _hook = _reconnecting if _numbers_alive else _pre_dispatch
+    if not _numbers_alive and not _hooks:
+        _hook = _pre_dispatch
+    elif not _numbers_alive and _pre_dispatch is None and len(_hooks) == 1:
+        _hook = _hooks[0]
+    else:
+        _hook = _all_hooks
 
 
-def _reconnecting(op, args, params):
-    """``bind``'s hook while numbers polyad handed out are alive (``float(t)``, ``t.item()``): such a
-    number reaching an op is its tensor again, so its derivative is kept (``polyad.core.tensor``)."""
-    new = tensor.reconnect_call(op, args, params)
-    if new is not None:
-        return bind(op, *new, **params)
-    return PASS if _pre_dispatch is None else _pre_dispatch(op, args, params)
+def _all_hooks(op, args, params):
+    """Every hook in turn: numbers polyad handed out (``float(t)``, ``t.item()``) reaching an op are their
+    tensors again, so their derivative is kept (``polyad.core.tensor``); then pre-dispatch capture; then
+    the others."""
+    if _numbers_alive:
+        new = tensor.reconnect_call(op, args, params)
+        if new is not None:
+            return bind(op, *new, **params)
+    if _pre_dispatch is not None:
+        out = _pre_dispatch(op, args, params)
+        if out is not PASS:
+            return out
+    for hook in _hooks:
+        out = hook(op, args, params)
+        if out is not PASS:
+            return out
+    return PASS
 
 
 tensor.on_live_change(_numbers_changed)

@@ -16,6 +16,7 @@ jacrev...), ``recorded_call`` (applied at once: jvp) or ``not_recorded`` (return
 cannot hold: vjp, linearize). ``polyad.api.make_graph`` is the public entry.
 """
 
+import contextlib
 import functools
 import threading
 import weakref
@@ -84,6 +85,17 @@ def recording():
     """Whether a pre-dispatch capture records the calls of user code here (not inside a transform or an
     op, whose internal calls it does not record)."""
     return bool(_state.frames) and not _state.depth
+
+
+@contextlib.contextmanager
+def not_recording():
+    """Inside the block, calls are not recorded (they are the work of a transform or of a control-flow
+    op: tracing a loop body), as inside an op."""
+    _state.depth += 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
 
 
 def record_op(op, args, params):

@@ -3,9 +3,11 @@ shape and dtype come from its ``abstract_eval`` rule; nothing is computed, so th
 input of the traced signature, and Python control flow on a traced value raises a
 ``ConcretizationError`` naming it (as JAX's jit does)."""
 
+import threading
+
 import optree
 
-from polyad.core import ConcretizationError, new_level
+from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, remove_hook
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
@@ -110,19 +112,57 @@ class TracingInterpreter(GraphInterpreter):
         )
 
 
-def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
+class _Lifting(threading.local):
+    def __init__(self):
+        self.tracers = []  # this thread's tracers that lift every enclosing tensor, innermost last
+
+
+_lifting = _Lifting()
+
+
+def _lift_hook(op, args, params):
+    """While a tracer lifts its function's whole closure (``trace_graph(..., lift_all=True)``): an op all
+    of whose tensors belong to levels below it (a value the function closes over, alone or with
+    constants) is recorded by the tracer too, its tensors lifted to inputs of the graph."""
+    tracers = _lifting.tracers
+    if not tracers:
+        return PASS  # another thread's trace
+    interp = tracers[-1]
+    top = None
+    for a in args:
+        if isinstance(a, Tensor) and a._interp is not None and (top is None or a._interp.level > top):
+            top = a._interp.level
+    if top is None or top >= interp.level:
+        return PASS
+    return interp.process(op, args, params)
+
+
+def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False):
     """``(graph, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals`` (ShapeDtypes,
     flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded through its
     ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``lifted`` lists the tensors of
     enclosing transforms that ``func`` closes over: they are the graph's last inputs (its ``in_tree`` has
-    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors."""
+    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors.
+
+    With ``lift_all``, every tensor of an enclosing transform that reaches an op inside ``func`` is lifted,
+    even where the op has none of ``func``'s own values among its arguments (``k * 2`` of a closed-over
+    ``k``): ``lifted`` is then ``func``'s whole closure in transforms' tensors, which a loop body needs to
+    make explicit (``polyad.control.closure``)."""
     with new_level(TracingInterpreter, backend, where, {}) as interp:
         ins = [interp.new_var(a) for a in avals]
         if names is not None:
             interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
-        out = func(*optree.tree_unflatten(in_tree, ins))
-        out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
-        outputs = [interp.ref(o)[1] for o in out_flat]
+        if lift_all:
+            _lifting.tracers.append(interp)
+            add_hook(_lift_hook)
+        try:
+            out = func(*optree.tree_unflatten(in_tree, ins))
+            out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
+            outputs = [interp.ref(o)[1] for o in out_flat]
+        finally:
+            if lift_all:
+                remove_hook(_lift_hook)
+                _lifting.tracers.pop()
     inputs = [t._aux for t in ins] + [var for _, var in interp.lifted]
     if interp.lifted:
         in_tree = optree.tree_structure(tuple(range(len(inputs))))

@@ -12,6 +12,8 @@ shared rules need: ``unbroadcast``, ``move_to_front``, ``broadcast_batch``, ...)
 """
 
 
+import math
+
 import polyad.dispatch as dispatch
 from polyad.core import Op, Tensor, bind, fresh
 
@@ -172,6 +174,22 @@ def dtype_name(dtype):
         return name
     except TypeError:  # an unhashable dtype object
         return str(dtype).rsplit(".", 1)[-1]
+
+
+def itemsize(dtype, xp):
+    """Bytes per element of ``dtype`` (any backend's: read through the Array API's finfo/iinfo)."""
+    if dtype == xp.bool:
+        return 1
+    if xp.isdtype(dtype, "complex floating"):
+        return 2 * xp.finfo(dtype).bits // 8
+    if xp.isdtype(dtype, "real floating"):
+        return xp.finfo(dtype).bits // 8
+    return xp.iinfo(dtype).bits // 8
+
+
+def nbytes(avals, xp):
+    """Total bytes of a list of arrays or ShapeDtypes."""
+    return sum(math.prod(a.shape) * itemsize(a.dtype, xp) for a in avals)
 
 
 def unary_batch(op):

@@ -64,7 +64,8 @@ def _derive(op):
 
 JVP = rule_kind(
     "jvp",
-    "jvp(tangents, out, *primals, **params) -> tangent: tangents[i] None means zero",
+    "jvp(tangents, out, *primals, **params) -> tangent: tangents[i] None means zero (a rule marked "
+    "computes_primal is called with out None and returns (out, tangent))",
     derive=_derive,
 )
 
@@ -92,13 +93,19 @@ class ForwardInterpreter(Interpreter):
 
     def process(self, op, args, params):
         primals, tangents, lower = split_args(self, args)
-        out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
-        # a result without a derivative is still a tensor of this level, with a symbolic zero tangent
-        if op.nondiff or (tangents[0] is None and all_none(tangents)):
-            if op.multiple_results:
-                return type(out)(DualTensor(o, self, None) for o in out)
-            return DualTensor(out, self, None)
-        t = jvp_rule(op)(tuple(tangents), out, *primals, **params)
+        constant = op.nondiff or (tangents[0] is None and all_none(tangents))
+        rule = None if constant or op.higher_order is None else jvp_rule(op)
+        if rule is not None and getattr(rule, "computes_primal", False):
+            # a rule that computes the output with its tangent (a loop runs once, not twice)
+            out, t = rule(tuple(tangents), None, *primals, **params)
+        else:
+            out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
+            # a result without a derivative is still a tensor of this level, with a symbolic zero tangent
+            if constant:
+                if op.multiple_results:
+                    return type(out)(DualTensor(o, self, None) for o in out)
+                return DualTensor(out, self, None)
+            t = jvp_rule(op)(tuple(tangents), out, *primals, **params)
         if op.multiple_results:
             return type(out)(DualTensor(o, self, ti) for o, ti in zip(out, t))
         return DualTensor(out, self, t)

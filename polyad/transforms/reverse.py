@@ -30,7 +30,8 @@ from polyad.transforms.forward import jvp_rule
 VJP = rule_kind(
     "vjp",
     "vjp(cotangent, out, *primals, **params) -> tuple: one cotangent per positional argument (None, a "
-    "value, or a zero-argument function evaluated only if that input needs a gradient)",
+    "value, or a zero-argument function evaluated only if that input needs a gradient); a rule with a "
+    "forward(*primals, **params) -> (out, residuals) attribute gets residuals=... among its params",
 )
 
 
@@ -71,17 +72,23 @@ class ReverseInterpreter(Interpreter):
 
     def process(self, op, args, params):
         primals, parents, lower = split_args(self, args)
-        out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
         if (
             op.nondiff
             or (parents[0] is None and all_none(parents))  # constants only: nothing to differentiate
             or (self.level <= no_grad_level() and self.respect_no_grad)
         ):
+            out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
             # still a tensor of this level (a comparison, an argmax, a *_like...): the namespace stays
             # closed under the transform, so library code sees one namespace and may write into it
             if op.multiple_results:
                 return type(out)(ReverseTensor(o, self, None) for o in out)
             return ReverseTensor(out, self, None)
+        forward = None if op.higher_order is None else getattr(rule_of(op, VJP), "forward", None)
+        if forward is None:
+            out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
+        else:  # a rule that keeps its own residuals (a loop's checkpoints): handed to it as a parameter
+            out, residuals = forward(*primals, **params)
+            params = dict(params, residuals=residuals)
         if op.multiple_results:
             ids = tuple(range(self.next_id, self.next_id + len(out)))
             self.next_id += len(out)

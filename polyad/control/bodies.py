@@ -1,0 +1,123 @@
+"""A body seen through a transform: what a control-flow op's rule hands the levels below in place of the
+user's body, so that they see one op still (the loop of a ``jvp``, of a ``vmap``), never the body's ops.
+
+Each takes the flat inputs of the transformed op and runs the inner body once at a new level of its
+transform (``vmap``: ``BatchedBody``; ``jvp``: ``DualBody``), returning the flat outputs underneath;
+``recorded`` runs a body once at a new reverse level and returns its outputs with the pullback (a loop's
+turn). Every one has the ``Body`` protocol: ``body(*inputs) -> list``, ``out_avals``, ``where``,
+``closures`` (empty: the transformed op passes its closure explicitly) and ``graph`` (None: not traced).
+"""
+
+import optree
+
+from polyad.core import Tensor, new_level
+from polyad.ops.base import broadcast_to, expand_dims, move_to_front
+from polyad.ops.common import ShapeDtype, is_floating, shape_of
+from polyad.ops.fills import zeros_like
+from polyad.transforms.batching import BatchedTensor, BatchInterpreter
+from polyad.transforms.forward import DualTensor, ForwardInterpreter
+from polyad.transforms.reverse import ReverseInterpreter
+
+
+class BatchedBody:
+    """``body`` vmapped: inputs with the batch dimension ``dims[i]`` (None: unbatched), every output with
+    the batch at 0 (an output that does not depend on the batch is broadcast along it)."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, body, dims, size, randomness):
+        self.body, self.dims, self.size, self.randomness = body, tuple(dims), size, randomness
+        self.out_avals = [
+            ShapeDtype((size, *a.shape), a.dtype, a.device) if isinstance(a, ShapeDtype) else a
+            for a in body.out_avals
+        ]
+        self.where = body.where
+
+    def __call__(self, *args):
+        with new_level(BatchInterpreter, self.size, self.randomness) as interp:
+            wrapped = [v if d is None else BatchedTensor(v, interp, d) for v, d in zip(args, self.dims)]
+            outs = self.body(*wrapped)
+            return [_batch_front(o, interp, self.size) for o in outs]
+
+
+def _batch_front(o, interp, size):
+    if isinstance(o, Tensor) and o._interp is interp:
+        return move_to_front(o._value, o._aux)
+    return broadcast_to(expand_dims(o, axis=0), (size, *shape_of(o)))
+
+
+class DualBody:
+    """``body`` under jvp. Inputs: the primals, then a tangent for each input at ``tangent_of`` (the
+    positions whose tangents are passed); outputs: the primals, then a tangent for each output at
+    ``out_tangents`` (zeros where the body's tangent is zero, so the loop's carry keeps its structure)."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, body, n_inputs, tangent_of, out_tangents):
+        self.body, self.n_inputs, self.tangent_of, self.out_tangents = (
+            body,
+            n_inputs,
+            tangent_of,
+            out_tangents,
+        )
+        avals = body.out_avals
+        self.out_avals = list(avals) + [avals[k] for k in out_tangents]
+        self.where = body.where
+
+    def __call__(self, *args):
+        primals = args[: self.n_inputs]
+        tangents = dict(zip(self.tangent_of, args[self.n_inputs :]))
+        with new_level(ForwardInterpreter) as interp:
+            duals = [DualTensor(p, interp, tangents.get(i)) for i, p in enumerate(primals)]
+            outs = self.body(*duals)
+            values, tans = [], []
+            for o in outs:
+                if isinstance(o, Tensor) and o._interp is interp:
+                    values.append(o._value)
+                    tans.append(o._aux)
+                else:
+                    values.append(o)
+                    tans.append(None)
+        return values + [zeros_like(values[k]) if tans[k] is None else tans[k] for k in self.out_tangents]
+
+
+def vmapped(f, tree):
+    """``f`` (a function of one pytree of structure ``tree``) mapped over the leading axis of every leaf:
+    a vmap with every input batched at 0 and every output returned with its batch at 0."""
+
+    def batched(arg):
+        leaves = optree.tree_leaves(arg, none_is_leaf=False)
+        size = shape_of(leaves[0])[0]
+        with new_level(BatchInterpreter, size, "error") as interp:
+            out = f(optree.tree_unflatten(tree, [BatchedTensor(x, interp, 0) for x in leaves]))
+            return optree.tree_map(lambda o: _batch_front(o, interp, size), out, none_is_leaf=False)
+
+    return batched
+
+
+def recorded(body, args):
+    """``(outputs, pullback)``: ``body(*args)`` run once at a new reverse level, every floating input a
+    leaf; ``pullback(cotangents)`` (one per output, None for none) returns one cotangent per input (None
+    where it has none) and frees the recording."""
+    with new_level(ReverseInterpreter) as interp:
+        leaves = [interp.new_leaf(a) if _differentiable(a) else a for a in args]
+        ids = [leaf._aux if isinstance(leaf, Tensor) and leaf._interp is interp else None for leaf in leaves]
+        outs = body(*leaves)
+        out_ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in outs]
+        values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in outs]
+
+    def pullback(cotangents):
+        seeds = {}
+        for i, g in zip(out_ids, cotangents):
+            if i is not None and g is not None:
+                seeds[i] = g if i not in seeds else seeds[i] + g
+        ct = interp.backward(seeds, consume=True)
+        return [None if i is None else ct.get(i) for i in ids]
+
+    return values, pullback
+
+
+def _differentiable(a):
+    return hasattr(a, "dtype") and hasattr(a, "shape") and is_floating(a)

@@ -1,0 +1,145 @@
+"""Closure conversion for control-flow ops: a user's function (a loop body, a branch, a solver's residual)
+made a function of explicit values only.
+
+A body closes over values of the enclosing transforms (a parameter ``k`` under ``grad``). A loop op must
+receive them as arguments, so that each transform's rule can hand the body its own values for them (a
+tangent, a batch, a leaf of a new level) and a capture can record them as inputs; else the rule would
+either miss their derivative or see the body's ops one by one (an unrolled loop). ``trace`` runs the
+function once on abstract values at a tracing level that lifts every tensor of an enclosing transform
+an op inside it reaches (``polyad.graph.tracing``, ``lift_all``): that gives the closure, the output
+structure and types, and a graph of the body (what ``pa.jit`` compiles). A ``Body`` then calls the
+user's Python function itself, once per step, with each closed-over tensor object standing, for the
+duration of the call, for the value the rule hands it (``substituted``): the same object, another value,
+its own restored after. A counter in the body therefore sees every step a schedule runs.
+
+Example:
+    >>> import numpy as np, polyad as pa
+    >>> from polyad.control.closure import trace
+    >>> def f(k):
+    ...     body = trace(lambda x: x * k, (np.ones(2),), "example")  # closes over k, a grad tensor
+    ...     assert body.closures == (k,)
+    ...     (out,) = body(np.ones(2), 3.0 * k)  # k stands for 3k in this call
+    ...     return pa.xp.sum(out)
+    >>> pa.grad(f)(np.float64(2.0))
+    np.float64(6.0)
+"""
+
+from contextlib import contextmanager
+
+import optree
+
+import polyad.dispatch as dispatch
+from polyad.core import FreshTensor, Tensor
+from polyad.graph import predispatch
+from polyad.graph.ir import Const, Var
+from polyad.graph.tracing import trace_graph
+from polyad.ops.common import ShapeDtype, bottom
+
+
+def abstract_of(x):
+    """The ``ShapeDtype`` of an array or tensor ``x`` (its device that of the array underneath)."""
+    if isinstance(x, ShapeDtype):
+        return x
+    return ShapeDtype(tuple(x.shape), x.dtype, getattr(bottom(x), "device", None))
+
+
+class Body:
+    """A user function with its closure made explicit: ``body(*inputs, *closure_values)`` runs ``fn`` on
+    the flat ``inputs`` (structure ``in_tree``) with each object of ``closures`` standing for the
+    corresponding value, and returns the flat outputs (a list; structure ``out_tree``).
+
+    ``out_avals``: the outputs' shapes and dtypes, from the trace; ``graph``: the traced graph, whose
+    inputs are the flat inputs and then the closures (``pa.jit`` compiles it); ``where``: the function
+    named for messages ("pa.scan(step)").
+    """
+
+    def __init__(self, fn, in_tree, closures, out_tree, out_avals, graph, where):
+        self.fn = fn
+        self.in_tree = in_tree
+        self.closures = tuple(closures)
+        self.out_tree = out_tree
+        self.out_avals = out_avals
+        self.graph = graph
+        self.where = where
+
+    @property
+    def n_inputs(self):
+        return self.in_tree.num_leaves
+
+    def __call__(self, *args):
+        n = len(args) - len(self.closures)
+        inputs, values = args[:n], args[n:]
+        with substituted(self.closures, values, self.where) as stand_ins:
+            out = self.fn(*optree.tree_unflatten(self.in_tree, list(inputs)))
+            flat, tree = optree.tree_flatten(out, none_is_leaf=False)
+            if tree != self.out_tree:
+                raise TypeError(
+                    f"{self.where}: the function returned {tree}, but it returned {self.out_tree} when it "
+                    "was traced; it must return the same structure every time"
+                )
+            # a closed-over value returned as it is: its stand-in, not the object about to be restored
+            flat = [stand_ins.get(id(o), o) for o in flat]
+        return [o._value if type(o) is FreshTensor else o for o in flat]
+
+    def __repr__(self):
+        return f"Body({self.where}, {len(self.closures)} closed-over value(s))"
+
+
+def trace(fn, example, where):
+    """``fn`` as a ``Body``: traced once on the abstract values of ``example`` (a tuple of arrays, tensors
+    or ShapeDtypes: ``fn``'s positional arguments), lifting every tensor of an enclosing transform it
+    closes over. Python control flow on a traced value raises ``ConcretizationError``, naming ``where``."""
+    flat, in_tree = optree.tree_flatten(tuple(example), none_is_leaf=False)
+    avals = [abstract_of(x) for x in flat]
+    backend = dispatch.backend_of_device(next((a.device for a in avals), None))
+    with predispatch.not_recording():  # the trace is no call of user code a pre-dispatch graph replays
+        graph, lifted = trace_graph(fn, avals, in_tree, backend, where=where, lift_all=True)
+    out_avals = [_output_aval(r, graph) for r in graph.outputs]
+    return Body(fn, in_tree, lifted, graph.out_tree, out_avals, graph, where)
+
+
+def _output_aval(ref, graph):
+    if isinstance(ref, Var):
+        return ShapeDtype(ref.shape, ref.dtype)
+    if isinstance(ref, Const):
+        return abstract_of(graph.consts[ref.index])
+    return ref  # a Python number the function returns as it is
+
+
+def _stand_in(obj, value):
+    """Make tensor ``obj`` be ``value`` (a tensor of any level, or a backend array: a FreshTensor)."""
+    if isinstance(value, Tensor):
+        obj.__class__ = type(value)
+        obj._value, obj._interp, obj._aux = value._value, value._interp, value._aux
+    else:
+        obj.__class__ = FreshTensor
+        obj._value, obj._interp, obj._aux = value, None, None
+
+
+@contextmanager
+def substituted(objects, values, where):
+    """Inside the block each tensor object of ``objects`` stands for the corresponding value of ``values``;
+    each is itself again after, even on error. Yields ``{id(object): value}``. A body that wrote into one
+    of them (``k[0] = ...`` on a value it closes over) is refused: a loop's steps must not change what
+    they close over; carry the value instead."""
+    saved = []
+    stand_ins = {}
+    try:
+        for obj, value in zip(objects, values):
+            saved.append((obj, obj.__class__, obj._value, obj._interp, obj._aux))
+            _stand_in(obj, value)
+            stand_ins[id(obj)] = value
+        yield stand_ins
+        for obj, value in zip(objects, values):
+            now = obj._value if not isinstance(value, Tensor) else obj._interp
+            was = value if not isinstance(value, Tensor) else value._interp
+            if now is not was or (isinstance(value, Tensor) and obj._value is not value._value):
+                raise ValueError(
+                    f"{where}: the function wrote into a value it closes over (an in-place update such as "
+                    "k[0] = ... or k += ...); a loop body or branch must not change what it closes over: "
+                    "pass the value in the carry and return the new one"
+                )
+    finally:
+        for obj, cls, value, interp, aux in reversed(saved):
+            obj.__class__ = cls
+            obj._value, obj._interp, obj._aux = value, interp, aux

@@ -1,0 +1,306 @@
+"""Loops as ops: ``scan``, ``fori_loop`` and ``map``, with JAX's ``lax`` signatures and semantics.
+
+Outside every transform a loop is the Python loop it describes, run on the backend's arrays with nothing
+recorded: the body is called once per step. Under a transform (or ``pa.jit``) the body is traced once,
+abstractly, to find what it closes over (``polyad.control.closure``), and the loop is one op, ``SCAN``
+(``polyad.control.scan``), whose rules transform it as a whole: no transform unrolls it into its caller,
+and reverse mode stores what ``checkpoints=`` says.
+"""
+
+import optree
+
+import polyad.config as config
+import polyad.xp as xp
+from polyad.control.bodies import vmapped
+from polyad.control.closure import abstract_of, trace
+from polyad.control.scan import SCAN
+from polyad.core import Tensor, bind, transform_active
+from polyad.ops.common import ShapeDtype, dtype_name, ndim_of, shape_of
+
+CHECKPOINTS = (
+    "None (store every step), an int >= 1 (the most carries stored: the binomial schedule), 'sqrt' or 'auto'"
+)
+
+
+def _name(f):
+    return getattr(f, "__name__", None) or type(f).__name__
+
+
+def check_checkpoints(checkpoints, max_memory, where):
+    """Validate ``checkpoints=`` and ``max_memory=`` of a loop (``where`` names the call)."""
+    ok = checkpoints is None or checkpoints in ("sqrt", "auto")
+    ok = ok or (isinstance(checkpoints, int) and not isinstance(checkpoints, bool) and checkpoints >= 1)
+    if not ok:
+        raise ValueError(f"{where}: checkpoints must be {CHECKPOINTS}, got {checkpoints!r}")
+    if max_memory is not None and checkpoints != "auto":
+        raise ValueError(
+            f"{where}: max_memory is the budget of checkpoints='auto'; got checkpoints={checkpoints!r}"
+        )
+
+
+def as_array(v, where, what):
+    """A leaf of a loop's carry or xs as an array: Python numbers become arrays, arrays stay."""
+    if isinstance(v, Tensor) or hasattr(v, "__array_namespace__"):
+        return v
+    if isinstance(v, bool | int | float | complex):
+        return xp.asarray(v)
+    raise TypeError(f"{where}: {what} must hold arrays or Python numbers, got a {type(v).__name__}")
+
+
+def _check_carry(avals, init, init_tree, where):
+    for k, (a, i) in enumerate(zip(avals, init)):
+        if (
+            not isinstance(a, ShapeDtype)
+            or a.shape != tuple(shape_of(i))
+            or dtype_name(a.dtype) != dtype_name(i.dtype)
+        ):
+            got = f"shape {a.shape} and dtype {dtype_name(a.dtype)}" if isinstance(a, ShapeDtype) else repr(a)
+            raise TypeError(
+                f"{where}: the body must return a carry of the same shapes and dtypes as init; leaf {k} of "
+                f"{init_tree} is {tuple(shape_of(i))} {dtype_name(i.dtype)} in init and {got} in what the "
+                "body returns (cast it, e.g. with xp.astype)"
+            )
+
+
+def scan(f, init, xs=None, length=None, *, reverse=False, checkpoints=None, max_memory=None):
+    """Loop ``f`` over the leading axis of ``xs``, carrying a state: ``carry, y = f(carry, x)`` for each
+    ``x``, as ``jax.lax.scan``.
+
+    Args:
+        f: ``f(carry, x) -> (carry, y)``; the carry keeps its structure, shapes and dtypes; ``y`` may be
+            None. It may close over any value, differentiated or not.
+        init: the initial carry (a pytree of arrays).
+        xs: a pytree of arrays with a common leading length, or None (then ``length`` is needed).
+        length: the number of steps (checked against ``xs``).
+        reverse: run from the last ``x`` to the first (``ys`` keep the order of ``xs``).
+        checkpoints: what reverse mode stores: None every step's recording; an int ``s``: at most ``s``
+            carries, with the binomial (Revolve) schedule, the fewest recomputations there are; "sqrt":
+            about ``sqrt(2 length)`` carries and at most two sweeps; "auto": as many carries as
+            ``max_memory`` holds.
+        max_memory: the budget of "auto" (bytes, or a string such as "400MiB"); default
+            ``pa.config.max_memory``.
+
+    Returns:
+        ``(carry, ys)``: the final carry, and the ``y`` of each step stacked along a new leading axis.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> def run(a):
+        ...     carry, ys = pa.scan(lambda c, x: (a * c + x, c), 0.5, np.array([0.1, -0.3, 0.2]))
+        ...     return carry + pa.xp.sum(ys)
+        >>> float(run(0.7))
+        0.9954999999999999
+        >>> float(pa.grad(run)(0.7))  # through a loop of one op, checkpointed
+        1.4140000000000001
+    """
+    where = f"pa.scan({_name(f)})"
+    if not callable(f):
+        raise TypeError(f"{where}: f must be callable, got {type(f).__name__}")
+    if not isinstance(reverse, bool):
+        raise TypeError(f"{where}: reverse must be True or False, got {reverse!r}")
+    check_checkpoints(checkpoints, max_memory, where)
+    init_flat, init_tree = optree.tree_flatten(init, none_is_leaf=False)
+    init_flat = [as_array(v, where, "init") for v in init_flat]
+    xs_flat, xs_tree = optree.tree_flatten(xs, none_is_leaf=False)
+    xs_flat = [as_array(v, where, "xs") for v in xs_flat]
+    n = _length(xs_flat, length, where)
+    if not transform_active():
+        return _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where)
+    x_avals = [ShapeDtype(tuple(shape_of(x))[1:], x.dtype, abstract_of(x).device) for x in xs_flat]
+    y_tree = []
+    step = _step(f, init_flat, init_tree, xs_tree, y_tree, where)
+    body = trace(step, (*init_flat, *x_avals), where)
+    _check_carry(body.out_avals[: len(init_flat)], init_flat, init_tree, where)
+    if checkpoints == "auto" and max_memory is None:
+        max_memory = config.max_memory
+    outs = bind(
+        SCAN,
+        *init_flat,
+        *xs_flat,
+        *body.closures,
+        body=body,
+        length=n,
+        reverse=reverse,
+        n_carry=len(init_flat),
+        n_xs=len(xs_flat),
+        checkpoints=checkpoints,
+        max_memory=max_memory,
+    )
+    nc = len(init_flat)
+    return optree.tree_unflatten(init_tree, list(outs[:nc])), optree.tree_unflatten(
+        y_tree[0], list(outs[nc:])
+    )
+
+
+def _length(xs_flat, length, where):
+    lengths = set()
+    for x in xs_flat:
+        if ndim_of(x) == 0:
+            raise ValueError(f"{where}: every leaf of xs needs a leading axis to scan over; got a 0-d array")
+        lengths.add(shape_of(x)[0])
+    if len(lengths) > 1:
+        raise ValueError(f"{where}: the leaves of xs have different leading lengths {sorted(lengths)}")
+    if length is not None:
+        if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+            raise TypeError(f"{where}: length must be an int >= 0, got {length!r}")
+        if lengths and lengths != {length}:
+            raise ValueError(f"{where}: length={length} but xs have leading length {lengths.pop()}")
+        return length
+    if not lengths:
+        raise ValueError(f"{where}: with xs=None, pass length= (the number of steps)")
+    return lengths.pop()
+
+
+def _step(f, init_flat, init_tree, xs_tree, y_tree, where):
+    """The body as a function of flat leaves (carry, then x) returning flat leaves (carry, then y);
+    ``y_tree`` receives the structure of ``y``."""
+    nc = len(init_flat)
+    dtypes = [i.dtype for i in init_flat]
+
+    def step(*leaves):
+        out = f(
+            optree.tree_unflatten(init_tree, list(leaves[:nc])),
+            optree.tree_unflatten(xs_tree, list(leaves[nc:])),
+        )
+        if not isinstance(out, tuple | list) or len(out) != 2:
+            raise TypeError(f"{where}: the body must return a pair (carry, y), got {type(out).__name__}")
+        c_flat, c_tree = optree.tree_flatten(out[0], none_is_leaf=False)
+        if c_tree != init_tree:
+            raise TypeError(f"{where}: the body returned a carry of structure {c_tree}; init has {init_tree}")
+        y_flat, tree = optree.tree_flatten(out[1], none_is_leaf=False)
+        if not y_tree:
+            y_tree.append(tree)
+        c_flat = [
+            c if not isinstance(c, bool | int | float | complex) else xp.asarray(c, dtype=d)
+            for c, d in zip(c_flat, dtypes)
+        ]
+        y_flat = [as_array(y, where, "y") for y in y_flat]
+        return (*c_flat, *y_flat)
+
+    return step
+
+
+def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
+    """The loop outside every transform: the Python loop on the backend's arrays."""
+    carry = optree.tree_unflatten(init_tree, init_flat)
+    ys = []
+    for i in range(n):
+        t = n - 1 - i if reverse else i
+        carry, y = _checked(
+            f(carry, optree.tree_unflatten(xs_tree, [x[t] for x in xs_flat])), init_tree, where
+        )
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    if not ys:  # the structure and shapes of y from an abstract run of the body
+        x_avals = [ShapeDtype(tuple(shape_of(x))[1:], x.dtype) for x in xs_flat]
+        y_tree = []
+        body = trace(_step(f, init_flat, init_tree, xs_tree, y_tree, where), (*init_flat, *x_avals), where)
+        avals = body.out_avals[len(init_flat) :]
+        return carry, optree.tree_unflatten(
+            y_tree[0], [xp.zeros((0, *a.shape), dtype=a.dtype) for a in avals]
+        )
+    leaves = [optree.tree_flatten(y, none_is_leaf=False) for y in ys]
+    y_tree = leaves[0][1]
+    stacked = [xp.stack([xp.asarray(l[0][k]) for l in leaves]) for k in range(y_tree.num_leaves)]
+    return carry, optree.tree_unflatten(y_tree, stacked)
+
+
+def _checked(out, init_tree, where):
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        raise TypeError(f"{where}: the body must return a pair (carry, y), got {type(out).__name__}")
+    tree = optree.tree_structure(out[0], none_is_leaf=False)
+    if tree != init_tree:
+        raise TypeError(f"{where}: the body returned a carry of structure {tree}; init has {init_tree}")
+    return out
+
+
+def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
+    """``val = body(i, val)`` for ``i`` in ``range(lower, upper)``, as ``jax.lax.fori_loop``.
+
+    Args:
+        lower, upper: the range, Python ints.
+        body: ``body(i, val) -> val``; ``i`` is a 0-d integer array.
+        init: the initial value (a pytree of arrays).
+        checkpoints, max_memory: as ``scan``'s.
+
+    Returns:
+        The final value.
+
+    Example:
+        >>> import polyad as pa
+        >>> pa.fori_loop(0, 4, lambda i, v: v + i, 0)
+        6
+    """
+    where = f"pa.fori_loop({_name(body)})"
+    for name, v in (("lower", lower), ("upper", upper)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{where}: {name} must be a Python int, got {v!r}")
+    if not callable(body):
+        raise TypeError(f"{where}: body must be callable, got {type(body).__name__}")
+    if not transform_active():
+        val = init
+        for i in range(lower, upper):
+            val = body(i, val)
+        return val
+    n = max(upper - lower, 0)
+    step = _fori_step(body)
+    carry, _ = scan(step, init, xp.arange(lower, lower + n), checkpoints=checkpoints, max_memory=max_memory)
+    return carry
+
+
+def _fori_step(body):
+    def step(val, i):
+        return body(i, val), None
+
+    step.__name__ = _name(body)
+    return step
+
+
+def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax.map's name)
+    """``f`` applied to each slice of ``xs`` along its leading axis, one after the other (a loop, not
+    vmap's batch: the memory of one application at a time), as ``jax.lax.map``.
+
+    Args:
+        f: a function of one slice (a pytree of arrays).
+        xs: a pytree of arrays with a common leading length.
+        batch_size: apply ``f`` to this many slices at once (vmapped), in a loop over the batches.
+
+    Returns:
+        The results stacked along a new leading axis.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> pa.map(lambda x: x @ x, np.arange(6.0).reshape(3, 2))
+        array([ 1., 13., 41.])
+    """
+    where = f"pa.map({_name(f)})"
+    if not callable(f):
+        raise TypeError(f"{where}: f must be callable, got {type(f).__name__}")
+    if batch_size is not None:
+        return _batched_map(f, xs, batch_size, where)
+
+    def step(carry, x):
+        return carry, f(x)
+
+    step.__name__ = _name(f)
+    return scan(step, (), xs)[1]
+
+
+def _batched_map(f, xs, batch_size, where):
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise TypeError(f"{where}: batch_size must be an int >= 1, got {batch_size!r}")
+    flat, tree = optree.tree_flatten(xs, none_is_leaf=False)
+    n = _length(flat, None, where)
+    full = n // batch_size * batch_size
+    g = vmapped(f, tree)
+    parts = []
+    if full:
+        blocks = [xp.reshape(x[:full], (n // batch_size, batch_size, *shape_of(x)[1:])) for x in flat]
+        ys = map(lambda b: g(b), optree.tree_unflatten(tree, blocks))
+        parts.append(optree.tree_map(lambda y: xp.reshape(y, (full, *shape_of(y)[2:])), ys))
+    if full < n:
+        parts.append(g(optree.tree_unflatten(tree, [x[full:] for x in flat])))
+    if len(parts) == 1:
+        return parts[0]
+    return optree.tree_map(lambda a, b: xp.concat([a, b]), parts[0], parts[1])

@@ -1,0 +1,352 @@
+"""The scan op: a loop of known length over a closure-converted body, and its rule for each transform.
+
+``bind(SCAN, *carry, *xs, *closure, body=..., length=..., ...)`` returns the final carry, the stacked
+per-step outputs ``ys`` and, when ``save`` names steps, the carry before each of them stacked (what a
+reverse rule keeps as checkpoints). Step ``i`` reads ``xs[i]`` (``xs[length - 1 - i]`` when ``reverse``).
+The body is called with the carry, the step's slices of ``xs`` and the closure's values, and returns the
+new carry then the step's ``ys``.
+
+- Level 0 (the kernel) and transforms without a rule of their own run the loop on their values
+  (``run_loop``), calling the body once per step.
+- vmap: one scan of the vmapped body (``BatchedBody``), every carry batched.
+- jvp: one scan of the body under jvp (``DualBody``), carrying primal and tangent together; no storage.
+- grad/vjp: the primal pass stores the checkpoints ``checkpoints=`` asks for (``schedules.plan``) as one
+  scan with ``save``, and records its last step; the backward pass replays the schedule's reverse
+  actions: advances as scans, turns as one recorded step each, pulled back at once.
+
+Rules bind scans again on the values underneath, so the levels below see one op each time.
+"""
+
+import math
+
+import polyad.control.schedules as schedules
+from polyad.control.bodies import BatchedBody, DualBody, recorded
+from polyad.core import Op, bind
+from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
+from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
+from polyad.ops.fills import zeros, zeros_like
+from polyad.ops.indexing import getitem
+from polyad.ops.manipulation import concat
+
+
+def _split(args, n_carry, n_xs):
+    return list(args[:n_carry]), list(args[n_carry : n_carry + n_xs]), list(args[n_carry + n_xs :])
+
+
+def _index(i, length, reverse):
+    """The position in ``xs`` of execution step ``i``."""
+    return length - 1 - i if reverse else i
+
+
+def _stack_steps(per_step, avals, length, like):
+    """The per-step outputs (a list, in execution order) stacked into one array per output."""
+    if not per_step:
+        return [zeros((0, *a.shape), dtype=a.dtype, device=getattr(like, "device", None)) for a in avals]
+    return [stack([step[k] for step in per_step]) for k in range(len(per_step[0]))]
+
+
+def run_loop(args, *, body, length, reverse, n_carry, n_xs, save=(), keep_ys=True, **params):
+    """The loop itself, on whatever the arguments are (backend arrays at level 0, a transform's tensors
+    when it runs the op's body): ``[*carry, *ys, *saved]``."""
+    carry, xs, consts = _split(args, n_carry, n_xs)
+    save = frozenset(save)
+    saved, ys = [], []
+    for i in range(length):
+        if i in save:
+            saved.append(carry)
+        t = _index(i, length, reverse)
+        out = body(*carry, *[take_index(x, t) for x in xs], *consts)
+        carry = out[:n_carry]
+        if keep_ys:
+            ys.append(out[n_carry:])
+    if reverse:
+        ys.reverse()
+    like = carry[0] if carry else (xs[0] if xs else None)
+    y_avals = body.out_avals[n_carry:] if keep_ys else []
+    stacked = _stack_steps(ys, y_avals, length, like) if keep_ys else []
+    saved_stacks = [stack([s[k] for s in saved]) for k in range(n_carry)] if save else []
+    return (*carry, *stacked, *saved_stacks)
+
+
+def _kernel(xp, *args, **params):
+    return run_loop(args, **params)
+
+
+def _abstract(xp, *avals, body, length, n_carry, save=(), keep_ys=True, **params):
+    carry = [ShapeDtype(a.shape, a.dtype, a.device) for a in avals[:n_carry]]
+    device = carry[0].device if carry else None
+    ys = (
+        [ShapeDtype((length, *a.shape), a.dtype, device) for a in body.out_avals[n_carry:]] if keep_ys else []
+    )
+    saved = [ShapeDtype((len(save), *c.shape), c.dtype, c.device) for c in carry] if save else []
+    return (*carry, *ys, *saved)
+
+
+# ------------------------------------------------------------------------------ vmap
+
+
+def _batch(info, dims, *values, body, n_carry, n_xs, **params):
+    size = info.batch_size
+    carry, xs, consts = _split(values, n_carry, n_xs)
+    carry_dims, x_dims, const_dims = _split(dims, n_carry, n_xs)
+    # every carry batched (a carry that starts unbatched may become batched after one step)
+    carry = [
+        move_to_front(c, d) if d is not None else broadcast_to(expand_dims(c, axis=0), (size, *shape_of(c)))
+        for c, d in zip(carry, carry_dims)
+    ]
+    # the batch of xs goes to axis 1, so that each step's slice has it at 0
+    xs = [x if d is None else moveaxis(x, d, 1) for x, d in zip(xs, x_dims)]
+    step_dims = [0] * n_carry + [None if d is None else 0 for d in x_dims] + list(const_dims)
+    inner = BatchedBody(body, step_dims, size, info.randomness)
+    outs = bind(SCAN, *carry, *xs, *consts, body=inner, n_carry=n_carry, n_xs=n_xs, **params)
+    return outs, (0,) * n_carry + (1,) * (len(outs) - n_carry)
+
+
+# ------------------------------------------------------------------------------ jvp
+
+
+def _jvp(tangents, out, *primals, body, n_carry, n_xs, save=(), keep_ys=True, residuals=None, **params):
+    carry, xs, consts = _split(primals, n_carry, n_xs)
+    t_carry, t_xs, t_consts = _split(tangents, n_carry, n_xs)
+    # every floating carry carries a tangent (zeros where none is given: it may turn non-zero after a
+    # step); xs and the closure pass theirs only where they have one
+    float_carry = [k for k, c in enumerate(carry) if is_floating(c)]
+    carry_t = [zeros_like(carry[k]) if t_carry[k] is None else t_carry[k] for k in float_carry]
+    x_t = [k for k, t in enumerate(t_xs) if t is not None]
+    c_t = [k for k, t in enumerate(t_consts) if t is not None]
+    n_y = len(body.out_avals) - n_carry
+    float_y = [n_carry + k for k in range(n_y) if _floating_aval(body.out_avals[n_carry + k])]
+    # the body under jvp takes its inputs (carry, x, closure) then the tangents given, in that order
+    tangent_of = float_carry + [n_carry + k for k in x_t] + [n_carry + n_xs + k for k in c_t]
+    inner = DualBody(body, n_carry + n_xs + len(consts), tangent_of, float_carry + float_y)
+    step = _JvpStep(inner, (n_carry, len(float_carry), n_xs, len(x_t), len(consts), len(c_t)), n_y)
+    args = [*carry, *carry_t, *xs, *[t_xs[k] for k in x_t], *consts, *[t_consts[k] for k in c_t]]
+    n_ct = len(float_carry)
+    outs = bind(
+        SCAN,
+        *args,
+        body=step,
+        n_carry=n_carry + n_ct,
+        n_xs=n_xs + len(x_t),
+        save=save,
+        keep_ys=keep_ys,
+        **params,
+    )
+    new_carry, new_carry_t, rest = outs[:n_carry], outs[n_carry : n_carry + n_ct], outs[n_carry + n_ct :]
+    n_ys = n_y + len(float_y) if keep_ys else 0
+    ys, ys_t, saved_all = rest[:n_y] if keep_ys else (), rest[n_y:n_ys], rest[n_ys:]
+    saved, saved_t = saved_all[:n_carry], saved_all[n_carry:]
+    t_out = [None] * (len(outs) - n_ct - len(ys_t) - len(saved_t))
+    for k, t in zip(float_carry, new_carry_t):
+        t_out[k] = t
+    for j, t in zip(float_y, ys_t):
+        t_out[j] = t  # ys follow the carry in the outputs, as in the body's
+    for k, t in zip(float_carry, saved_t):
+        t_out[n_carry + len(ys) + k] = t
+    return (*new_carry, *ys, *saved), tuple(t_out)
+
+
+def _floating_aval(a):
+    dtype = getattr(a, "dtype", None)
+    return dtype is not None and dtype_kind(dtype) in "fc"
+
+
+_jvp.computes_primal = True
+
+
+class _JvpStep:
+    """The step of a jvp'd scan: the scan's flat order (carry and its tangents, xs and theirs, the closure
+    and its) around a ``DualBody`` (inputs, then tangents), whose outputs (carry, ys, then their tangents)
+    come back as carry, carry tangents, ys, ys tangents."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, inner, sizes, n_y):
+        self.inner, self.sizes, self.n_y = inner, sizes, n_y
+        self.out_avals = self._order(inner.out_avals)
+        self.where = inner.where
+
+    def _order(self, out):
+        n_carry, n_ct = self.sizes[0], self.sizes[1]
+        n_out = n_carry + self.n_y
+        return [*out[:n_carry], *out[n_out : n_out + n_ct], *out[n_carry:n_out], *out[n_out + n_ct :]]
+
+    def __call__(self, *args):
+        pieces, k = [], 0
+        for n in self.sizes:
+            pieces.append(list(args[k : k + n]))
+            k += n
+        carry, carry_t, xs, xs_t, closure, closure_t = pieces
+        return self._order(self.inner(*carry, *xs, *closure, *carry_t, *xs_t, *closure_t))
+
+
+# ------------------------------------------------------------------------------ grad: checkpoints
+
+
+def _carry_bytes(carry):
+    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, c.__array_namespace__()) for c in carry)
+
+
+def _segment(xs, start, stop, length, reverse):
+    """``xs`` for execution steps ``start..stop-1``."""
+    if reverse:
+        return [getitem(x, (slice(length - stop, length - start),)) for x in xs]
+    return [getitem(x, (slice(start, stop),)) for x in xs]
+
+
+def _step_args(carry, xs, consts, i, length, reverse):
+    t = _index(i, length, reverse)
+    return [*carry, *[take_index(x, t) for x in xs], *consts]
+
+
+def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=None, max_memory=None,
+                 save=(), keep_ys=True, **params):  # fmt: skip
+    """The primal pass under reverse mode: ``(outputs, residuals)``. ``checkpoints=None`` keeps every
+    step's recording; otherwise the plan's checkpoints are saved by one scan of ``length - 1`` steps and
+    the last step is recorded (it is the reverse sweep's first turn)."""
+    carry, xs, consts = _split(primals, n_carry, n_xs)
+    loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
+    n_y = len(body.out_avals) - n_carry if keep_ys else 0
+    if length == 0:
+        outs = bind(SCAN, *primals, length=0, n_carry=n_carry, n_xs=n_xs, save=save, keep_ys=keep_ys, **loop)
+        return outs, ("steps", [], None)
+    if checkpoints is None:
+        states, ys, pullbacks = {}, [], []
+        for i in range(length):
+            states[i] = carry
+            out, pullback = recorded(body, _step_args(carry, xs, consts, i, length, reverse))
+            carry, y = out[:n_carry], out[n_carry:]
+            ys.append(y)
+            pullbacks.append(pullback)
+        if reverse:
+            ys.reverse()
+        stacked = _stack_steps(ys, body.out_avals[n_carry:], length, carry[0] if carry else None)
+        residuals = ("steps", pullbacks, None)
+    else:
+        plan = schedules.plan(
+            length,
+            checkpoints,
+            carry_bytes=_carry_bytes(carry),
+            max_memory=max_memory,
+            reserved_bytes=2 * _carry_bytes(carry),
+        )
+        stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
+        head_saves = tuple(sorted((stores | set(save)) - {length - 1}))
+        head = bind(
+            SCAN,
+            *carry,
+            *_segment(xs, 0, length - 1, length, reverse),
+            *consts,
+            length=length - 1,
+            n_carry=n_carry,
+            n_xs=n_xs,
+            save=head_saves,
+            keep_ys=keep_ys,
+            **loop,
+        )
+        last = list(head[:n_carry])
+        stacks = head[n_carry + n_y :]
+        states = {s: [stk[j] for stk in stacks] for j, s in enumerate(head_saves)}
+        states[length - 1] = last
+        out, pullback = recorded(body, _step_args(last, xs, consts, length - 1, length, reverse))
+        carry, y_last = out[:n_carry], out[n_carry:]
+        stacked = []
+        for ys_head, y in zip(head[n_carry : n_carry + n_y], y_last):
+            y = stack([y])
+            stacked.append(concat([y, ys_head]) if reverse else concat([ys_head, y]))
+        residuals = ("plan", plan, ({s: states[s] for s in stores}, pullback))
+    saved = [stack([states[s][k] for s in save]) for k in range(n_carry)] if save else []
+    return (*carry, *(stacked if keep_ys else ()), *saved), residuals
+
+
+def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save=(), keep_ys=True,
+         checkpoints=None, max_memory=None, **params):  # fmt: skip
+    carry, xs, consts = _split(primals, n_carry, n_xs)
+    n_y = len(body.out_avals) - n_carry if keep_ys else 0
+    ct_carry = list(g[:n_carry])
+    ct_ys = list(g[n_carry : n_carry + n_y])
+    ct_saved = {s: [stk[j] for stk in g[n_carry + n_y :]] for j, s in enumerate(save)} if save else {}
+    ct_consts = [None] * len(consts)
+    ct_x_steps = [None] * length
+    mode, data, extra = residuals
+
+    def turn(i, pullback):
+        nonlocal ct_carry
+        t = _index(i, length, reverse)
+        cts = pullback([*ct_carry, *[take_index(gy, t) for gy in ct_ys]])
+        ct_carry = [_or_zero(c, v) for c, v in zip(cts[:n_carry], carry)]
+        ct_x_steps[t] = cts[n_carry : n_carry + n_xs]
+        for k, c in enumerate(cts[n_carry + n_xs :]):
+            if c is not None:
+                ct_consts[k] = c if ct_consts[k] is None else add(ct_consts[k], c)
+        if i in ct_saved:  # the carry before step i is also an output (an enclosing rule's checkpoint)
+            ct_carry = [b if a is None else add(a, b) for a, b in zip(ct_carry, ct_saved[i])]
+
+    if mode == "steps":
+        for i in range(length - 1, -1, -1):
+            turn(i, data[i])
+    else:
+        slots, last_pullback = extra
+        slots, working = dict(slots), None
+        loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
+        for action in data.reverse():
+            kind = type(action)
+            if kind is schedules.Turn:
+                if action.step == length - 1:
+                    turn(action.step, last_pullback)
+                    last_pullback = None
+                else:
+                    _, pullback = recorded(
+                        body, _step_args(working, xs, consts, action.step, length, reverse)
+                    )
+                    turn(action.step, pullback)
+                working = None
+            elif kind is schedules.Restore:
+                working = slots[action.step]
+            elif kind is schedules.Store:
+                slots[action.step] = working
+            elif kind is schedules.Free:
+                del slots[action.step]
+            else:  # Advance
+                a, b = action
+                working = list(
+                    bind(
+                        SCAN,
+                        *working,
+                        *_segment(xs, a, b, length, reverse),
+                        *consts,
+                        length=b - a,
+                        n_carry=n_carry,
+                        n_xs=n_xs,
+                        keep_ys=False,
+                        **loop,
+                    )[:n_carry]
+                )
+    ct_xs = []
+    for k, x in enumerate(xs):
+        if not is_floating(x) or length == 0:
+            ct_xs.append(None)
+            continue
+        steps = [zeros_like(take_index(x, 0)) if s is None or s[k] is None else s[k] for s in ct_x_steps]
+        ct_xs.append(stack(steps))
+    return (*ct_carry, *ct_xs, *ct_consts)
+
+
+def _or_zero(c, like):
+    return c if c is not None or not is_floating(like) else zeros_like(like)
+
+
+_vjp.forward = _vjp_forward
+
+
+SCAN = Op(
+    "scan",
+    _kernel,
+    multiple_results=True,
+    higher_order=lambda *args, **params: run_loop(args, **params),
+    abstract_eval=_abstract,
+    batch=_batch,
+    jvp=_jvp,
+    vjp=_vjp,
+)
