@@ -6,7 +6,7 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 import types
 from typing import Any
 
-from polyad import config, dispatch, library, random, xp
+from polyad import config, dispatch, library, linalg, random, xp
 from polyad.api import (
     ChunkPlan,
     DistributedError,
@@ -94,6 +94,7 @@ __all__ = [
     "make_graph",
     "custom_op",
     "library",
+    "linalg",
     "enable_grad",
     "fused",
     "eval_shape",
