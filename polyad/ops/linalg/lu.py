@@ -34,6 +34,7 @@ from polyad.ops.linalg.structured import (
     from_matrix,
     has_empty,
     op_kernel,
+    one_at_a_time,
     op_of,
     parse_trans,
     per_matrix,
@@ -241,6 +242,14 @@ def check_finite_(fname, **arrays):
 def _lu_solve_generic(xp, lu, piv, b, *, trans=0):
     if has_empty(lu, b):
         return empty_result(xp, solve_abstract(xp, lu, piv, b))
+    out = one_at_a_time(
+        xp, lambda *m: _lu_solve_2d(xp, *m, trans=trans), (lu, piv, b), (2, 1, min(b.ndim, 2))
+    )
+    return _lu_solve_2d(xp, lu, piv, b, trans=trans) if out is None else out
+
+
+def _lu_solve_2d(xp, lu, piv, b, *, trans=0):
+    """The generic solve (stacks too, where the library's linalg takes them)."""
     vec = b.ndim == 1
     lead = tuple(_broadcast(lu.shape[:-2], piv.shape[:-1], () if vec else b.shape[:-2]))
     n = lu.shape[-1]

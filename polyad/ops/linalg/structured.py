@@ -150,6 +150,17 @@ def per_matrix(xp, f, arrays, cores):
     return xp.reshape(xp.stack(outs), lead + tuple(outs[0].shape))
 
 
+def one_at_a_time(xp, kernel, arrays, cores):
+    """``kernel`` (a generic kernel of 2-D matrices) over a stack, one matrix at a time, when the
+    library's linalg takes one 2-D matrix only (Dask's: a lazy collection); None when it takes stacks
+    (the kernel then runs once on the whole stack)."""
+    if not hasattr(arrays[0], "__dask_graph__"):
+        return None
+    if all(a.ndim == c for a, c in zip(arrays, cores)):
+        return None
+    return per_matrix(xp, kernel, arrays, cores)
+
+
 def empty_result(xp, aval):
     """The (empty) result ``aval`` describes, for a call with an empty matrix or right-hand side."""
     return xp.zeros(aval.shape, dtype=aval.dtype, device=aval.device)

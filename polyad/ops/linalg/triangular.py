@@ -35,6 +35,7 @@ from polyad.ops.linalg.structured import (
     from_matrix,
     has_empty,
     op_kernel,
+    one_at_a_time,
     op_of,
     parse_trans,
     per_matrix,
@@ -52,7 +53,12 @@ from polyad.ops.linalg.structured import (
 def _tri_generic(xp, a, b, *, trans=0, lower=False, unit_diagonal=False):
     if has_empty(a, b):
         return empty_result(xp, solve_abstract(xp, a, b))
-    return solve_kernel(xp, op_kernel(xp, triangle_kernel(xp, a, lower, unit_diagonal), trans), b)
+
+    def one(a, b):
+        return solve_kernel(xp, op_kernel(xp, triangle_kernel(xp, a, lower, unit_diagonal), trans), b)
+
+    out = one_at_a_time(xp, one, (a, b), (2, min(b.ndim, 2)))
+    return one(a, b) if out is None else out
 
 
 def _tri_cpu(xp, a, b, *, trans=0, lower=False, unit_diagonal=False):
@@ -191,8 +197,13 @@ def _hermitian_kernel(xp, a, lower):
 def _cho_factor_generic(xp, a, *, lower=False):
     if has_empty(a):
         return xp.zeros(a.shape, dtype=a.dtype, device=a.device)
-    low = xp.linalg.cholesky(_hermitian_kernel(xp, a, lower))
-    return low if lower else op_kernel(xp, low, 2)
+
+    def one(a):
+        low = xp.linalg.cholesky(_hermitian_kernel(xp, a, lower))
+        return low if lower else op_kernel(xp, low, 2)
+
+    out = one_at_a_time(xp, one, (a,), (2,))
+    return one(a) if out is None else out
 
 
 def _cho_factor_cpu(xp, a, *, lower=False):
@@ -308,11 +319,16 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 def _cho_solve_generic(xp, c, b, *, lower=False):
     if has_empty(c, b):
         return empty_result(xp, solve_abstract(xp, c, b))
-    t = triangle_kernel(xp, c, lower)
-    first, second = (t, op_kernel(xp, t, 2)) if lower else (op_kernel(xp, t, 2), t)
-    vec = b.ndim == 1  # as a column: the first solve's result is a stack when c is
-    x = solve_kernel(xp, second, solve_kernel(xp, first, b[:, None] if vec else b))
-    return x[..., 0] if vec else x
+
+    def one(c, b):
+        t = triangle_kernel(xp, c, lower)
+        first, second = (t, op_kernel(xp, t, 2)) if lower else (op_kernel(xp, t, 2), t)
+        vec = b.ndim == 1  # as a column: the first solve's result is a stack when c is
+        x = solve_kernel(xp, second, solve_kernel(xp, first, b[:, None] if vec else b))
+        return x[..., 0] if vec else x
+
+    out = one_at_a_time(xp, one, (c, b), (2, min(b.ndim, 2)))
+    return one(c, b) if out is None else out
 
 
 def _cho_solve_cpu(xp, c, b, *, lower=False):
