@@ -33,8 +33,8 @@ from polyad.ops.linalg.structured import (
     empty_result,
     from_matrix,
     has_empty,
-    op_kernel,
     one_at_a_time,
+    op_kernel,
     op_of,
     parse_trans,
     per_matrix,
@@ -357,7 +357,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
             ``(..., M)`` integers.
         b: ``(M,)``, one right-hand side for every matrix, or ``(..., M, K)``, stacks broadcast against
             ``lu``'s.
-        trans: the system solved: 0 or 'N' ``a x = b``, 1 or 'T' ``a^T x = b``, 2 or 'C' ``a^H x = b``.
+        trans: the system solved: 0 or 'N' ``a x = b``, 1 or 'T' ``a^T x = b``, 2 or 'C' ``a^H x = b``
+            (SciPy's ``lu_solve`` takes the integers only; polyad both, as ``solve_triangular``).
         overwrite_b: accepted for SciPy's signature and ignored: polyad never writes into an argument.
         check_finite: raise ValueError if ``lu`` or ``b`` holds inf or nan (where values are at hand).
 

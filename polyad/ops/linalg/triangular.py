@@ -34,8 +34,8 @@ from polyad.ops.linalg.structured import (
     empty_result,
     from_matrix,
     has_empty,
-    op_kernel,
     one_at_a_time,
+    op_kernel,
     op_of,
     parse_trans,
     per_matrix,
@@ -292,8 +292,9 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
         check_finite: raise ValueError if ``a`` holds inf or nan (where values are at hand).
 
     Returns:
-        ``(c, lower)``: the factor, shaped like ``a``, zero outside its triangle, and the flag, as
-        ``cho_solve`` takes them.
+        ``(c, lower)``: the factor, shaped like ``a``, zero outside its triangle, and the flag (a Python
+        bool), as ``cho_solve`` takes them. A function given to ``pa.vmap`` returns ``c`` (or what it
+        computes with the pair), not the flag, which is no array.
 
     Example:
         >>> import numpy as np
