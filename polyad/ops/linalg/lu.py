@@ -17,7 +17,7 @@ Derivatives (square ``a``): from ``P^T da = dL U + L dU``, ``F = L^-1 P^T da U^-
 from polyad.core import bind
 from polyad.ops.base import broadcast_to, expand_dims, unbroadcast
 from polyad.ops.common import ShapeDtype, _broadcast, _kind, define, is_complex, ndim_of, shape_of
-from polyad.ops.creation import eye, tril, triu
+from polyad.ops.creation import asarray, eye, tril, triu
 from polyad.ops.indexing import take_along_axis
 from polyad.ops.linalg.products import _mH, matmul, matrix_transpose
 from polyad.ops.linalg.shared import _cj, leading_batch, leading_batch_multi
@@ -33,6 +33,7 @@ from polyad.ops.linalg.structured import (
     empty_result,
     from_matrix,
     has_empty,
+    on_numpy,
     one_at_a_time,
     op_kernel,
     op_of,
@@ -65,7 +66,7 @@ def _perm_generic(xp, piv):
 
 
 def _perm_cpu(xp, piv):
-    if scipy_linalg_for((piv,)) is None or piv.ndim != 1:
+    if not on_numpy((piv,)) or piv.ndim != 1:
         return _perm_generic(xp, piv)
     perm = list(range(piv.shape[0]))  # one matrix: Python's list swaps beat n array steps
     for i, p in enumerate(piv.tolist()):
@@ -384,6 +385,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         ) from None
     lu, b = as_floating(fname, "lu", lu), as_floating(fname, "b", b)
     n = check_square(fname, "lu", lu)
+    if not hasattr(piv, "shape") and isinstance(piv, list | tuple):  # array-likes, as SciPy takes them
+        piv = asarray(piv, device=getattr(lu, "device", None))
     if not hasattr(piv, "dtype") or _kind(piv.dtype) != "i":
         raise TypeError(
             f"{fname}: piv must be an integer array (lu_factor's pivots), got "

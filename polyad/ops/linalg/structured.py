@@ -6,8 +6,8 @@
   and values raise ValueError naming the function, the argument, what was expected and what was given.
 - **check_finite**: SciPy's check (ValueError "array must not contain infs or NaNs") wherever the values
   are at hand: on plain arrays, and inside ``grad``, ``jvp`` and ``vmap``, which run on values. Not while
-  ``pa.jit``, ``eval_shape`` or ``make_graph(pre_dispatch=True)`` trace (there are no values yet), and not
-  on lazy arrays (Dask: the check would compute them).
+  ``pa.jit`` or ``eval_shape`` trace (there are no values yet), and not on lazy arrays (Dask: the check
+  would compute them).
 - **Kernels**: ``scipy.linalg`` on NumPy arrays (SciPy is an optional extra; without it the generic
   kernel runs), one 2-D call per matrix of a stack (``per_matrix``: SciPy before 1.15 does not batch);
   the generic Array API kernel on every other CPU library (array_api_strict, Dask); ``cupyx.scipy.linalg``
@@ -28,19 +28,25 @@ from polyad.ops.linalg.products import _mH, matrix_transpose
 from polyad.ops.manipulation import squeeze
 
 SCIPY_EXTRA = "pip install polyad[scipy]"
-_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
 
 # --------------------------------------------------------------------------------------------- arguments
 
 
 def parse_trans(fname, trans):
     """SciPy's ``trans`` (0/'N': ``a x = b``, 1/'T': ``a^T x = b``, 2/'C': ``a^H x = b``) as 0, 1 or 2."""
-    key = trans if isinstance(trans, str) or type(trans) is int else getattr(trans, "__index__", None)
-    if callable(key):
-        key = trans.__index__()
+    key = trans if isinstance(trans, str) else _index(trans)
     if key not in _TRANS:
         raise ValueError(f"{fname}: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     return _TRANS[key]
+
+
+def _index(x):
+    """An integer-like value (a NumPy integer too) as an int, anything else as None."""
+    try:
+        return x.__index__()
+    except (AttributeError, TypeError):
+        return None
 
 
 def as_floating(fname, argname, x):
@@ -114,10 +120,15 @@ def check_finite(fname, argname, x):
 _SCIPY = []  # scipy.linalg, or None without SciPy: decided on first use
 
 
+def on_numpy(args):
+    """Whether the arrays among ``args`` are NumPy arrays (SciPy's kernels take them as they are)."""
+    return dispatch.backend_of([a for a in args if hasattr(a, "shape")]).name == "numpy"
+
+
 def scipy_linalg_for(args):
     """``scipy.linalg`` when the arrays among ``args`` are NumPy arrays and SciPy is installed, else None
     (then the generic kernel runs: on array_api_strict and Dask, and on NumPy without SciPy)."""
-    if dispatch.backend_of([a for a in args if hasattr(a, "shape")]).name != "numpy":
+    if not on_numpy(args):
         return None
     if not _SCIPY:
         try:
