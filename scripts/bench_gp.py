@@ -19,7 +19,12 @@ is not counted). So every library runs on one thread: BLAS (OpenBLAS, MKL, OpenM
 one thread before they load, unless ``--threads`` says otherwise (then CPU time sums the threads).
 Compiling (``pa.jit``'s and JAX's first call) is not timed.
 
-    .venv/bin/python scripts/bench_gp.py [--sizes 100 400 1000] [--quick] [--threads N]
+``--stacks`` times instead the two CPU kernels of the solves on stacks of matrices (what ``vmap`` over
+many small systems gives them): SciPy called once per matrix, and the generic kernel's batched NumPy calls
+(``numpy.linalg.solve`` over the stack), which polyad takes for matrices up to
+``polyad.ops.linalg.structured.SMALL``.
+
+    .venv/bin/python scripts/bench_gp.py [--sizes 100 400 1000] [--quick] [--threads N] [--stacks]
 """
 
 import argparse
@@ -50,6 +55,7 @@ import scipy.linalg as sl  # noqa: E402
 
 import polyad as pa  # noqa: E402
 from polyad import linalg, xp  # noqa: E402
+from polyad.ops.linalg import lu, structured, triangular  # noqa: E402
 
 
 def kernel(m, theta, x):
@@ -130,7 +136,11 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 400, 1000])
     parser.add_argument("--quick", action="store_true", help="3 timed rounds instead of 7")
     parser.add_argument("--threads", type=int, default=1, help="BLAS and XLA threads (default 1)")
+    parser.add_argument("--stacks", action="store_true", help="the kernels on stacks of matrices")
     args = parser.parse_args()
+    if args.stacks:
+        bench_stacks(repeats=3 if args.quick else 7)
+        return
     rng = np.random.default_rng(0)
     theta = np.array([-0.5, 0.2, -2.0])
     print(
@@ -165,6 +175,34 @@ def bench_size(n, theta, rng, repeats):
     print(f"\nn = {n}")
     for (name, _), t in zip(rows, times):
         print(f"  {name:<52} {t * 1e3:10.3f} ms   {t / base:5.2f}x jit+cho")
+
+
+def bench_stacks(repeats):
+    numpy_xp = pa.dispatch.default_backend().xp
+    rng = np.random.default_rng(1)
+    print(f"solves on stacks: CPU ms per call, SciPy per matrix / generic batched ({THREADS} thread(s))")
+    print(f"  polyad takes the generic kernel for matrices up to {structured.SMALL}")
+    for count, n in ((1000, 4), (1000, 8), (300, 16), (100, 32), (10, 200)):
+        a = rng.standard_normal((count, n, n)) + n * np.eye(n)
+        b = rng.standard_normal((count, n, 2))
+        c = np.linalg.cholesky(a @ np.swapaxes(a, -1, -2))
+        lu_, piv = sl.lu_factor(a[0])
+        lus, pivs = np.broadcast_to(lu_, a.shape), np.broadcast_to(piv, a.shape[:-1])
+        pairs = {
+            "solve_triangular": (triangular._tri_cpu, triangular._tri_generic, (a, b), {"lower": True}),
+            "cho_solve": (triangular._cho_solve_cpu, triangular._cho_solve_generic, (c, b), {"lower": True}),
+            "lu_solve": (lu._lu_solve_cpu, lu._lu_solve_generic, (lus, pivs, b), {}),
+        }
+        cells = []
+        for name, (cpu, generic, args, kw) in pairs.items():
+            small, structured.SMALL = structured.SMALL, 0  # the cpu kernel as SciPy per matrix
+            try:
+                t_scipy = measure([lambda f=cpu, a=args, k=kw: f(numpy_xp, *a, **k)], repeats)[0]
+            finally:
+                structured.SMALL = small
+            t_generic = measure([lambda f=generic, a=args, k=kw: f(numpy_xp, *a, **k)], repeats)[0]
+            cells.append(f"{name} {t_scipy * 1e3:7.2f} / {t_generic * 1e3:7.2f}")
+        print(f"  {count:5d} x {n:3d}:  " + "   ".join(cells))
 
 
 if __name__ == "__main__":

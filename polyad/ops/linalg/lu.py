@@ -40,6 +40,7 @@ from polyad.ops.linalg.structured import (
     parse_trans,
     per_matrix,
     scipy_linalg_for,
+    small_stack,
     solve_abstract,
     solve_batch,
     solve_kernel,
@@ -271,7 +272,7 @@ def _lu_solve_2d(xp, lu, piv, b, *, trans=0):
 
 def _lu_solve_cpu(xp, lu, piv, b, *, trans=0):
     sl = scipy_linalg_for((lu, piv, b))
-    if sl is None or has_empty(lu, b):
+    if sl is None or has_empty(lu, b) or small_stack(lu, piv, b):
         return _lu_solve_generic(xp, lu, piv, b, trans=trans)
 
     def one(lu2, piv2, b2):

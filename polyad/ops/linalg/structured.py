@@ -140,6 +140,19 @@ def scipy_linalg_for(args):
     return _SCIPY[0]
 
 
+SMALL = 16  # stacks of matrices up to this size: NumPy's batched LAPACK beats one SciPy call per matrix
+
+
+def small_stack(*arrays):
+    """Whether ``arrays`` (matrices first) form a stack of small matrices: there SciPy's cost is its
+    per-call overhead (several microseconds a matrix) and the generic kernel's batched NumPy calls (one
+    loop in C) win; on larger matrices SciPy's triangular solves win (``scripts/bench_gp.py --stacks``
+    prints both)."""
+    a = arrays[0]
+    stacked = any(x.ndim > 2 for x in arrays)
+    return stacked and a.shape[-1] <= SMALL
+
+
 def per_matrix(xp, f, arrays, cores):
     """``f`` on 2-D (or 1-D) slices: each of ``arrays`` has ``cores[i]`` core dimensions and leading ones
     that broadcast; ``f`` runs once per element of the broadcast stack and the results are stacked (a

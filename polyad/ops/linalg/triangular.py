@@ -40,6 +40,7 @@ from polyad.ops.linalg.structured import (
     parse_trans,
     per_matrix,
     scipy_linalg_for,
+    small_stack,
     solve_abstract,
     solve_batch,
     solve_kernel,
@@ -63,7 +64,7 @@ def _tri_generic(xp, a, b, *, trans=0, lower=False, unit_diagonal=False):
 
 def _tri_cpu(xp, a, b, *, trans=0, lower=False, unit_diagonal=False):
     sl = scipy_linalg_for((a, b))
-    if sl is None or has_empty(a, b):
+    if sl is None or has_empty(a, b) or small_stack(a, b):
         return _tri_generic(xp, a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
 
     def one(a2, b2):
@@ -334,7 +335,7 @@ def _cho_solve_generic(xp, c, b, *, lower=False):
 
 def _cho_solve_cpu(xp, c, b, *, lower=False):
     sl = scipy_linalg_for((c, b))
-    if sl is None or has_empty(c, b):
+    if sl is None or has_empty(c, b) or small_stack(c, b):
         return _cho_solve_generic(xp, c, b, lower=lower)
 
     def one(c2, b2):
