@@ -413,6 +413,28 @@ def test_scipy_kernels_on_numpy_generic_elsewhere(monkeypatch):
     assert calls == expected
 
 
+@pytest.mark.parametrize("small", [0, structured.SMALL], ids=["scipy per matrix", "batched generic"])
+def test_both_cpu_kernels_on_stacks(monkeypatch, small):
+    """Stacks run SciPy once per matrix, or (small matrices) NumPy's batched kernels: both as SciPy."""
+    monkeypatch.setattr(structured, "SMALL", small)
+    a, s = dominant(3, batch=(2, 1)), spd(3, batch=(3,))  # stacks (2, 1) and (3,) broadcast to (2, 3)
+    lu_, piv = sl.lu_factor(a[0, 0])
+    c = np.linalg.cholesky(s)
+    for b in (RNG.standard_normal(3), RNG.standard_normal((3, 3, 2))):
+        got = to_numpy(linalg.solve_triangular(A(a), A(b), trans=1, lower=True))
+        chol = to_numpy(linalg.cho_solve((A(c), True), A(b)))
+        lus = to_numpy(linalg.lu_solve((A(lu_), A(piv)), A(b), trans=2))
+        for i in range(2):
+            for j in range(3):
+                bj = b if b.ndim == 1 else b[j]
+                at = got[i, j] if b.ndim > 1 else got[i, 0]  # a 1-D b: the stack is a's, (2, 1)
+                close(at, sl.solve_triangular(a[i, 0], bj, trans=1, lower=True))
+        for j in range(3):
+            bj = b if b.ndim == 1 else b[j]
+            close(chol[j], sl.cho_solve((c[j], True), bj))
+            close(lus if b.ndim == 1 else lus[j], sl.lu_solve((lu_, piv), bj, trans=2))
+
+
 @pytest.mark.cuda
 def test_cupy_kernels_against_scipy():
     import cupy
