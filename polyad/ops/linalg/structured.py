@@ -8,10 +8,12 @@
   are at hand: on plain arrays, and inside ``grad``, ``jvp`` and ``vmap``, which run on values. Not while
   ``pa.jit`` or ``eval_shape`` trace (there are no values yet), and not on lazy arrays (Dask: the check
   would compute them).
-- **Kernels**: ``scipy.linalg`` on NumPy arrays (SciPy is an optional extra; without it the generic
-  kernel runs), one 2-D call per matrix of a stack (``per_matrix``: SciPy before 1.15 does not batch);
-  the generic Array API kernel on every other CPU library (array_api_strict, Dask); ``cupyx.scipy.linalg``
-  on CUDA arrays, declared by the CuPy backend (``backends/cupy/kernels.py``).
+- **Kernels**: ``scipy.linalg`` on NumPy arrays (SciPy is an optional extra, ``pip install
+  polyad[scipy]``; without it the generic kernel runs), one 2-D call per matrix of a stack (``per_matrix``:
+  SciPy before 1.15 does not batch), except for stacks of small matrices, where the generic kernel's
+  batched NumPy calls are faster (``small_stack``); the generic Array API kernel on every other CPU library
+  (array_api_strict; Dask, one matrix at a time as its linalg takes them); ``cupyx.scipy.linalg`` on CUDA
+  arrays, declared by the CuPy backend (``backends/cupy/kernels.py``).
 - **Shapes**: ``a`` is ``(..., M, M)``; ``b`` is ``(M,)`` (one right-hand side for every matrix) or
   ``(..., M, K)`` with its leading dimensions broadcast against ``a``'s, as the standard's ``solve`` and
   SciPy 1.15's batching read them. The solve ops' abstract evaluation and batching rule live here.
@@ -20,14 +22,13 @@
 import math
 
 from polyad import dispatch
-from polyad.core import Tensor, bind
+from polyad.core import bind
 from polyad.ops.base import astype, expand_dims, move_to_front, reshape
-from polyad.ops.common import ShapeDtype, _broadcast, _kind, ndim_of, shape_of, xp_of
+from polyad.ops.common import ShapeDtype, _bottom, _broadcast, _kind, ndim_of, shape_of, xp_of
 from polyad.ops.creation import asarray, tril, triu
 from polyad.ops.linalg.products import _mH, matrix_transpose
 from polyad.ops.manipulation import squeeze
 
-SCIPY_EXTRA = "pip install polyad[scipy]"
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
 
 # --------------------------------------------------------------------------------------------- arguments
@@ -96,12 +97,6 @@ def check_rhs(fname, a_name, a, b):
         raise ValueError(
             f"{fname}: the stack dimensions of {a_name} {sa[:-2]} and b {sb[:-2]} do not broadcast"
         ) from None
-
-
-def _bottom(x):
-    while isinstance(x, Tensor):
-        x = x._value
-    return x
 
 
 def check_finite(fname, argname, x):
