@@ -70,7 +70,9 @@ def _submodule(name, names, families):
 
 _linalg_families = [m for m in _FAMILIES if m.__name__.endswith((".linalg",))]
 _fft_families = [m for m in _FAMILIES if m.__name__.endswith(".fft")]
-linalg = _submodule("linalg", standard.LINALG, _linalg_families)
+# the standard's linalg, and the structured solves polyad adds to it (SciPy's: polyad/ops/linalg/)
+_linalg_extensions = tuple(n for m in _linalg_families for n in getattr(m, "EXTENSIONS", ()))
+linalg = _submodule("linalg", standard.LINALG + _linalg_extensions, _linalg_families)
 fft = _submodule("fft", standard.FFT, _fft_families)
 # not in the standard: the functions SciPy looks up as xp.special.<name> (polyad/ops/special/)
 _special = importlib.import_module("polyad.ops.special")

@@ -273,6 +273,34 @@ site("register_device_type.above", [5, "nope", 2.5], "above")(
 )
 site("array_namespace", ["s", object(), [1], b"x"], "array_namespace")(lambda b: pa.array_namespace(b))
 
+# the structured solves of polyad.linalg (SciPy's signatures)
+EYE3 = BX.eye(3, dtype=BX.float64) * 2.0
+PIV3 = BX.asarray([0, 1, 2], dtype=BX.int32)
+NOT_SQUARE = [X, XB, BX.ones((2, 2, 3), dtype=BX.float64)]
+BAD_RHS = [SHORT, XB, BX.asarray(1.0, dtype=BX.float64)]
+BAD_TRANS = [3, -1, "X", "t", None, 2.5, [0], True + 2]
+NOT_FINITE = [BX.asarray([1.0, float("inf"), 2.0]), BX.asarray([float("nan"), 0.0, 1.0])]
+for _n, _call in {
+    "solve_triangular": lambda a, b, **k: pa.linalg.solve_triangular(a, b, **k),
+    "cho_solve": lambda a, b, **k: pa.linalg.cho_solve((a, True), b, **k),
+    "lu_solve": lambda a, b, **k: pa.linalg.lu_solve((a, PIV3), b, **k),
+}.items():
+    _a = "a" if _n == "solve_triangular" else "c" if _n == "cho_solve" else "lu"
+    site(f"linalg.{_n}.{_a}", NOT_SQUARE, f"{_a} must be a square")(lambda b, c=_call: c(b, X))
+    site(f"linalg.{_n}.b", BAD_RHS, "b needs", "of b", "b must")(lambda b, c=_call: c(EYE3, b))
+    site(f"linalg.{_n}.check_finite", NOT_FINITE, "infs or NaNs")(lambda b, c=_call: c(EYE3, b))
+    if _n != "cho_solve":
+        site(f"linalg.{_n}.trans", BAD_TRANS, "trans")(lambda b, c=_call: c(EYE3, X, trans=b))
+for _n in ("cho_factor", "lu_factor"):
+    site(f"linalg.{_n}.a", NOT_SQUARE, "a must be a square")(lambda b, n=_n: getattr(pa.linalg, n)(b))
+site("linalg.cho_solve.c_and_lower", [X, None, 3, (X,), (EYE3, True, 1)], "c_and_lower")(
+    lambda b: pa.linalg.cho_solve(b, X)
+)
+site("linalg.lu_solve.lu_and_piv", [X, None, 3, (X,)], "lu_and_piv")(lambda b: pa.linalg.lu_solve(b, X))
+site("linalg.lu_solve.piv", [X, BX.asarray([0, 1], dtype=BX.int32), BOOLS, "s"], "piv")(
+    lambda b: pa.linalg.lu_solve((EYE3, b), X)
+)
+
 
 # ------------------------------------------------------------------------------ the test
 

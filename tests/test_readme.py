@@ -160,3 +160,16 @@ def test_jit_example_runs():
     np.testing.assert_allclose(scope["g"], fd, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(scope["per_row"], [loss(w, r, order=1) for r in x], rtol=1e-12)
     assert scope["step"].cache_info().size == 1
+
+
+def test_structured_solves_example_runs():
+    scope = {}
+    exec(block("neg_log_marginal_likelihood"), scope)
+    f, theta, x, y = (scope[k] for k in ("neg_log_marginal_likelihood", "theta", "x", "y"))
+    h = 1e-6  # central differences of the value, then of the gradient
+    for i in range(3):
+        e = np.eye(3)[i] * h
+        fd = (float(f(theta + e, x, y)) - float(f(theta - e, x, y))) / (2 * h)
+        np.testing.assert_allclose(scope["g"][i], fd, rtol=1e-6, atol=1e-8)
+        fd_row = (pa.grad(f)(theta + e, x, y) - pa.grad(f)(theta - e, x, y)) / (2 * h)
+        np.testing.assert_allclose(scope["H"][i], fd_row, rtol=1e-5, atol=1e-6)

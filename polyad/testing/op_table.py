@@ -63,6 +63,10 @@ class OpInfo:
     batch_fallback: str | None = None
     vmap_dims: tuple | None = None  # positions that vmap tests may batch; None: every array argument
     sequence_arg: bool = False  # the function takes its arrays as one sequence (stack, concat)
+    # pack(f): f as a function of the samples' positional arrays, for a signature that takes them some
+    # other way (SciPy's ``cho_solve((c, lower), b)``); applied to the namespace function and to a
+    # reference resolved by name (a ``ref`` takes the positional form itself)
+    pack: Callable | None = None
     # the device types with a kernel (None: any, by a generic kernel); on others the dispatcher refuses
     device_types: tuple | None = None
 
@@ -76,6 +80,8 @@ class OpInfo:
 
     def _pack(self, f):
         # samples keep arrays positional (so tests differentiate and batch each); pass them as one sequence
+        if self.pack is not None:
+            return self.pack(f)
         return (lambda *a, **k: f(list(a), **k)) if self.sequence_arg else f
 
     def skip_reason(self, check, backend=None):

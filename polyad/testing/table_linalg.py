@@ -8,6 +8,7 @@ extra singular vectors of ``full_matrices=True``, complex eigenvectors whose pha
 says why.
 """
 
+from polyad.ops.special.shared import host_call
 from polyad.testing.op_table import OpInfo, Sample, on_backend
 
 INF = float("inf")
@@ -360,3 +361,142 @@ ROWS = [
     OpInfo("linalg.trace", trace_samples),
     OpInfo("linalg.vector_norm", vector_norm_samples),
 ]
+
+
+# ------------------------------------------------------------------------------ structured solves
+# SciPy's solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve (polyad.xp.linalg's extension),
+# checked against scipy.linalg on host copies (SciPy >= 1.15 batches stacks itself: an independent
+# reference for polyad's own loop and rules). Triangular matrices have a dominant diagonal and a random
+# other triangle, which the functions must not read (its cotangent is zero).
+
+
+def _scipy_linalg(call):
+    """The reference: ``call(scipy.linalg, *arrays, **kwargs)`` on NumPy copies, back in the library."""
+
+    def ref(xp, *args, **kwargs):
+        import scipy.linalg
+
+        return host_call(lambda *a: call(scipy.linalg, *a, **kwargs), args)
+
+    return ref
+
+
+def _dominant(s, n, batch=(), complex=False):
+    """A matrix whose triangles are both well-conditioned triangular matrices (diagonal about 3)."""
+    xp = s.xp
+    if complex:
+        return s.complex(*batch, n, n) + 3 * xp.eye(n, dtype=xp.complex128)
+    return s.float(*batch, n, n) + 3 * xp.eye(n, dtype=xp.float64)
+
+
+def _pivots(s, n, batch=()):
+    """Valid LAPACK pivots (``i <= piv[i] < n``), int32, as lu_factor returns them."""
+    count = 1
+    for d in batch:
+        count *= d
+    vals = [s.rng.randrange(i, n) for _ in range(count) for i in range(n)]
+    return s.xp.reshape(s.xp.asarray(vals, dtype=s.xp.int32), (*batch, n))
+
+
+def solve_triangular_samples(s):
+    return [
+        Sample((_dominant(s, 3), s.float(3, 2)), name="upper"),
+        Sample((_dominant(s, 3), s.float(3)), {"lower": True}, name="lower, 1-d b"),
+        Sample((_dominant(s, 3), s.float(3, 2)), {"lower": True, "trans": 1}, name="trans=1"),
+        Sample((_dominant(s, 3), s.float(3, 2)), {"trans": "T"}, name="trans='T' upper"),
+        Sample((_dominant(s, 3), s.float(3)), {"lower": True, "unit_diagonal": True}, name="unit_diagonal"),
+        Sample((_dominant(s, 3), s.float(3, 2)), {"trans": 2, "unit_diagonal": True}, name="trans=2 unit"),
+        Sample((_dominant(s, 3, batch=(2,)), s.float(3)), {"lower": True}, name="batched a, 1-d b"),
+        Sample((_dominant(s, 2, batch=(2,)), s.float(2, 2, 3)), name="broadcast b"),
+        Sample((_dominant(s, 2), s.float(2, 2, 1)), {"lower": True}, name="broadcast a"),
+        Sample((_dominant(s, 3, complex=True), s.complex(3, 2)), {"lower": True, "trans": "C"},
+               name="complex trans='C'"),
+        Sample((_dominant(s, 2, complex=True), s.complex(2)), {"trans": 1}, name="complex trans=1"),
+        Sample((_dominant(s, 0), s.float(0, 2)), name="empty"),
+    ]  # fmt: skip
+
+
+def cho_factor_samples(s):
+    return [
+        Sample((s.spd(3),), name="upper"),
+        Sample((s.spd(3),), {"lower": True}, name="lower"),
+        Sample((s.spd(2, batch=(2,)),), {"lower": True}, name="batched"),
+        Sample((_herm(s, 2, 2),), name="complex"),
+        Sample((s.spd(3) + s.float(3, 3, low=-0.2, high=0.2),), {"lower": True},
+               name="non-symmetric: one triangle read"),
+    ]  # fmt: skip
+
+
+def cho_solve_samples(s):
+    return [
+        Sample((_dominant(s, 3), s.float(3, 2)), name="upper"),
+        Sample((_dominant(s, 3), s.float(3)), {"lower": True}, name="lower, 1-d b"),
+        Sample((_dominant(s, 2, batch=(2,)), s.float(2)), {"lower": True}, name="batched c, 1-d b"),
+        Sample((_dominant(s, 2, batch=(2,)), s.float(2, 2, 3)), name="broadcast b"),
+        Sample((_dominant(s, 2), s.float(2, 2, 1)), {"lower": True}, name="broadcast c"),
+        Sample((_dominant(s, 2, complex=True), s.complex(2, 2)), {"lower": True}, name="complex"),
+    ]
+
+
+def lu_factor_samples(s):
+    return [
+        Sample((s.well_conditioned(3),), name="3x3"),
+        Sample((s.well_conditioned(3, batch=(2,)),), name="batched"),
+        Sample((s.float(4, 4),), name="pivoting"),
+        Sample((_cwell(s, 3, 3),), name="complex"),
+        Sample((s.float(1, 1, low=0.5, high=2.0),), name="1x1"),
+    ]
+
+
+def lu_solve_samples(s):
+    return [
+        Sample((_dominant(s, 3), _pivots(s, 3), s.float(3, 2)), name="trans=0"),
+        Sample((_dominant(s, 3), _pivots(s, 3), s.float(3)), {"trans": 1}, name="trans=1, 1-d b"),
+        Sample((_dominant(s, 3), _pivots(s, 3), s.float(3, 2)), {"trans": 2}, name="trans=2"),
+        Sample((_dominant(s, 2, batch=(2,)), _pivots(s, 2, batch=(2,)), s.float(2)), name="batched, 1-d b"),
+        Sample((_dominant(s, 2, batch=(2,)), _pivots(s, 2, batch=(2,)), s.float(2, 2, 3)), {"trans": 1},
+               name="broadcast b"),
+        Sample((_dominant(s, 2), _pivots(s, 2), s.float(2, 2, 1)), name="broadcast lu"),
+        Sample((_dominant(s, 3, complex=True), _pivots(s, 3), s.complex(3, 2)), {"trans": 1},
+               name="complex trans=1"),
+        Sample((_dominant(s, 2, complex=True), _pivots(s, 2), s.complex(2)), {"trans": 2},
+               name="complex trans=2"),
+    ]  # fmt: skip
+
+
+def _solve_with_pair(f):
+    """``cho_solve((c, lower), b)`` as a function of the arrays ``c, b`` (``lower`` a keyword)."""
+    return lambda c, b, lower=False, **k: f((c, lower), b, **k)
+
+
+def _lu_solve_with_pair(f):
+    return lambda lu, piv, b, **k: f((lu, piv), b, **k)
+
+
+STRUCTURED_ROWS = [
+    OpInfo(
+        "linalg.solve_triangular",
+        solve_triangular_samples,
+        ref=_scipy_linalg(lambda sl, a, b, **k: sl.solve_triangular(a, b, **k)),
+    ),
+    OpInfo(
+        "linalg.cho_factor",
+        cho_factor_samples,
+        ref=_scipy_linalg(lambda sl, a, lower=False: sl.cholesky(a, lower=lower)),  # zeros, as polyad
+        pack=lambda f: lambda a, **k: f(a, **k)[0],
+    ),
+    OpInfo(
+        "linalg.cho_solve",
+        cho_solve_samples,
+        ref=_scipy_linalg(lambda sl, c, b, lower=False: sl.cho_solve((c, lower), b)),
+        pack=_solve_with_pair,
+    ),
+    OpInfo("linalg.lu_factor", lu_factor_samples, ref=_scipy_linalg(lambda sl, a: tuple(sl.lu_factor(a)))),
+    OpInfo(
+        "linalg.lu_solve",
+        lu_solve_samples,
+        ref=_scipy_linalg(lambda sl, lu, piv, b, **k: sl.lu_solve((lu, piv), b, **k)),
+        pack=_lu_solve_with_pair,
+    ),
+]
+ROWS += STRUCTURED_ROWS

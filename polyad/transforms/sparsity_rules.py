@@ -589,6 +589,16 @@ RULES["linalg.solve"] = lambda traced, out, x1, x2: matrices((2, 2 if x2.ndim > 
     traced, out, x1, x2
 )
 
+
+def _structured_solve(*mat_cores):
+    """The structured solves ``(matrices..., b)`` (``polyad.linalg``): whole matrices, as ``solve``."""
+    return lambda traced, out, *v, **p: matrices((*mat_cores, 2 if v[-1].ndim > 1 else 1))(traced, out, *v)
+
+
+RULES["linalg.cho_factor"] = RULES["linalg.lu_factor"] = matrices((2,))
+RULES["linalg.solve_triangular"] = RULES["linalg.cho_solve"] = _structured_solve(2)
+RULES["linalg.lu_solve"] = _structured_solve(2, 1)
+
 # ops that move elements: applied to element numbers (positions: the arrays moved; None: every array)
 MOVES = {
     "reshape": None,

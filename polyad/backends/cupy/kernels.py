@@ -9,6 +9,8 @@ the chain of element-wise launches the generic kernel would make.
 import cupy
 import cupyx.scipy.special as _special
 
+from .linalg_kernels import LINALG
+
 _softplus = cupy.ElementwiseKernel(
     "T x",
     "T y",
@@ -51,3 +53,4 @@ KERNELS.update(
         "special.sinc": {"cuda": _cupyx(cupy.sinc)},  # the normalised sinc, as SciPy's
     }
 )
+KERNELS.update(LINALG)  # the structured solves of polyad.linalg (linalg_kernels.py)

@@ -50,7 +50,7 @@ def _eye(k, like, dtype=None):
     return eye(k, dtype=dtype if dtype is not None else like.dtype, device=device_of(like))
 
 
-def _diag_sq(d):
+def diag_matrix(d):
     """The square matrices with ``d`` (..., k) on their diagonals."""
     k = shape_of(d)[-1]
     return expand_dims(d, axis=-1) * _eye(k, d)
@@ -124,7 +124,7 @@ def _eigh_vjp(g, out, x):
     gw, gv = g
     w, v = out
     vh = conj_transpose(v)
-    inner = _diag_sq(gw) + _inv_gaps(w) * matmul(vh, gv)
+    inner = diag_matrix(gw) + _inv_gaps(w) * matmul(vh, gv)
     return (_sym(matmul(v, matmul(inner, vh))),)
 
 
@@ -217,9 +217,11 @@ def _svd_vjp(g, out, x, *, full_matrices=True):
     jv = matmul(vh, conj_transpose(gvh))
     f = _inv_gaps(s * s)
     s_row, s_col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)
-    inner = _diag_sq(gs) + (f * (ju - conj_transpose(ju))) * s_row + s_col * (f * (jv - conj_transpose(jv)))
+    inner = (
+        diag_matrix(gs) + (f * (ju - conj_transpose(ju))) * s_row + s_col * (f * (jv - conj_transpose(jv)))
+    )
     if is_complex(x):
-        inner = inner + _diag_sq(times_i(imag(diagonal(ju)) / s, x))
+        inner = inner + diag_matrix(times_i(imag(diagonal(ju)) / s, x))
     ga = matmul(u, matmul(inner, vh))
     if m > k:
         ga = ga + matmul((gu - matmul(u, ju)) / s_row, vh)
@@ -241,7 +243,7 @@ def _svd_jvp(ts, out, x, *, full_matrices=True):
     om_u = f * (dp * s_row + s_col * dph)
     om_v = f * (s_col * dp + dph * s_row)
     if is_complex(x):
-        om_u = om_u + _diag_sq(times_i(imag(diagonal(dp)) / s, x))
+        om_u = om_u + diag_matrix(times_i(imag(diagonal(dp)) / s, x))
     du = matmul(u, om_u)
     if m > k:
         du = du + (tv - matmul(u, dp)) / s_row
@@ -331,7 +333,7 @@ def _qr_tall_vjp(gq, gr, q, r):
     """Cotangent of ``a = q r`` (m >= n, q m x n, r n x n upper triangular with real diagonal)."""
     m0 = matmul(gr, conj_transpose(r)) - matmul(conj_transpose(q), gq)
     up = triu(m0, k=1)
-    c = up + conj_transpose(up) + _diag_sq(real_if_complex(diagonal(m0)))
+    c = up + conj_transpose(up) + diag_matrix(real_if_complex(diagonal(m0)))
     bad = _rank_deficient(r)
     out = right_solve_h(gq + matmul(q, c), where(bad, _eye(shape_of(r)[-1], r), r))  # (gq + q c) r^-H
     return where(bad, math.nan, out)
@@ -344,7 +346,7 @@ def _qr_tall_jvp(ta, q, r):
     lo = tril(c, k=-1)
     om = lo - conj_transpose(lo)
     if is_complex(c):
-        om = om + _diag_sq(times_i(imag(diagonal(c)), c))
+        om = om + diag_matrix(times_i(imag(diagonal(c)), c))
     return where(bad, math.nan, matmul(q, om - c) + b), where(bad, math.nan, matmul(c - om, r))
 
 
