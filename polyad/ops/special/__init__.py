@@ -18,6 +18,7 @@ Arguments are arrays, positional, real: integer arrays are promoted to the defau
 SciPy's ufuncs compute them) and complex ones refused. ``NAMES`` lists the public functions.
 """
 
+from polyad.ops.special import incomplete  # noqa: F401
 from polyad.ops.special.bessels import i0, i0e, i1, i1e, j0, j1, k0, k0e, k1, k1e, y0, y1
 from polyad.ops.special.elementary import (
     cbrt,
@@ -37,6 +38,7 @@ from polyad.ops.special.elementary import (
     xlogy,
 )
 from polyad.ops.special.errors import erf, erfc, erfcx, erfinv, exp1, expi, log_ndtr, ndtr, ndtri
+from polyad.ops.special.gamma_zeta import gammasgn, zetac
 from polyad.ops.special.gammas import (
     betainc,
     betaln,

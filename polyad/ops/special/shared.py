@@ -159,6 +159,16 @@ class NoDerivative:
         )
 
 
+LATER = {}  # partial derivatives that a family file imported after the function's own defines, by key
+
+
+def later(key):
+    """A partial derivative ``partial(*args, y)`` written in a family file imported after the one that
+    defines the function, because it needs that file's functions (``gammainc`` in ``a`` needs
+    ``digamma``): ``LATER[key]``, which the later file sets, looked up when the derivative is taken."""
+    return lambda *args: LATER[key](*args)
+
+
 def _cotangent(fname, argname, partial, g, y, args, i):
     if isinstance(partial, NoDerivative):
         return lambda: partial.fail(fname, argname)
