@@ -43,10 +43,15 @@ def series_or_exact(x, coeffs, exact, cutoff):
     are right there too. The exact branch runs at a safe point inside the cutoff, so no 0/0 reaches any
     derivative. ``series_or`` (shared) is the same for series in ``x**2``."""
     small = abs(x) < cutoff
+    return where(small, power_series(x, coeffs), exact(where(small, cutoff, x)))
+
+
+def power_series(x, coeffs):
+    """``sum(coeffs[k] * x**k)`` by Horner's rule (polyad ops or backend arrays alike)."""
     s = coeffs[-1]
     for c in reversed(coeffs[:-1]):
         s = s * x + c
-    return where(small, s, exact(where(small, cutoff, x)))
+    return s
 
 
 # --------------------------------------------------------------------------------------------- kernels
