@@ -90,7 +90,9 @@ def _inv_boxcox_kernel(minus_one):
         v = lmbda * y
         zero = lmbda == 0
         g = xp.where(zero, y, _safe_log(xp, v, "log1p", -1.0) / xp.where(zero, 1.0, lmbda))
-        return xp.expm1(g) if minus_one else xp.exp(g)
+        big = g > _OVERFLOW
+        out = xp.expm1(xp.where(big, 0.0, g)) if minus_one else xp.exp(xp.where(big, 0.0, g))
+        return xp.where(big, math.inf, out)
 
     return kernel
 

@@ -24,7 +24,7 @@ from polyad.ops.special.shared import LATER, kernel_arrays, unary_function
 def _gammasgn_kernel(xp, x):
     # gamma > 0 on (0, inf) and on (-2k-2, -2k-1), < 0 on (-2k-1, -2k); SciPy: +-1 at +-0, nan at the
     # poles, at -inf and for nan
-    below = xp.where(xp.remainder(xp.floor(x), 2.0) == 0, 1.0, -1.0)
+    below = xp.where(xp.remainder(xp.floor(xp.where(xp.isfinite(x), x, 0.5)), 2.0) == 0, 1.0, -1.0)
     pole = (x < 0) & (x == xp.floor(x))
     out = xp.where(x > 0, 1.0, xp.where(x == 0, xp.copysign(xp.ones_like(x), x), below))
     return xp.where(pole | xp.isnan(x), math.nan, out)

@@ -8,8 +8,8 @@ Spence's function (the dilogarithm) ``spence(z) = integral of log(t) / (1 - t) o
 ``spence``: SciPy on CPU arrays, and a generic kernel: ``spence(z) = Li2(1 - z)``, with ``Li2(w) =
 sum_n B_n u**(n+1) / (n+1)!`` (``u = -log(1 - w)``, Bernoulli numbers) for ``w <= 1/2``, Euler's
 reflection ``Li2(w) = pi**2/6 - log(w) log(1-w) - Li2(1-w)`` above, and Landen's ``Li2(w) = -Li2(w/(w-1))
-- log(1-w)**2 / 2`` for ``z > 1`` (``w < 0``); nan for ``z < 0``. Its derivative ``log(z) / (1 - z)`` is
-taken from its Taylor series near ``z = 1`` (where it is 0/0), so of every order.
+- log(1-w)**2 / 2`` for ``z > 1`` (``w < 0``); nan for ``z < 0`` and at inf, as SciPy's. Its derivative
+``log(z) / (1 - z)`` is taken from its Taylor series near ``z = 1`` (where it is 0/0), so of every order.
 """
 
 import math
@@ -57,9 +57,9 @@ _SPENCE_PRIME = [-((-1) ** k) / (k + 1) for k in range(48)]
 
 def _spence_kernel(xp, z):
     above = z > 1.0
-    valid = (z >= 0) & ~xp.isnan(z)
-    z_safe = xp.where(valid & (z < math.inf), z, 0.5)
-    v = xp.where(above, 1.0 / z_safe, z_safe)  # 1 - w, exactly: Li2(w) is wanted
+    valid = (z >= 0) & (z < math.inf)  # SciPy: nan at inf too
+    z_safe = xp.where(valid, z, 0.5)
+    v = xp.where(above, 1.0 / xp.where(above, z_safe, 1.0), z_safe)  # 1 - w, exactly: Li2(w) is wanted
     # Li2(w) for w in [0, 1]: the series in u where w <= 1/2 (v >= 1/2), Euler's reflection elsewhere
     near = v >= 0.5
     u_far = -xp.log(xp.where(near, v, 1.0))  # u of w = 1 - v
@@ -67,8 +67,8 @@ def _spence_kernel(xp, z):
     log_v = xp.log(xp.where(v > 0, v, 1.0))
     reflected = PI2_6 - xp.log1p(-xp.where(near, 0.5, v)) * log_v - power_series(u_reflected, _LI2)
     li2 = xp.where(near, power_series(u_far, _LI2), xp.where(v == 0, PI2_6, reflected))
-    out = xp.where(above, -li2 - 0.5 * xp.log(z_safe) ** 2, li2)
-    return xp.where(valid, xp.where(z == math.inf, -math.inf, out), math.nan)
+    out = xp.where(above, -li2 - 0.5 * xp.log(xp.where(above, z_safe, 1.0)) ** 2, li2)
+    return xp.where(valid, out, math.nan)
 
 
 spence = unary_function(

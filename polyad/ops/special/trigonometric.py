@@ -3,7 +3,8 @@
 
 Generic kernels: the angle is reduced exactly (``x mod 360``, then to the nearest multiple of 90 degrees:
 both exact in floating point), so multiples of 90 degrees give exact zeros and ones as SciPy's do;
-``tandg`` and ``cotdg`` are inf at their poles (SciPy's sign: +inf), without a division by zero.
+``tandg`` and ``cotdg`` are inf at their poles (SciPy's sign: +inf), without a division by zero; beyond
+``|x| > 1e14`` degrees (inf included) all four are 0, SciPy's "total loss of precision" value.
 Derivatives in closed form within the family (``sindg' = pi/180 cosdg``...), so of every order.
 """
 
@@ -33,18 +34,31 @@ def _quadrant(xp, x):
     return xp.remainder(k, 4.0), theta
 
 
+_LOSS = 1e14  # SciPy's total loss of precision: beyond it, every function here is 0 (inf included)
+
+
 def _sin_cos_degrees(xp, x):
-    k, theta = _quadrant(xp, x)
+    lost = xp.abs(x) > _LOSS
+    k, theta = _quadrant(xp, xp.where(lost, 0.0, x))
     s, c = xp.sin(theta), xp.cos(theta)
     sin_x = xp.where(k == 0, s, xp.where(k == 1, c, xp.where(k == 2, -s, -c)))
     cos_x = xp.where(k == 0, c, xp.where(k == 1, -s, xp.where(k == 2, -c, s)))
-    return sin_x, cos_x
+    return sin_x, cos_x, lost
 
 
-def _ratio(xp, num, den):
+def _ratio(xp, num, den, lost):
     """``num / den``, +inf where ``den`` is 0 (SciPy's value at the poles of ``tandg`` and ``cotdg``)."""
     pole = den == 0
-    return xp.where(pole, math.inf, num / xp.where(pole, 1.0, den))
+    return xp.where(lost, 0.0, xp.where(pole, math.inf, num / xp.where(pole, 1.0, den)))
+
+
+def _lost(xp, value, lost):
+    return xp.where(lost, 0.0, value)
+
+
+def _cos_sin_degrees(xp, x):
+    s, c, lost = _sin_cos_degrees(xp, x)
+    return c, s, lost
 
 
 def _radian_kernel(xp, d, m, s):
@@ -62,7 +76,7 @@ sindg = unary_function(
     "The sine of an angle in degrees (exactly 0 at multiples of 180, 1 at 90).",
     ("[30.0, 90.0]", "array([0.5, 1. ])"),
     "Derivative: ``pi/180 cosdg(x)``.",
-    generic=lambda xp, x: _sin_cos_degrees(xp, x)[0],
+    generic=lambda xp, x: _lost(xp, *_sin_cos_degrees(xp, x)[::2]),
     args=_ANGLE,
 )
 
@@ -72,7 +86,7 @@ cosdg = unary_function(
     "The cosine of an angle in degrees (exactly 0 at odd multiples of 90).",
     ("[60.0, 180.0]", "array([ 0.5, -1. ])"),
     "Derivative: ``-pi/180 sindg(x)``.",
-    generic=lambda xp, x: _sin_cos_degrees(xp, x)[1],
+    generic=lambda xp, x: _lost(xp, *_sin_cos_degrees(xp, x)[1:]),
     args=_ANGLE,
 )
 
@@ -92,7 +106,7 @@ cotdg = unary_function(
     "The cotangent of an angle in degrees; inf at multiples of 180.",
     ("[45.0, 135.0]", "array([ 1., -1.])"),
     "Derivative: ``-pi/180 (1 + cotdg(x)**2)``.",
-    generic=lambda xp, x: _ratio(xp, *reversed(_sin_cos_degrees(xp, x))),
+    generic=lambda xp, x: _ratio(xp, *_cos_sin_degrees(xp, x)),
     args=_ANGLE,
 )
 
