@@ -58,7 +58,7 @@ def _safe_log(xp, x, log_fn, pole):
     """``log_fn(x)``: -inf at ``x == pole``, nan below, without a warning."""
     inside = x > pole
     out = getattr(xp, log_fn)(xp.where(inside, x, pole + 1.0))
-    return xp.where(inside, out, xp.where(x == pole, -math.inf, math.nan))
+    return xp.where(inside, out, xp.where(x == pole, -math.inf, xp.full_like(out, math.nan)))
 
 
 def _boxcox_kernel(log_fn, pole):

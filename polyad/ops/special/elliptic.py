@@ -43,13 +43,13 @@ def _agm_k(xp, b):
 def _ellipk_kernel(xp, m):
     inside = m < 1
     k = _agm_k(xp, xp.sqrt(xp.where(inside, 1.0 - m, 1.0)))
-    return xp.where(inside, k, xp.where(m == 1, math.inf, math.nan))
+    return xp.where(inside, k, xp.where(m == 1, math.inf, xp.full_like(k, math.nan)))
 
 
 def _ellipkm1_kernel(xp, p):
     inside = p > 0
     k = _agm_k(xp, xp.sqrt(xp.where(inside, p, 1.0)))
-    return xp.where(inside, k, xp.where(p == 0, math.inf, math.nan))
+    return xp.where(inside, k, xp.where(p == 0, math.inf, xp.full_like(k, math.nan)))
 
 
 def _ellipe_kernel(xp, m):
@@ -64,7 +64,7 @@ def _ellipe_kernel(xp, m):
         weight = 2.0 * weight
         total = total + weight * c * c
     e = math.pi / (2.0 * a) * (1.0 - total)
-    return xp.where(inside, e, xp.where(m == 1, 1.0, math.nan))
+    return xp.where(inside, e, xp.where(m == 1, 1.0, xp.full_like(e, math.nan)))
 
 
 # --------------------------------------------------------------------------------------------- derivatives

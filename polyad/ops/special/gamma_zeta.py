@@ -24,9 +24,10 @@ from polyad.ops.special.shared import LATER, kernel_arrays, unary_function
 def _gammasgn_kernel(xp, x):
     # gamma > 0 on (0, inf) and on (-2k-2, -2k-1), < 0 on (-2k-1, -2k); SciPy: +-1 at +-0, nan at the
     # poles, at -inf and for nan
-    below = xp.where(xp.remainder(xp.floor(xp.where(xp.isfinite(x), x, 0.5)), 2.0) == 0, 1.0, -1.0)
+    ones = xp.ones_like(x)
+    below = xp.where(xp.remainder(xp.floor(xp.where(xp.isfinite(x), x, 0.5)), 2.0) == 0, ones, -ones)
     pole = (x < 0) & (x == xp.floor(x))
-    out = xp.where(x > 0, 1.0, xp.where(x == 0, xp.copysign(xp.ones_like(x), x), below))
+    out = xp.where(x > 0, ones, xp.where(x == 0, xp.copysign(ones, x), below))
     return xp.where(pole | xp.isnan(x), math.nan, out)
 
 
