@@ -84,7 +84,7 @@ def _dk_m1(p):
     p_safe = where(small, 1.0 - _CUTOFF, p)
     m_safe = 1.0 - p_safe
     exact = (ellipe(m_safe) - p_safe * ellipkm1(p_safe)) / (2.0 * m_safe * p_safe)
-    return -where(small, power_series(m, _DK), exact)
+    return -where(small, power_series(where(small, m, 0.0), _DK), exact)
 
 
 def _de(m):
