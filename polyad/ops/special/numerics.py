@@ -41,7 +41,8 @@ def series_or_exact(x, coeffs, exact, cutoff):
     """``sum(coeffs[k] * x**k)`` where ``|x| < cutoff``, else ``exact(x)``, in polyad ops: a function
     with a removable singularity at 0 (``(exp(x) - 1 - x) / x**2``) whose derivatives of every order
     are right there too. Each branch runs at a safe point where the other is taken (the exact one inside
-    the cutoff, the series at 0), so no 0/0 and no overflow reaches any derivative. ``series_or`` (shared) is the same for series in ``x**2``."""
+    the cutoff, the series at 0), so no 0/0 and no overflow reaches any derivative. ``series_or``
+    (shared) is the same for series in ``x**2``."""
     small = abs(x) < cutoff
     return where(small, power_series(where(small, x, 0.0), coeffs), exact(where(small, cutoff, x)))
 

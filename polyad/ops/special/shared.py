@@ -145,8 +145,9 @@ def float_args(fname, argnames, args):
 
 class NoDerivative:
     """Marks an argument in which polyad has no derivative of a function (``polygamma`` in its order
-    ``n``, ``hyp1f1`` in ``a``, a third derivative of ``gammainc`` in ``a``). The VJP hands back a cotangent that raises when evaluated, which reverse mode does only
-    for an argument that needs a gradient; the JVP raises for a nonzero tangent. ``why`` says why."""
+    ``n``, ``hyp1f1`` in ``a``, a third derivative of ``gammainc`` in ``a``). The VJP hands back a
+    cotangent that raises when evaluated, which reverse mode does only for an argument that needs a
+    gradient; the JVP raises for a nonzero tangent. ``why`` says why."""
 
     def __init__(self, why):
         self.why = why
