@@ -23,7 +23,9 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
     ``decompositions``, ``norms``
 13. ``fft``
 14. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
-    ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
+    ``bessels``, ``reductions``, ``numerics``, ``trigonometric``, ``boxcox``, ``elliptic``, ``integrals``,
+    ``orthogonal``, ``gamma_zeta``, ``incomplete``, ``continuous``, ``discrete`` (the special functions
+    of ``polyad.xp.special``)
 
 Ops whose derivatives need each other live in the same file.
 """

@@ -63,7 +63,7 @@ def nary(*ranges, diff=None, scalar=None, extra=None):
     return gen
 
 
-def _values(*columns, diff=()):
+def sample_values(*columns, diff=()):
     """One sample of explicit values (edges of a domain), not differentiated unless ``diff`` says."""
 
     def gen(s):
@@ -97,8 +97,9 @@ def _multigammaln(s):
 
 
 def _zeta(s):
-    return nary((1.5, 4.0), (0.5, 2.0), diff=(1,))(s) + [
-        Sample((s.float(2, 3, low=1.5, high=4.0),), name="riemann", diff_argnums=()),
+    return nary((1.5, 4.0), (0.5, 2.0))(s) + [
+        Sample((s.float(2, 3, low=1.5, high=4.0),), name="riemann"),
+        Sample((s.float(3, low=0.2, high=0.9),), name="riemann below 1"),
     ]
 
 
@@ -146,9 +147,15 @@ def _softmax(s):
     ]
 
 
-_LEFT_TAIL = _values([-40.0, -20.0, -8.0], diff=(0,))
-_AT_ZERO = _values([0.0, 1e-300, -0.3, 0.49, 0.5, 0.51], diff=(0,))
-_LARGE = _values([-50.0, -1e-3, 40.0], diff=(0,))
+# both algorithms of the shape derivatives: the series (x <= max(a, 1)) and the continued fraction, and for
+# betainc both sides of the switch x = (a + 1) / (a + b + 2)
+_GAMMA_REGIONS = sample_values([0.3, 4.0, 12.0, 0.7], [0.9, 1.5, 9.0, 20.0], diff=(0, 1))
+_BETA_REGIONS = sample_values(
+    [0.4, 5.0, 2.0, 30.0], [1.5, 0.7, 2.0, 20.0], [0.05, 0.95, 0.5, 0.58], diff=(0, 1, 2)
+)
+_LEFT_TAIL = sample_values([-40.0, -20.0, -8.0], diff=(0,))
+_AT_ZERO = sample_values([0.0, 1e-300, -0.3, 0.49, 0.5, 0.51], diff=(0,))
+_LARGE = sample_values([-50.0, -1e-3, 40.0], diff=(0,))
 
 ROWS = [
     # errors: erf and relatives, the normal distribution, exponential integrals
@@ -168,12 +175,12 @@ ROWS = [
     row("rgamma", unary(0.5, 3.0)),
     row("digamma", unary(0.5, 3.0)),
     row("polygamma", _polygamma),
-    row("gammainc", nary((0.5, 3.0), (0.1, 3.0), diff=(1,), scalar=2.0)),
-    row("gammaincc", nary((0.5, 3.0), (0.1, 3.0), diff=(1,), scalar=2.0)),
-    row("gammaincinv", nary((0.5, 3.0), (0.1, 0.9), diff=(1,), scalar=2.0)),
-    row("gammainccinv", nary((0.5, 3.0), (0.1, 0.9), diff=(1,), scalar=2.0)),
+    row("gammainc", nary((0.5, 3.0), (0.1, 3.0), scalar=2.0, extra=_GAMMA_REGIONS)),
+    row("gammaincc", nary((0.5, 3.0), (0.1, 3.0), scalar=2.0, extra=_GAMMA_REGIONS)),
+    row("gammaincinv", nary((0.5, 3.0), (0.1, 0.9), scalar=2.0)),
+    row("gammainccinv", nary((0.5, 3.0), (0.1, 0.9), scalar=2.0)),
     row("betaln", nary((0.5, 3.0), (0.5, 3.0), scalar=1.5)),
-    row("betainc", nary((0.5, 3.0), (0.5, 3.0), (0.1, 0.9), diff=(2,), scalar=2.0)),
+    row("betainc", nary((0.5, 3.0), (0.5, 3.0), (0.1, 0.9), scalar=2.0, extra=_BETA_REGIONS)),
     row("zeta", _zeta),
     row("multigammaln", _multigammaln),
     row("binom", nary((3.0, 6.0), (0.5, 2.5), scalar=5.0)),
@@ -189,12 +196,12 @@ ROWS = [
     row("softplus", unary(-3.0, 3.0, extra=_LARGE), generic=True),
     row(
         "xlogy",
-        nary((-1.0, 1.0), (0.3, 2.0), scalar=2.0, extra=_values([0.0, 0.0], [0.5, 2.0])),
+        nary((-1.0, 1.0), (0.3, 2.0), scalar=2.0, extra=sample_values([0.0, 0.0], [0.5, 2.0])),
         generic=True,
     ),
     row(
         "xlog1py",
-        nary((-1.0, 1.0), (-0.5, 2.0), scalar=2.0, extra=_values([0.0, 0.0], [-0.5, 2.0])),
+        nary((-1.0, 1.0), (-0.5, 2.0), scalar=2.0, extra=sample_values([0.0, 0.0], [-0.5, 2.0])),
         generic=True,
     ),
     row("entr", unary(0.1, 2.0), generic=True),
@@ -203,13 +210,15 @@ ROWS = [
     row("huber", nary((0.5, 1.5), (-2.0, 2.0), scalar=1.0), generic=True),
     row(
         "pseudo_huber",
-        nary((0.5, 1.5), (-2.0, 2.0), scalar=1.0, extra=_values([1.0, 0.5], [1e-9, -1e-5], diff=(0, 1))),
+        nary(
+            (0.5, 1.5), (-2.0, 2.0), scalar=1.0, extra=sample_values([1.0, 0.5], [1e-9, -1e-5], diff=(0, 1))
+        ),
         generic=True,
     ),  # fmt: skip
     row("sinc", unary(-2.0, 2.0, extra=_AT_ZERO), generic=True),
     row("exp2", unary(-1.0, 1.0), generic=True),
     row("exp10", unary(-1.0, 1.0), generic=True),
-    row("cbrt", unary(0.2, 2.0, extra=_values([-8.0, -0.5, 27.0], diff=(0,))), generic=True),
+    row("cbrt", unary(0.2, 2.0, extra=sample_values([-8.0, -0.5, 27.0], diff=(0,))), generic=True),
     # reductions
     row("logsumexp", _reduction(), generic=True),
     row("softmax", _softmax, generic=True),

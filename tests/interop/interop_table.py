@@ -121,6 +121,18 @@ SQRT_AT_ZERO = Fail(
     "sqrt's derivative at 0 is infinite: the zero tangent of the diagonal (set to 0 before sqrt) times "
     "inf is nan where the function is constant (JAX and PyTorch give nan too)",
 )
+MATH_ON_A_SCALAR = Fail(
+    "polyad",
+    "SciPy computes `- 2 * math.log(abs(lmb))`: math.log takes float() of the traced scalar and returns a "
+    "plain number polyad cannot see, so that term loses its derivative while the rest of the output keeps "
+    "one, and no DerivativeLostWarning fires: grad and jvp give a wrong value WITHOUT an error",
+)
+SCALAR_IN_VMAP = Fail(
+    "scipy",
+    "the function branches on its scalar parameter and takes math.log of it (`if lmb == 0`, "
+    "`math.log(abs(lmb))`): a batch of parameters is no one Python number, so vmap raises "
+    "ConcretizationError",
+)
 # the libraries' side
 SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
 SKLEARN_FLOAT_RESULT = Fail(
@@ -185,6 +197,71 @@ SCIPY_SPECIAL = [
     ),
 ]
 
+
+def _args(*ranges, n=6):
+    """One input per ``(low, high)`` range, each ``n`` uniform values."""
+    return lambda rng: tuple(rng.uniform(lo, hi, n) for lo, hi in ranges)
+
+
+def _special(name, fn, ranges, argnums=None, **kwargs):
+    """A ``scipy.special`` function of the inputs ``ranges`` gives (constants baked into ``fn``),
+    differentiated in every input unless ``argnums`` says."""
+    argnums = tuple(range(len(ranges))) if argnums is None else argnums
+    return Row(f"scipy.special.{name}", fn, _args(*ranges), argnums=argnums, **kwargs)
+
+
+# the rest of SciPy's xp.special lookups, and derivatives in shape parameters: gammainc in a, betainc in
+# a and b, zeta in its exponent, the distribution functions in their degrees of freedom
+SCIPY_SPECIAL_MORE = [
+    _special("gammainc(a, x)", special.gammainc, [(0.5, 3.0), (0.2, 4.0)]),
+    _special("gammaincc(a, x)", special.gammaincc, [(0.5, 3.0), (0.2, 4.0)]),
+    _special("gammaincinv(a, y)", special.gammaincinv, [(0.5, 3.0), (0.1, 0.9)]),
+    _special("betainc(a, b, x)", special.betainc, [(0.5, 4.0), (0.5, 4.0), (0.05, 0.95)]),
+    _special("betaincc(a, b, x)", special.betaincc, [(0.5, 4.0), (0.5, 4.0), (0.05, 0.95)]),
+    _special("betaincinv(a, b, y)", special.betaincinv, [(0.5, 4.0), (0.5, 4.0), (0.1, 0.9)]),
+    _special("zeta(x, q)", special.zeta, [(1.5, 5.0), (0.5, 3.0)]),
+    _special("zeta(x)", special.zeta, [(1.5, 5.0)]),
+    _special("zetac", special.zetac, [(1.5, 5.0)]),
+    _special("chdtr(v, x)", special.chdtr, [(1.0, 8.0), (0.3, 6.0)]),
+    _special("chdtrc(v, x)", special.chdtrc, [(1.0, 8.0), (0.3, 6.0)]),
+    _special("chdtri(v, p)", special.chdtri, [(1.0, 8.0), (0.1, 0.9)]),
+    _special("gdtr(a, b, x)", special.gdtr, [(0.5, 2.0), (0.5, 4.0), (0.2, 4.0)]),
+    _special("gdtrc(a, b, x)", special.gdtrc, [(0.5, 2.0), (0.5, 4.0), (0.2, 4.0)]),
+    _special("fdtr(dfn, dfd, x)", special.fdtr, [(1.0, 8.0), (2.0, 10.0), (0.2, 3.0)]),
+    _special("fdtrc(dfn, dfd, x)", special.fdtrc, [(1.0, 8.0), (2.0, 10.0), (0.2, 3.0)]),
+    _special("fdtri(dfn, dfd, p)", special.fdtri, [(1.0, 8.0), (2.0, 10.0), (0.1, 0.9)]),
+    _special("stdtr(df, t)", special.stdtr, [(1.5, 10.0), (0.1, 3.0)]),
+    _special("stdtrit(df, p)", special.stdtrit, [(1.5, 10.0), (0.55, 0.95)]),
+    _special("bdtr(2, 6, p)", lambda p: special.bdtr(2, 6, p), [(0.1, 0.9)]),
+    _special("bdtrc(2, 6, p)", lambda p: special.bdtrc(2, 6, p), [(0.1, 0.9)]),
+    _special("bdtri(2, 6, y)", lambda y: special.bdtri(2, 6, y), [(0.1, 0.9)]),
+    _special("nbdtr(2, 3, p)", lambda p: special.nbdtr(2, 3, p), [(0.1, 0.9)]),
+    _special("nbdtrc(2, 3, p)", lambda p: special.nbdtrc(2, 3, p), [(0.1, 0.9)]),
+    _special("nbdtri(2, 3, y)", lambda y: special.nbdtri(2, 3, y), [(0.1, 0.9)]),
+    _special("pdtr(2, m)", lambda m: special.pdtr(2, m), [(0.2, 4.0)]),
+    _special("pdtrc(2, m)", lambda m: special.pdtrc(2, m), [(0.2, 4.0)]),
+    _special("pdtri(2, y)", lambda y: special.pdtri(2, y), [(0.1, 0.9)]),
+    _special("boxcox(x, lmbda)", special.boxcox, [(0.3, 3.0), (-1.0, 1.0)]),
+    _special("boxcox1p(x, lmbda)", special.boxcox1p, [(-0.5, 2.0), (-1.0, 1.0)]),
+    _special("inv_boxcox(y, lmbda)", special.inv_boxcox, [(-1.0, 1.5), (-0.5, 0.5)]),
+    _special("inv_boxcox1p(y, lmbda)", special.inv_boxcox1p, [(-1.0, 1.5), (-0.5, 0.5)]),
+    _special("exprel", special.exprel, [(-3.0, 3.0)]),
+    _special("cosm1", special.cosm1, [(-3.0, 3.0)]),
+    _special("sindg", special.sindg, [(-170.0, 170.0)]),
+    _special("cosdg", special.cosdg, [(-170.0, 170.0)]),
+    _special("tandg", special.tandg, [(-80.0, 80.0)]),
+    _special("cotdg", special.cotdg, [(10.0, 170.0)]),
+    _special("radian(d, m, s)", special.radian, [(-90.0, 90.0), (0.0, 60.0), (0.0, 60.0)]),
+    _special("ellipk", special.ellipk, [(-2.0, 0.9)]),
+    _special("ellipkm1", special.ellipkm1, [(0.1, 2.0)]),
+    _special("expn(2, x)", lambda x: special.expn(2, x), [(0.3, 3.0)]),
+    _special("spence", special.spence, [(0.1, 3.0)]),
+    _special("yn(2, x)", lambda x: special.yn(2, x), [(0.5, 3.0)]),
+    _special("lpmv(1, 2.5, x)", lambda x: special.lpmv(1, 2.5, x), [(-0.8, 0.8)]),
+    _special("hyp1f1(1.5, 2.5, x)", lambda x: special.hyp1f1(1.5, 2.5, x), [(-2.0, 2.0)]),
+    _special("gammasgn", special.gammasgn, [(0.3, 3.0)]),
+]
+
 SCIPY_STATS = [
     Row("scipy.stats.zscore", stats.zscore, _vec(), fast=True),
     Row("scipy.stats.zmap", stats.zmap, _two(), argnums=(0, 1)),
@@ -228,6 +305,47 @@ SCIPY_STATS = [
         "scipy.stats.ttest_1samp",
         lambda x: stats.ttest_1samp(x, 0.1).statistic,
         _vec(),
+    ),
+    # p-values and confidence intervals: distribution functions of the statistic
+    Row("scipy.stats.ttest_1samp(...).pvalue", lambda x: stats.ttest_1samp(x, 0.1).pvalue, _vec()),
+    Row(
+        "scipy.stats.ttest_1samp(...).confidence_interval()",
+        lambda x: tuple(stats.ttest_1samp(x, 0.1).confidence_interval()),
+        _vec(),
+    ),
+    Row(
+        "scipy.stats.ttest_ind(...).pvalue", lambda x, y: stats.ttest_ind(x, y).pvalue, _two(), argnums=(0, 1)
+    ),
+    Row(
+        "scipy.stats.ttest_ind(equal_var=False).pvalue",
+        lambda x, y: stats.ttest_ind(x, y, equal_var=False).pvalue,
+        lambda rng: (rng.uniform(-1.0, 1.0, 6), rng.uniform(-0.5, 2.0, 8)),
+        argnums=(0, 1),
+    ),
+    Row(
+        "scipy.stats.ttest_rel(...).pvalue", lambda x, y: stats.ttest_rel(x, y).pvalue, _two(), argnums=(0, 1)
+    ),
+    Row("scipy.stats.pearsonr(...).pvalue", lambda x, y: stats.pearsonr(x, y).pvalue, _two(), argnums=(0, 1)),
+    Row("scipy.stats.f_oneway(...).pvalue", lambda x, y: stats.f_oneway(x, y).pvalue, _two(), argnums=(0, 1)),
+    Row("scipy.stats.bartlett(...).pvalue", lambda x, y: stats.bartlett(x, y).pvalue, _two(), argnums=(0, 1)),
+    Row("scipy.stats.levene(...).pvalue", lambda x, y: stats.levene(x, y).pvalue, _two(), argnums=(0, 1)),
+    Row(
+        "scipy.stats.linregress(...).pvalue",
+        lambda x, y: stats.linregress(x, y).pvalue,
+        _two(),
+        argnums=(0, 1),
+        known_failures=_on(SCIPY_NUMPY_ONLY),
+    ),
+    Row("scipy.stats.skewtest(...).pvalue", lambda x: stats.skewtest(x).pvalue, _vec(10)),
+    Row("scipy.stats.jarque_bera(...).pvalue", lambda x: stats.jarque_bera(x).pvalue, _vec(10)),
+    Row("scipy.stats.chisquare(...).pvalue", lambda f: stats.chisquare(f).pvalue, _pos()),
+    Row("scipy.stats.boxcox_llf(0.3, data)", lambda x: stats.boxcox_llf(0.3, x), _pos()),
+    Row(
+        "scipy.stats.boxcox_llf(lmb, data)",
+        lambda lmb, x: stats.boxcox_llf(lmb, x),
+        lambda rng: (rng.uniform(-0.5, 0.5, ()), rng.uniform(0.5, 2.0, 6)),
+        argnums=(0, 1),
+        known_failures={**_on(MATH_ON_A_SCALAR, "grad", "jvp"), **_on(SCALAR_IN_VMAP, "vmap")},
     ),
 ]
 
@@ -359,6 +477,14 @@ SKLEARN_ESTIMATORS = [
     ),
 ]
 
-ROWS = SCIPY_SPECIAL + SCIPY_STATS + SCIPY_OTHER + SKLEARN_METRICS + SKLEARN_PAIRWISE + SKLEARN_ESTIMATORS
+ROWS = (
+    SCIPY_SPECIAL
+    + SCIPY_SPECIAL_MORE
+    + SCIPY_STATS
+    + SCIPY_OTHER
+    + SKLEARN_METRICS
+    + SKLEARN_PAIRWISE
+    + SKLEARN_ESTIMATORS
+)
 BY_NAME = {row.name: row for row in ROWS}
 assert len(BY_NAME) == len(ROWS), "row names must be unique"

@@ -30,6 +30,12 @@ SPECIAL = (
     # a generic kernel, replaced by one fused kernel
     "expit", "logit", "log_expit", "xlogy", "xlog1py", "entr", "rel_entr", "kl_div", "huber",
     "pseudo_huber", "exp2", "exp10", "cbrt",
+    # the rest of SciPy's lookups: no generic kernel in polyad
+    "expn", "yn", "lpmv", "zetac", "bdtr", "bdtrc", "bdtri", "nbdtr", "nbdtrc", "nbdtri", "pdtr", "pdtrc",
+    "pdtri", "chdtr", "chdtrc", "chdtri", "gdtr", "gdtrc", "fdtr", "fdtrc", "fdtri", "betaincinv",
+    # ... and a generic kernel, replaced by one fused kernel
+    "cosdg", "sindg", "tandg", "cotdg", "radian", "cosm1", "exprel", "boxcox", "boxcox1p", "inv_boxcox",
+    "inv_boxcox1p", "ellipk", "ellipkm1", "gammasgn",
 )  # fmt: skip
 
 
@@ -51,6 +57,22 @@ KERNELS.update(
         "special.zeta": {"cuda": _cupyx(_special.zeta)},  # Hurwitz: zeta(x, q)
         "special.riemann_zeta": {"cuda": lambda xp, x: _special.zetac(x) + 1.0},
         "special.sinc": {"cuda": _cupyx(cupy.sinc)},  # the normalised sinc, as SciPy's
+        "special.betaincc": {"cuda": lambda xp, a, b, x: _special.betainc(b, a, 1.0 - x)},
+        "special.stdtr": {"cuda": lambda xp, df, t: _stdtr(df, t)},
+        "special.stdtrit": {"cuda": lambda xp, df, p: _stdtrit(df, p)},
     }
 )
 KERNELS.update(LINALG)  # the structured solves of polyad.linalg (linalg_kernels.py)
+
+
+# Student's t from the incomplete beta function (cupyx has neither stdtr nor stdtrit): the two-sided
+# tail probability of |t| is betainc(df/2, 1/2, df / (df + t**2))
+def _stdtr(df, t):
+    tail = 0.5 * _special.betainc(0.5 * df, 0.5, df / (df + t * t))
+    return cupy.where(t < 0, tail, 1.0 - tail)
+
+
+def _stdtrit(df, p):
+    x = _special.betaincinv(0.5 * df, 0.5, 2.0 * cupy.minimum(p, 1.0 - p))
+    t = cupy.sqrt(df * (1.0 / x - 1.0))
+    return cupy.where(p < 0.5, -t, t)

@@ -4,9 +4,10 @@ their inverses, ``betaln``, ``betainc``, ``zeta``, ``multigammaln``, ``binom``, 
 CPU, cupyx on CUDA.
 
 Derivatives: the gamma family differentiates into digamma and polygamma of the next order, so every order
-is available. The incomplete functions differentiate in ``x`` only: their derivative in a shape parameter
-has no closed form, and asking for it raises (``NoDerivative``); so do ``zeta`` in its exponent and
-``polygamma`` in its order.
+is available. The incomplete functions differentiate in ``x`` in closed form; in a shape parameter (no
+closed form) by the series and continued fractions of ``incomplete.py``, to second order; ``zeta`` in its
+exponent by ``gamma_zeta.py`` (both written there, as ``later`` partials: they need this file's functions).
+``polygamma`` has no derivative in its order: asking for it raises (``NoDerivative``).
 """
 
 import math
@@ -22,13 +23,12 @@ from polyad.ops.special.shared import (
     docstring,
     float_args,
     keeping_dtype,
+    later,
     public,
     special_function,
     special_op,
     unary_function,
 )
-
-_SHAPE = NoDerivative("the derivative in a shape parameter has no closed form in polyad")
 
 gammaln = unary_function(
     "gammaln",
@@ -99,26 +99,28 @@ _AX = (("a", "a real array of positive shape parameters"), ("x", "a real array, 
 gammainc = special_function(
     "gammainc",
     ("a", "x"),
-    (_SHAPE, lambda a, x, y: _gamma_density(a, x)),
+    (later("gammainc.a"), lambda a, x, y: _gamma_density(a, x)),
     doc=docstring(
         "The regularised lower incomplete gamma function ``P(a, x)``.",
         _AX,
         ELEMENTWISE,
         ("gammainc(2.0, np.array([0.5, 3.0]))", "array([0.09020401, 0.80085173])"),
-        "Derivative: ``x**(a-1) exp(-x) / gamma(a)`` in ``x``; none in ``a`` (NotImplementedError).",
+        "Derivatives: ``x**(a-1) exp(-x) / gamma(a)`` in ``x``; in ``a`` by a series or continued "
+        "fraction, to second order in ``a``.",
     ),
 )
 
 gammaincc = special_function(
     "gammaincc",
     ("a", "x"),
-    (_SHAPE, lambda a, x, y: -_gamma_density(a, x)),
+    (later("gammaincc.a"), lambda a, x, y: -_gamma_density(a, x)),
     doc=docstring(
         "The regularised upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``.",
         _AX,
         ELEMENTWISE,
         ("gammaincc(2.0, np.array([0.5, 3.0]))", "array([0.90979599, 0.19914827])"),
-        "Derivative: ``-x**(a-1) exp(-x) / gamma(a)`` in ``x``; none in ``a`` (NotImplementedError).",
+        "Derivatives: ``-x**(a-1) exp(-x) / gamma(a)`` in ``x``; in ``a`` by a series or continued "
+        "fraction, to second order in ``a``.",
     ),
 )
 
@@ -127,26 +129,28 @@ _AY = (("a", "a real array of positive shape parameters"), ("y", "a real array o
 gammaincinv = special_function(
     "gammaincinv",
     ("a", "y"),
-    (_SHAPE, lambda a, p, x: 1.0 / _gamma_density(a, x)),
+    (later("gammaincinv.a"), lambda a, p, x: 1.0 / _gamma_density(a, x)),
     doc=docstring(
         "The inverse of ``gammainc`` in ``x``: ``gammainc(a, gammaincinv(a, y)) == y``.",
         _AY,
         ELEMENTWISE,
         ("gammaincinv(2.0, np.array([0.25, 0.5]))", "array([0.96127876, 1.67834699])"),
-        "Derivative: ``1 / gammainc'(a, x)`` at the result ``x``, in ``y``; none in ``a``.",
+        "Derivatives: ``1 / gammainc'(a, x)`` at the result ``x``, in ``y``; ``-dgammainc/da / "
+        "gammainc'`` in ``a`` (to second order in ``a``).",
     ),
 )
 
 gammainccinv = special_function(
     "gammainccinv",
     ("a", "y"),
-    (_SHAPE, lambda a, q, x: -1.0 / _gamma_density(a, x)),
+    (later("gammainccinv.a"), lambda a, q, x: -1.0 / _gamma_density(a, x)),
     doc=docstring(
         "The inverse of ``gammaincc`` in ``x``: ``gammaincc(a, gammainccinv(a, y)) == y``.",
         _AY,
         ELEMENTWISE,
         ("gammainccinv(2.0, np.array([0.25, 0.5]))", "array([2.69263453, 1.67834699])"),
-        "Derivative: ``-1 / gammainc'(a, x)`` at the result ``x``, in ``y``; none in ``a``.",
+        "Derivatives: ``-1 / gammainc'(a, x)`` at the result ``x``, in ``y``; ``-dgammainc/da / "
+        "gammainc'`` in ``a`` (to second order in ``a``).",
     ),
 )
 
@@ -174,8 +178,8 @@ betainc = special_function(
     "betainc",
     ("a", "b", "x"),
     (
-        _SHAPE,
-        _SHAPE,
+        later("betainc.a"),
+        later("betainc.b"),
         lambda a, b, x, y: exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x) - betaln(a, b)),
     ),
     doc=docstring(
@@ -184,22 +188,23 @@ betainc = special_function(
         (*_AB, ("x", "a real array with values in [0, 1]")),
         ELEMENTWISE,
         ("betainc(2.0, 3.0, np.array([0.25, 0.5]))", "array([0.26171875, 0.6875    ])"),
-        "Derivative: ``x**(a-1) (1-x)**(b-1) / beta(a, b)`` in ``x``; none in ``a`` or ``b`` "
-        "(NotImplementedError).",
+        "Derivatives: ``x**(a-1) (1-x)**(b-1) / beta(a, b)`` in ``x``; in ``a`` and ``b`` by the "
+        "continued fraction, to second order in ``a`` and ``b`` together.",
     ),
 )
 
 # ------------------------------------------------------------------------------ zeta
 
-_EXPONENT = NoDerivative("the derivative of zeta in its exponent is not available")
-_hurwitz = special_op("zeta", ("x", "q"), (_EXPONENT, lambda x, q, y: -x * bind(_hurwitz, x + 1.0, q)))
-_riemann = special_op("riemann_zeta", ("x",), (_EXPONENT,), scipy_name="zeta")
+hurwitz_zeta_op = special_op(
+    "zeta", ("x", "q"), (later("zeta.x"), lambda x, q, y: -x * bind(hurwitz_zeta_op, x + 1.0, q))
+)
+_riemann = special_op("riemann_zeta", ("x",), (later("riemann_zeta.x"),), scipy_name="zeta")
 
 
 def zeta(x, q=None, /):
     if q is None:
         return bind(_riemann, *float_args("zeta", ("x",), (x,)))
-    return bind(_hurwitz, *float_args("zeta", ("x", "q"), (x, q)))
+    return bind(hurwitz_zeta_op, *float_args("zeta", ("x", "q"), (x, q)))
 
 
 public(
@@ -211,10 +216,11 @@ public(
         (("x", "a real array, the exponent"), ("q", "a real array, or None for Riemann's zeta")),
         ELEMENTWISE,
         ("zeta(np.array([2.0, 4.0]))", "array([1.64493407, 1.08232323])"),
-        "Derivative: ``-x zeta(x + 1, q)`` in ``q``; none in the exponent ``x`` (NotImplementedError).",
+        "Derivatives: ``-x zeta(x + 1, q)`` in ``q``; in the exponent ``x``, ``-sum(log(k + q) "
+        "(k + q)**-x)`` by Euler-Maclaurin summation, of every order.",
     ),
 )
-zeta.op = _hurwitz
+zeta.op = hurwitz_zeta_op
 
 # ------------------------------------------------------------------------------ multigammaln, binom, poch
 

@@ -144,9 +144,10 @@ def float_args(fname, argnames, args):
 
 
 class NoDerivative:
-    """Marks an argument in which polyad has no derivative of a function (``gammainc`` in ``a``, ``zeta``
-    in ``x``). The VJP hands back a cotangent that raises when evaluated, which reverse mode does only
-    for an argument that needs a gradient; the JVP raises for a nonzero tangent. ``why`` says why."""
+    """Marks an argument in which polyad has no derivative of a function (``polygamma`` in its order
+    ``n``, ``hyp1f1`` in ``a``, a third derivative of ``gammainc`` in ``a``). The VJP hands back a
+    cotangent that raises when evaluated, which reverse mode does only for an argument that needs a
+    gradient; the JVP raises for a nonzero tangent. ``why`` says why."""
 
     def __init__(self, why):
         self.why = why
@@ -157,6 +158,16 @@ class NoDerivative:
             f"({self.why}); differentiate with respect to the other arguments, or pass {argname} through "
             "pa.stop_gradient"
         )
+
+
+LATER = {}  # partial derivatives that a family file imported after the function's own defines, by key
+
+
+def later(key):
+    """A partial derivative ``partial(*args, y)`` written in a family file imported after the one that
+    defines the function, because it needs that file's functions (``gammainc`` in ``a`` needs
+    ``digamma``): ``LATER[key]``, which the later file sets, looked up when the derivative is taken."""
+    return lambda *args: LATER[key](*args)
 
 
 def _cotangent(fname, argname, partial, g, y, args, i):
@@ -172,7 +183,7 @@ def _as_arrays(args, y):
     return tuple(a if hasattr(a, "shape") else asarray(a, dtype=y.dtype, device=y.device) for a in args)
 
 
-def _derivative_rules(fname, argnames, partials):
+def derivative_rules(fname, argnames, partials):
     """VJP and JVP of an element-wise function of real arguments from its partial derivatives, each
     ``partial(*args, y)`` in polyad ops (so the rules differentiate and batch again)."""
 
@@ -209,7 +220,7 @@ def special_op(name, argnames, partials, generic=None, scipy_name=None):
     ``scipy_name`` (default: the same name, which is also the public name errors give) for CPU arrays;
     ``generic(xp, *args)``, its Array API kernel if it has one, for other device types (and for CPU
     arrays without SciPy); CUDA kernels come from the CuPy backend."""
-    vjp, jvp = _derivative_rules(scipy_name or name, argnames, partials)
+    vjp, jvp = derivative_rules(scipy_name or name, argnames, partials)
     op = Op(PREFIX + name, generic, abstract_eval=abstract_float, vjp=vjp, jvp=jvp)
     op.register_rule("batch", unary_batch(op) if len(argnames) == 1 else broadcast_batch(op))
     op.kernels.setdefault("cpu", scipy_kernel(scipy_name or name, generic))
