@@ -23,6 +23,7 @@ from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler
 from polyad.xp import special
 
 scipy_special = pytest.importorskip("scipy.special")
+scipy_linalg = pytest.importorskip("scipy.linalg")
 
 BX = dispatch.default_backend().xp
 xp = pa.xp
@@ -376,10 +377,13 @@ def _stand_in_cupy():
         return lambda *args: calls.append(name) or getattr(scipy_special, name)(*args)
 
     special_mod.__getattr__ = recorded
+    linalg_mod = types.ModuleType("cupyx.scipy.linalg")  # the structured solves' kernels import it too
+    linalg_mod.__getattr__ = lambda name: getattr(scipy_linalg, name)
     cupyx = types.ModuleType("cupyx")
     cupyx.scipy = types.ModuleType("cupyx.scipy")
-    cupyx.scipy.special = special_mod
+    cupyx.scipy.special, cupyx.scipy.linalg = special_mod, linalg_mod
     modules = {"cupy": cupy, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": special_mod}
+    modules["cupyx.scipy.linalg"] = linalg_mod
     return modules, calls
 
 

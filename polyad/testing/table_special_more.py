@@ -1,11 +1,14 @@
 """Op table rows: the special functions added for the rest of the names SciPy looks up as
 ``xp.special.<name>`` (degrees, Box-Cox, elliptic integrals, ``expn``, ``spence``, ``yn``, ``lpmv``,
 ``hyp1f1``, ``gammasgn``, ``zetac``, the distribution functions and their inverses), each sampled inside its
-domain, with ``scipy.special`` as the reference; ``sample_values`` samples add the edges of each domain and the
+domain, with ``scipy.special`` as the reference; ``sample_values`` samples add the edges of each domain and
+the
 points where a derivative switches to a series."""
 
 from polyad.testing.op_table import Sample
-from polyad.testing.table_special import sample_values, nary, row, unary
+from polyad.testing.table_special import nary, row, sample_values, unary
+
+_DEGREES = [0.0, 90.0, 180.0, 270.0, -90.0, 360.0, 45.0, 1e3]  # exact at multiples of 90
 
 
 def orders(*ranges, floats, diff=None):
@@ -46,10 +49,8 @@ def _gen(*generators):
 
 ROWS = [
     # degrees and cos(x) - 1
-    row("sindg", unary(-170.0, 170.0, extra=sample_values([0.0, 90.0, 180.0, 270.0, -90.0, 360.0, 45.0, 1e3])),
-        generic=True),
-    row("cosdg", unary(-170.0, 170.0, extra=sample_values([0.0, 90.0, 180.0, 270.0, -90.0, 360.0, 45.0, 1e3])),
-        generic=True),
+    row("sindg", unary(-170.0, 170.0, extra=sample_values(_DEGREES)), generic=True),
+    row("cosdg", unary(-170.0, 170.0, extra=sample_values(_DEGREES)), generic=True),
     row("tandg", unary(-80.0, 80.0, extra=sample_values([0.0, 45.0, 180.0, -135.0, 360.0])), generic=True),
     row("cotdg", unary(10.0, 170.0, extra=sample_values([45.0, 90.0, -45.0, 270.0])), generic=True),
     row("radian", nary((-180.0, 180.0), (-60.0, 60.0), (-60.0, 60.0), scalar=30.0), generic=True),
@@ -63,7 +64,9 @@ ROWS = [
     row("inv_boxcox1p", nary((-1.0, 1.5), (-0.5, 0.5), scalar=0.5, extra=_LMBDA_AT_ZERO), generic=True),
     # elliptic integrals
     row("ellipk", unary(-2.0, 0.9, extra=_M_AT_ZERO), generic=True),
-    row("ellipkm1", unary(0.1, 3.0, extra=sample_values([1.0, 0.9, 1.1, 0.74, 1.26], diff=(0,))), generic=True),
+    row(
+        "ellipkm1", unary(0.1, 3.0, extra=sample_values([1.0, 0.9, 1.1, 0.74, 1.26], diff=(0,))), generic=True
+    ),
     row("ellipe", unary(-2.0, 0.9, extra=_M_AT_ZERO), generic=True),
     # exponential integral of order n (orders 0 and 1: the derivative's incomplete gamma branch), Spence
     row("expn", orders((0, 4), floats=[(0.3, 3.0)])),

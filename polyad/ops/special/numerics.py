@@ -16,7 +16,7 @@ from polyad import dispatch
 from polyad.core import Op, eval_raw
 from polyad.ops.base import broadcast_batch, where
 from polyad.ops.elementwise import abs
-from polyad.ops.special.shared import PREFIX, derivative_rules, abstract_float, host_call
+from polyad.ops.special.shared import PREFIX, abstract_float, derivative_rules, host_call
 
 # --------------------------------------------------------------------------------------------- constants
 
