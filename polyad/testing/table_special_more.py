@@ -1,9 +1,8 @@
 """Op table rows: the special functions added for the rest of the names SciPy looks up as
 ``xp.special.<name>`` (degrees, Box-Cox, elliptic integrals, ``expn``, ``spence``, ``yn``, ``lpmv``,
 ``hyp1f1``, ``gammasgn``, ``zetac``, the distribution functions and their inverses), each sampled inside its
-domain, with ``scipy.special`` as the reference; ``sample_values`` samples add the edges of each domain and
-the
-points where a derivative switches to a series."""
+domain, with ``scipy.special`` as the reference; ``sample_values`` samples add the edges of each domain
+and the points where a derivative switches to a series."""
 
 from polyad.testing.op_table import Sample
 from polyad.testing.table_special import nary, row, sample_values, unary
