@@ -37,6 +37,7 @@ from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_devi
 from polyad.exits import DerivativeLostWarning, TracedComplex, TracedFloat
 from polyad.graph import Graph, call_delegate
 from polyad.library import custom_op
+from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
 from polyad.tracing import eval_shape
@@ -84,6 +85,7 @@ __all__ = [
     "TracedFloat",
     "ShapeDtype",
     "SparseJacobian",
+    "ScipyFFTBackend",
     "SparsityFallbackWarning",
     "Tensor",
     "array_namespace",
@@ -111,11 +113,13 @@ __all__ = [
     "no_grad",
     "random",
     "register_device_type",
+    "scipy_fft_backend",
     "set_backend",
     "sparse_hessian",
     "sparse_jacfwd",
     "sparse_jacrev",
     "stop_gradient",
+    "use_scipy_fft_backend",
     "value_and_grad",
     "vjp",
     "vmap",

@@ -34,6 +34,7 @@ _FAMILIES = [
         "searching",
         "linalg",
         "fft",
+        "dct",
     )
     if importlib.util.find_spec(f"polyad.ops.{name}") is not None
 ]
@@ -66,9 +67,11 @@ def _submodule(name, names, families):
 
 
 _linalg_families = [m for m in _FAMILIES if m.__name__.endswith((".linalg",))]
-_fft_families = [m for m in _FAMILIES if m.__name__.endswith(".fft")]
+_fft_families = [m for m in _FAMILIES if m.__name__.endswith((".fft", ".dct"))]
 linalg = _submodule("linalg", standard.LINALG, _linalg_families)
-fft = _submodule("fft", standard.FFT, _fft_families)
+# not in the standard: SciPy's discrete cosine and sine transforms (polyad/ops/dct.py) join the fft extension
+_dct = importlib.import_module("polyad.ops.dct")
+fft = _submodule("fft", standard.FFT + _dct.NAMES, _fft_families)
 # not in the standard: the functions SciPy looks up as xp.special.<name> (polyad/ops/special/)
 _special = importlib.import_module("polyad.ops.special")
 special = _submodule("special", _special.NAMES, [_special])
