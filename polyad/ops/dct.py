@@ -17,10 +17,10 @@ weights: ``W_in`` is sqrt(2) on the first input element (DCT-III), the last (DST
 and DST-I have none. ``O^T O = c I``, and ``O_t^T = O_t*`` for the partner type ``t*`` (1, 3, 2, 4 for
 1, 2, 3, 4). A transform along several axes is the 1-d one along each in turn (they commute).
 
-**Ops.** One per family and type (``fft.dctn_type2``, ...), over ``axes``, on the input's own lengths,
-computing SciPy's default variant for its ``norm`` (orthogonalized exactly when ``norm="ortho"``). The
-public functions pad or truncate first (``fft_resize``, whose transpose is the resize back) and, for a
-non-default ``orthogonalize``, multiply by ``W_in^(+-1)`` before and ``W_out^(+-1)`` after the op. The
+**Ops.** One per family and type (``fft.dctn_type2``, ...), over ``axes`` with result lengths ``s`` (the
+input truncated or zero-padded at the end), computing SciPy's default variant for its ``norm``
+(orthogonalized exactly when ``norm="ortho"``). For a non-default ``orthogonalize`` the public functions
+multiply by ``W_in^(+-1)`` before the op and by ``W_out^(+-1)`` after it. The
 inverse transforms are the transforms of the inverse type (1, 3, 2, 4) with the mirrored norm (backward
 <-> forward, ortho kept), the same ``orthogonalize`` (the op table checks this against SciPy).
 
@@ -99,56 +99,69 @@ def _complex_of(xp, dtype):
     return xp.complex64 if dtype == xp.float32 else xp.complex128
 
 
-def _unnormalised(xp, family, t, x):
-    """``M x`` along the last axis of the real array ``x`` (norm "backward", not orthogonalized), from
-    FFTs of ``x`` zero-padded (``Re(e^{-i a} V) = cos(a) Re V + sin(a) Im V``: real twiddles)."""
-    n_len = x.shape[-1]
-    k = xp.arange(n_len, dtype=x.dtype, device=x.device)
-    if family == "dst":
-        if t == 1:  # -2 Im(e^{-i pi (k+1)/(N+1)} FFT_{2N+2}(x)_{k+1})
-            v = xp.fft.rfft(x, n=2 * n_len + 2, axis=-1)[..., 1 : n_len + 1]
-            a = (k + 1) * (math.pi / (n_len + 1))
-            return -2 * (xp.cos(a) * xp.imag(v) - xp.sin(a) * xp.real(v))
-        sign = 1 - 2 * (k % 2)  # (-1)^n
-        if t == 2:  # DST-II(x)_k = DCT-II((-1)^n x)_{N-1-k}
-            return xp.flip(_unnormalised(xp, "dct", 2, x * sign), axis=-1)
-        # DST-III and DST-IV: (-1)^k DCT(x reversed)_k
-        return sign * _unnormalised(xp, "dct", t, xp.flip(x, axis=-1))
-    if t == 1:  # 2 Re FFT_{2N-2}(w x), w = 1/2 at both ends
-        w = 1 - 0.5 * xp.astype((k == 0) | (k == n_len - 1), x.dtype)
-        return 2 * xp.real(xp.fft.rfft(x * w, n=2 * n_len - 2, axis=-1))
-    if t == 2:  # 2 Re(e^{-i pi k / 2N} FFT_{2N}(x)_k)
+def _unnormalised(xp, family, t, x, n_len):
+    """``M x`` of length ``n_len`` along the last axis of the real array ``x`` (norm "backward", not
+    orthogonalized), ``x`` zero-padded from its length ``m <= n_len``. Each is an FFT of ``x`` zero-padded
+    by the FFT itself (``n=``), with real twiddles: ``Re(e^{-ia} V) = cos(a) Re V + sin(a) Im V``,
+    ``Im(e^{-ia} V) = cos(a) Im V - sin(a) Re V``."""
+    m = x.shape[-1]
+    j = xp.arange(m, dtype=x.dtype, device=x.device)  # input index
+    k = xp.arange(n_len, dtype=x.dtype, device=x.device)  # output index
+    cd = _complex_of(xp, x.dtype)
+    half_at = lambda idx: 1 - 0.5 * xp.astype(idx, x.dtype)  # noqa: E731  (1/2 where idx, else 1)
+    if (family, t) == ("dct", 1):  # 2 Re FFT_{2N-2}(w x), w = 1/2 at both ends
+        v = xp.fft.rfft(x * half_at((j == 0) | (j == n_len - 1)), n=2 * n_len - 2, axis=-1)
+        return 2 * xp.real(v)
+    if (family, t) == ("dst", 1):  # -2 Im(e^{-i pi (k+1)/(N+1)} FFT_{2N+2}(x)_{k+1})
+        v = xp.fft.rfft(x, n=2 * n_len + 2, axis=-1)[..., 1 : n_len + 1]
+        a = (k + 1) * (math.pi / (n_len + 1))
+        return -2 * (xp.cos(a) * xp.imag(v) - xp.sin(a) * xp.real(v))
+    if (family, t) == ("dct", 2):  # 2 Re(e^{-i pi k / 2N} FFT_{2N}(x)_k)
         v = xp.fft.rfft(x, n=2 * n_len, axis=-1)[..., :n_len]
         a = k * (math.pi / (2 * n_len))
         return 2 * (xp.cos(a) * xp.real(v) + xp.sin(a) * xp.imag(v))
-    cd = _complex_of(xp, x.dtype)
-    a = k * (math.pi / (2 * n_len))
-    if t == 3:  # 2 Re sum_n (w x e^{i pi n / 2N})_n e^{2 pi i k n / 2N}, w = 1/2 at n = 0
-        wx = x * (1 - 0.5 * xp.astype(k == 0, x.dtype))
+    if (family, t) == ("dst", 2):  # DST-II(x)_k = DCT-II((-1)^n x)_{N-1-k}
+        return xp.flip(_unnormalised(xp, "dct", 2, x * (1 - 2 * (j % 2)), n_len), axis=-1)
+    if t == 3:
+        # DCT-III: 2 Re(sum_n z_n e^{2 pi i k n / 2N}), z = w x e^{i pi n / 2N}, w = 1/2 at n = 0;
+        # DST-III: 2 Im(e^{i pi k / N} sum_n z_n e^{2 pi i k n / 2N}), z = u x e^{i pi (n+1) / 2N}, u = 1/2
+        # at n = N-1
+        dct = family == "dct"
+        wx = x * half_at(j == 0 if dct else j == n_len - 1)
+        a = (j if dct else j + 1) * (math.pi / (2 * n_len))
         z = xp.astype(wx * xp.cos(a), cd) + xp.astype(wx * xp.sin(a), cd) * 1j
-        return 2 * xp.real(xp.fft.ifft(z, n=2 * n_len, axis=-1, norm="forward")[..., :n_len])
-    # t == 4: 2 Re(e^{-i pi (2k+1) / 4N} FFT_{2N}(x e^{-i pi n / 2N})_k)
+        v = xp.fft.ifft(z, n=2 * n_len, axis=-1, norm="forward")[..., :n_len]
+        if dct:
+            return 2 * xp.real(v)
+        b = k * (math.pi / n_len)
+        return 2 * (xp.sin(b) * xp.real(v) + xp.cos(b) * xp.imag(v))
+    # type 4: e^{-i pi (2k+1) / 4N} FFT_{2N}(x e^{-i pi n / 2N})_k, twice its real (DCT) or minus twice its
+    # imaginary part (DST)
+    a = j * (math.pi / (2 * n_len))
     z = xp.astype(x * xp.cos(a), cd) - xp.astype(x * xp.sin(a), cd) * 1j
     v = xp.fft.fft(z, n=2 * n_len, axis=-1)[..., :n_len]
     b = (2 * k + 1) * (math.pi / (4 * n_len))
-    return 2 * (xp.cos(b) * xp.real(v) + xp.sin(b) * xp.imag(v))
+    if family == "dct":
+        return 2 * (xp.cos(b) * xp.real(v) + xp.sin(b) * xp.imag(v))
+    return -2 * (xp.cos(b) * xp.imag(v) - xp.sin(b) * xp.real(v))
 
 
-def _edge_vector(xp, n_len, positions, value, dtype, device):
-    """A length-``n_len`` vector of ones with ``value`` at ``positions`` ("first", "last")."""
-    k = xp.arange(n_len, device=device)
+def _edge_vector(xp, length, n_len, positions, value, dtype, device):
+    """A length-``length`` vector of ones with ``value`` at the edge ``positions`` ("first": index 0,
+    "last": index ``n_len - 1``, present only when ``length == n_len``: a padded input's last element is
+    a zero the weight does not reach)."""
+    k = xp.arange(length, device=device)
     at = ((k == 0) & ("first" in positions)) | ((k == n_len - 1) & ("last" in positions))
     return 1 + (value - 1) * xp.astype(at, dtype)
 
 
-def _along_last(xp, family, t, x, norm):
-    n_len = x.shape[-1]
+def _along_last(xp, family, t, x, n_len, norm):
     edges_in, edges_out = _EDGES[family, t]
     if norm == "ortho" and edges_in:
-        x = x * _edge_vector(xp, n_len, edges_in, _SQRT2, x.dtype, x.device)
-    y = _unnormalised(xp, family, t, x)
+        x = x * _edge_vector(xp, x.shape[-1], n_len, edges_in, _SQRT2, x.dtype, x.device)
+    y = _unnormalised(xp, family, t, x, n_len)
     if norm == "ortho" and edges_out:
-        y = y * _edge_vector(xp, n_len, edges_out, 1 / _SQRT2, y.dtype, y.device)
+        y = y * _edge_vector(xp, n_len, n_len, edges_out, 1 / _SQRT2, y.dtype, y.device)
     c = _factor(family, t, n_len)
     if norm == "forward":
         y = y / c
@@ -158,13 +171,16 @@ def _along_last(xp, family, t, x, norm):
 
 
 def _generic_kernel(family, t):
-    def kernel(xp, x, *, axes, norm):
+    def kernel(xp, x, *, s, axes, norm):
         if xp.isdtype(x.dtype, "complex floating"):  # the real and imaginary parts, each on its own
-            re = kernel(xp, xp.real(x), axes=axes, norm=norm)
-            im = kernel(xp, xp.imag(x), axes=axes, norm=norm)
+            re = kernel(xp, xp.real(x), s=s, axes=axes, norm=norm)
+            im = kernel(xp, xp.imag(x), s=s, axes=axes, norm=norm)
             return xp.astype(re, x.dtype) + xp.astype(im, x.dtype) * 1j
-        for a in axes:
-            x = xp.moveaxis(_along_last(xp, family, t, xp.moveaxis(x, a, -1), norm), -1, a)
+        for n_len, a in zip(s, axes):
+            last = xp.moveaxis(x, a, -1)
+            if last.shape[-1] > n_len:  # truncate (padding is the FFT's own, through n=)
+                last = last[..., :n_len]
+            x = xp.moveaxis(_along_last(xp, family, t, last, n_len, norm), -1, a)
         return x
 
     return kernel
@@ -183,16 +199,16 @@ def _scipy_fft():
 
 
 def _scipy_kernel(family, t, generic):
-    def kernel(xp, x, *, axes, norm):
+    def kernel(xp, x, *, s, axes, norm):
         sfft = _scipy_fft()
         if sfft is None or dispatch.backend_of([x]).map_host is not None:
-            return generic(xp, x, axes=axes, norm=norm)
+            return generic(xp, x, s=s, axes=axes, norm=norm)
         f = getattr(sfft, family + "n")
 
         def on_host(a):
             # SciPy's own implementation, whatever backends the user set for scipy.fft
             with sfft.set_backend("scipy", only=True):
-                return f(a, type=t, axes=axes, norm=norm)
+                return f(a, type=t, s=s, axes=axes, norm=norm)
 
         return host_call(on_host, (x,))
 
@@ -202,9 +218,10 @@ def _scipy_kernel(family, t, generic):
 # ------------------------------------------------------------------------------ ops and their rules
 
 
-def _weights(like, axes, positions, value):
-    """Constant weights in ``like``'s real dtype: ``value`` at the edge ``positions`` ("first", "last")
-    along each of ``axes``, 1 elsewhere, multiplied across axes and shaped to broadcast; None if
+def _weights(like, axes, lengths, positions, value):
+    """Constant weights in ``like``'s real dtype: ``value`` at the edge ``positions`` along each of
+    ``axes`` ("first": index 0; "last": index ``n - 1`` for the matching entry of ``lengths``, where
+    ``like`` reaches it), 1 elsewhere; multiplied across axes and shaped to broadcast. None if
     ``positions`` is empty."""
     if not positions:
         return None
@@ -213,43 +230,52 @@ def _weights(like, axes, positions, value):
     real_dtype = xp.float32 if like.dtype in (xp.float32, xp.complex64) else xp.float64
     ndim = len(like.shape)
     out = None
-    for a in axes:
-        n_len = like.shape[a]
-        k = arange(n_len, device=device)
+    for a, n_len in zip(axes, lengths):
+        size = like.shape[a]
+        k = arange(size, device=device)
         at = None
         for edge, index in (("first", 0), ("last", n_len - 1)):
             if edge in positions:
                 at = equal(k, index) if at is None else logical_or(at, equal(k, index))
-        w = where(at, full((n_len,), value, dtype=real_dtype, device=device), 1.0)
-        w = reshape(w, (n_len,) + (1,) * (ndim - 1 - a))
+        w = where(at, full((size,), value, dtype=real_dtype, device=device), 1.0)
+        w = reshape(w, (size,) + (1,) * (ndim - 1 - a))
         out = w if out is None else multiply(out, w)
     return out
 
 
-def _scaled(x, axes, positions, value):
+def _scaled(x, axes, lengths, positions, value):
     """``x`` times the edge weights (unchanged where the type has none)."""
-    w = _weights(x, axes, positions, value)
+    w = _weights(x, axes, lengths, positions, value)
     return x if w is None else multiply(x, w)
 
 
 def _vjp(family, t):
     edges_in, edges_out = _EDGES[family, t]
 
-    def vjp(g, y, x, *, axes, norm):
+    def vjp(g, y, x, *, s, axes, norm):
+        # A = T o pad: A^T = truncate o T^T (the partner's op on the cotangent, already of lengths s)
         partner = OPS[family, PARTNER[t]]
         if norm == "ortho":
-            return (bind(partner, g, axes=axes, norm=norm),)
-        g = _scaled(g, axes, edges_out, 2.0)  # W_out^-2
-        ct = bind(partner, g, axes=axes, norm=norm)
-        return (_scaled(ct, axes, edges_in, 0.5),)  # W_in^-2
+            ct = bind(partner, g, s=s, axes=axes, norm=norm)
+        else:
+            g = _scaled(g, axes, s, edges_out, 2.0)  # W_out^-2
+            ct = _scaled(bind(partner, g, s=s, axes=axes, norm=norm), axes, s, edges_in, 0.5)  # W_in^-2
+        return (_resize(ct, axes, [x.shape[a] for a in axes]),)
 
     return vjp
 
 
+def _abstract(xp, x, *, s, axes, norm):
+    shape = list(x.shape)
+    for n_len, a in zip(s, axes):
+        shape[a] = n_len
+    return ShapeDtype(shape, x.dtype, x.device)
+
+
 def _batch(op):
-    def rule(info, dims, x, *, axes, norm):
+    def rule(info, dims, x, *, s, axes, norm):
         d = _batch_dim(x, dims[0])
-        return bind(op, x, axes=_remap_axes(axes, d), norm=norm), d
+        return bind(op, x, s=s, axes=_remap_axes(axes, d), norm=norm), d
 
     return rule
 
@@ -258,13 +284,8 @@ OPS = {}
 for _family in FAMILIES:
     for _t in TYPES:
         _generic = _generic_kernel(_family, _t)
-        _op = define(
-            f"fft.{_family}n_type{_t}",
-            _generic,
-            abstract_eval=lambda xp, x, *, axes, norm: ShapeDtype(x.shape, x.dtype, x.device),
-            vjp=_vjp(_family, _t),
-            linear=True,
-        )
+        _op = define(f"fft.{_family}n_type{_t}", _generic, abstract_eval=_abstract, vjp=_vjp(_family, _t),
+                     linear=True)  # fmt: skip
         _op.rules["batch"] = _batch(_op)
         _op.kernels.setdefault("cpu", _scipy_kernel(_family, _t, _generic))
         OPS[_family, _t] = _op
@@ -347,14 +368,16 @@ def _transform(family, t, x, s, axes, norm, orthogonalize, name, inverse=False):
         t, norm = PARTNER[t], _MIRROR[norm]
     x = _float_input(x, name)
     axes, lengths = _axes_and_lengths(x, s, axes, family, t, name)
-    x = _resize(x, axes, lengths)
-    edges_in, edges_out = _EDGES[family, t]
+    op = OPS[family, t]
     if orth == (norm == "ortho"):  # SciPy's default variant: the op itself
-        return bind(OPS[family, t], x, axes=axes, norm=norm)
-    # the other variant: W_in^(+-1) before the op, W_out^(+-1) after (+1 to orthogonalize, -1 to undo)
-    x = _scaled(x, axes, edges_in, _SQRT2 if orth else 1 / _SQRT2)
-    y = bind(OPS[family, t], x, axes=axes, norm=norm)
-    return _scaled(y, axes, edges_out, 1 / _SQRT2 if orth else _SQRT2)
+        return bind(op, x, s=lengths, axes=axes, norm=norm)
+    # the other variant: W_in^(+-1) before the op (on the input truncated to at most the lengths; the op
+    # pads), W_out^(+-1) after it (+1 to orthogonalize, -1 to undo SciPy's default orthogonalization)
+    edges_in, edges_out = _EDGES[family, t]
+    x = _resize(x, axes, [min(x.shape[a], n) for a, n in zip(axes, lengths)])
+    x = _scaled(x, axes, lengths, edges_in, _SQRT2 if orth else 1 / _SQRT2)
+    y = bind(op, x, s=lengths, axes=axes, norm=norm)
+    return _scaled(y, axes, lengths, edges_out, 1 / _SQRT2 if orth else _SQRT2)
 
 
 def _axis(axis, name):
