@@ -37,9 +37,9 @@ from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_devi
 from polyad.exits import DerivativeLostWarning, TracedComplex, TracedFloat
 from polyad.graph import Graph, call_delegate
 from polyad.library import custom_op
-from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
+from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.tracing import eval_shape
 from polyad.transforms.sparsity import SparsityFallbackWarning
 

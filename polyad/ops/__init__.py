@@ -22,6 +22,8 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 11. ``fft``
 12. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
     ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
+13. ``dct``: SciPy's discrete cosine and sine transforms, added to ``polyad.xp.fft`` (its "cpu" kernel
+    calls SciPy through ``special.shared.host_call``)
 
 Ops whose derivatives need each other live in the same file.
 """

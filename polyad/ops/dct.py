@@ -57,7 +57,7 @@ import operator
 from polyad import dispatch
 from polyad.core import bind
 from polyad.ops.base import arange, astype, reshape, where
-from polyad.ops.common import ShapeDtype, _bottom, define, is_complex, is_floating, xp_of
+from polyad.ops.common import ShapeDtype, _bottom, define, is_floating, xp_of
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
 from polyad.ops.fft import _batch_dim, _remap_axes, _resize

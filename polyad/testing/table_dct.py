@@ -42,9 +42,15 @@ def samples_1d(s):
         Sample((s.float(4, 3),), {"type": 4, "norm": "forward", "axis": 0}, name="type 4 forward axis 0"),
         Sample((s.float(7),), {"n": 4, "norm": "backward"}, name="n smaller"),
         Sample((s.float(2, 4),), {"type": 3, "n": 6, "orthogonalize": True}, name="n larger orthogonalized"),
-        Sample((s.float(5),), {"type": 1, "norm": "ortho", "orthogonalize": False}, name="type 1 ortho plain"),
-        Sample((s.float(5),), {"type": 2, "norm": "forward", "orthogonalize": True}, name="type 2 forward orth"),
-        Sample((s.float(4),), {"type": 4, "norm": "ortho", "orthogonalize": False}, name="type 4 ortho plain"),
+        Sample(
+            (s.float(5),), {"type": 1, "norm": "ortho", "orthogonalize": False}, name="type 1 ortho plain"
+        ),
+        Sample(
+            (s.float(5),), {"type": 2, "norm": "forward", "orthogonalize": True}, name="type 2 forward orth"
+        ),
+        Sample(
+            (s.float(4),), {"type": 4, "norm": "ortho", "orthogonalize": False}, name="type 4 ortho plain"
+        ),
         Sample((s.complex(5),), {"type": 2, "norm": "ortho"}, name="complex"),
         Sample((s.complex(4),), {"type": 3, "orthogonalize": True}, name="complex orthogonalized"),
         Sample((s.float(1),), {"type": 2}, name="length 1"),
