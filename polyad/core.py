@@ -11,7 +11,7 @@ import functools
 import threading
 from contextlib import contextmanager
 
-from polyad import backends, dispatch, exits
+from polyad import backends, dispatch, exits, standard
 from polyad.dispatch import _BY_TYPE
 from polyad.exits import TensorExits, unusable
 
@@ -162,8 +162,11 @@ class Tensor(TensorExits):
         return _xp.permute_dims(self, (1, 0))
 
     def __array_namespace__(self, *, api_version=None):
-        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
-            raise ValueError(f"polyad implements Array API 2024.12; api_version={api_version!r} is unknown")
+        if api_version is not None and api_version not in standard.SUPPORTED_VERSIONS:
+            raise ValueError(
+                f"polyad implements Array API {standard.API_VERSION} (and the revisions before it); "
+                f"api_version={api_version!r} is unknown"
+            )
         return _xp
 
     def to_device(self, device, /, *, stream=None):

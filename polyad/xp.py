@@ -1,4 +1,4 @@
-"""polyad's Array API namespace (standard 2024.12, with the linalg and fft extensions, and ``special``: the
+"""polyad's Array API namespace (standard 2025.12, with the linalg and fft extensions, and ``special``: the
 special functions SciPy looks up on a namespace).
 
 Every function here binds an op of the registry, so it runs on raw backend arrays (fast path: a raw
@@ -32,6 +32,7 @@ _FAMILIES = [
         "indexing",
         "reductions",
         "searching",
+        "sets",
         "linalg",
         "fft",
         "dct",
@@ -106,7 +107,7 @@ class _NamespaceInfo:
         return self._info(device).default_dtypes(device=device)
 
     def devices(self):
-        return list(self._info().devices())  # a list, as the 2024.12 standard says
+        return tuple(self._info().devices())  # a tuple, as the 2025.12 standard says (2024.12: a list)
 
     def dtypes(self, *, device=None, kind=None):
         return self._info(device).dtypes(device=device, kind=kind)

@@ -18,12 +18,13 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 8. ``reductions`` (their rules slice, concatenate and fill)
 9. ``searching`` (``sort``'s rules gather with ``take_along_axis``)
 10. ``linalg``, a package in the same way: ``shared``, ``products``, ``diagonals``, ``solves``,
-    ``decompositions``, ``norms``
+    ``decompositions``, ``eig``, ``norms``
 11. ``fft``
 12. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
     ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
 13. ``dct``: SciPy's discrete cosine and sine transforms, added to ``polyad.xp.fft`` (its "cpu" kernel
     calls SciPy through ``special.shared.host_call``)
+14. ``sets``: ``isin`` (the ``unique_*`` functions are in ``searching``)
 
 Ops whose derivatives need each other live in the same file.
 """

@@ -165,7 +165,7 @@ def _prod(shape):
 
 
 FAMILIES = ("elementwise", "creation", "dtypes", "manipulation", "indexing", "reductions", "searching",
-            "linalg", "fft", "dct", "special")  # fmt: skip
+            "sets", "linalg", "fft", "dct", "special")  # fmt: skip
 
 
 def _collect():

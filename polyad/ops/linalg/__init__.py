@@ -7,6 +7,7 @@ One file per sub-family, each importing only the ones before it:
 - ``diagonals``: ``diagonal``, ``trace`` (and ``diag_embed``, their transpose);
 - ``solves``: ``inv``, ``det``, ``slogdet``, ``solve``, ``matrix_power``, ``matrix_rank``, ``pinv``;
 - ``decompositions``: ``cholesky``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``, ``qr``;
+- ``eig``: ``eig`` and ``eigvals`` of general square matrices (standard 2025.12);
 - ``norms``: ``vector_norm``, ``matrix_norm``.
 
 Complex cotangents follow PyTorch (``g * conj(f'(x))``); every rule is written in polyad ops, so it is
@@ -26,6 +27,7 @@ from polyad.ops.linalg.decompositions import (
     svdvals,
 )
 from polyad.ops.linalg.diagonals import diag_embed, diagonal, trace
+from polyad.ops.linalg.eig import EigResult, eig, eigvals
 from polyad.ops.linalg.norms import matrix_norm, vector_norm
 from polyad.ops.linalg.products import cross, matmul, matrix_transpose, outer, tensordot, vecdot
 from polyad.ops.linalg.shared import leading_batch, leading_batch_multi
@@ -41,6 +43,7 @@ from polyad.ops.linalg.solves import (
 )
 
 __all__ = [
+    "EigResult",
     "EighResult",
     "QRResult",
     "SVDResult",
@@ -50,7 +53,9 @@ __all__ = [
     "det",
     "diag_embed",
     "diagonal",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
     "inv",
     "leading_batch",
