@@ -39,6 +39,8 @@ def expand_samples(s):
         Sample((s.float(2, 3),), {"axis": -1}, name="last"),
         Sample((s.float(),), {"axis": 0}, name="0-d"),
         Sample((s.float(0),), {"axis": 0}, name="empty"),
+        Sample((s.float(2, 3),), {"axis": (0, -1)}, name="tuple of axes"),
+        Sample((s.float(2, 3),), {"axis": (3, 1)}, name="tuple unsorted"),
     ]
 
 
