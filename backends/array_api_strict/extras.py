@@ -21,4 +21,3 @@ def index_add(target, key, values):
     vals = xp.reshape(xp.broadcast_to(values, shape), (-1,))
     summed = scatter_add(xp.reshape(out, (-1,)), flat, vals, 0)
     return xp.reshape(summed, out.shape)
-
