@@ -7,14 +7,15 @@ without one, usable as a mask. Batching: an unbatched ``x2`` is a fixed set, so 
 the batched ``x1`` (element-wise in it); a batched ``x2`` gives each example its own set, compared with
 ``x1`` element by element along a new last axis and reduced with ``any``, written in polyad ops.
 
-Kernel: the backend's ``isin`` (NumPy, CuPy, Dask and array_api_strict have it), else the same broadcast
-comparison in standard calls (memory ``x1.size * x2.size``).
+Kernel: for integer arrays, the backend's ``isin`` (NumPy, CuPy, Dask and array_api_strict have it);
+otherwise, and for a library without one, the same broadcast comparison in standard calls (memory
+``x1.size * x2.size``), which the batching rule also makes.
 
 Arguments follow the standard: arrays or Python ints (as the comparison functions, Python floats and bools
 too), at least one an array; a scalar takes the other argument's dtype and device. The standard asks for
-integer arrays and leaves other dtypes to the implementation: polyad passes any dtypes to the backend,
-which compares them by value as ``equal`` does (NumPy), or refuses kinds it does not promote together
-(array_api_strict).
+integer arrays and leaves other dtypes to the implementation: polyad compares floating, complex and
+boolean arrays by ``==`` on every backend (array_api_strict's ``isin`` takes integers only), and arrays
+of two kinds as the backend's ``==`` does (NumPy compares them by value, array_api_strict refuses).
 """
 
 from polyad.core import bind
@@ -27,7 +28,8 @@ from polyad.ops.reductions import any as _any
 
 def _isin_kernel(xp, x1, x2, *, invert):
     native = getattr(xp, "isin", None)
-    if native is not None:
+    integers = not any(xp.isdtype(a.dtype, ("real floating", "complex floating", "bool")) for a in (x1, x2))
+    if native is not None and integers:
         found = native(x1, x2)  # inverted here: array_api_strict 2.6.1's isin ignores ``invert``
     else:
         found = xp.any(xp.reshape(x1, tuple(x1.shape) + (1,)) == xp.reshape(x2, (-1,)), axis=-1)
