@@ -107,7 +107,8 @@ class ScipyFFTBackend:
 
     def __ua_function__(self, method, args, kwargs):
         name = getattr(method, "__name__", None)
-        if name not in HANDLED:
+        # every multimethod polyad handles takes x first: NumPy input leaves before any binding
+        if name not in HANDLED or not isinstance(args[0] if args else kwargs.get("x"), Tensor):
             return NotImplemented
         signature = self._signatures.get(name)
         if signature is None:
