@@ -32,6 +32,7 @@ from polyad.library import custom_op
 from polyad.moved import install_moved_paths
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
+from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.transforms.sparsity import SparsityFallbackWarning
 
 fused = custom_ops  # the former name of polyad.custom_ops
@@ -80,6 +81,7 @@ __all__ = [
     "TracedFloat",
     "ShapeDtype",
     "SparseJacobian",
+    "ScipyFFTBackend",
     "SparsityFallbackWarning",
     "Tensor",
     "array_namespace",
@@ -108,11 +110,13 @@ __all__ = [
     "no_grad",
     "random",
     "register_device_type",
+    "scipy_fft_backend",
     "set_backend",
     "sparse_hessian",
     "sparse_jacfwd",
     "sparse_jacrev",
     "stop_gradient",
+    "use_scipy_fft_backend",
     "value_and_grad",
     "vjp",
     "vmap",

@@ -1,9 +1,16 @@
-"""The names of the Python Array API standard, revision 2024.12, that polyad's namespace provides.
+"""The names of the Python Array API standard, revision 2025.12, that polyad's namespace provides.
 
-The namespace (polyad/xp.py) and the op table's coverage test both read these lists.
+The namespace (polyad/xp.py) and the op table's coverage test both read these lists. polyad reports
+2025.12 (``polyad.xp.__array_api_version__``): it has the revision's additions (``broadcast_shapes``,
+``isin``, ``linalg.eig``, ``linalg.eigvals``) and its changes (``broadcast_arrays``, ``meshgrid`` and
+``__array_namespace_info__().devices()`` return tuples; ``expand_dims`` takes a tuple of axes,
+``permute_dims`` negative axes, ``searchsorted`` a scalar). ``__array_namespace__(api_version=...)``
+accepts every revision up to it and returns the same namespace (each revision's behaviour is a subset of
+the next one's, but for the list-to-tuple change, where a tuple serves a caller written for a list).
 """
 
-API_VERSION = "2024.12"
+API_VERSION = "2025.12"
+SUPPORTED_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 
 CONSTANTS = ("e", "inf", "nan", "newaxis", "pi")
 
@@ -32,12 +39,12 @@ FUNCTIONS = (
     # linear algebra (main namespace)
     "matmul", "matrix_transpose", "tensordot", "vecdot",
     # manipulation
-    "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis", "permute_dims",
-    "repeat", "reshape", "roll", "squeeze", "stack", "tile", "unstack",
+    "broadcast_arrays", "broadcast_shapes", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis",
+    "permute_dims", "repeat", "reshape", "roll", "squeeze", "stack", "tile", "unstack",
     # searching
     "argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where",
     # sets
-    "unique_all", "unique_counts", "unique_inverse", "unique_values",
+    "isin", "unique_all", "unique_counts", "unique_inverse", "unique_values",
     # sorting
     "argsort", "sort",
     # statistical
@@ -49,9 +56,9 @@ FUNCTIONS = (
 )  # fmt: skip
 
 LINALG = (
-    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
-    "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
-    "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+    "cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "matmul",
+    "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet",
+    "solve", "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
 )  # fmt: skip
 
 FFT = (

@@ -1,4 +1,4 @@
-"""polyad's Array API namespace (standard 2024.12, with the linalg and fft extensions, and ``special``: the
+"""polyad's Array API namespace (standard 2025.12, with the linalg and fft extensions, and ``special``: the
 special functions SciPy looks up on a namespace).
 
 Every function here binds an op of the registry, so it runs on raw backend arrays (fast path: a raw
@@ -35,8 +35,10 @@ _FAMILIES = [
         "indexing",
         "reductions",
         "searching",
+        "sets",
         "linalg",
         "fft",
+        "dct",
     )
     if importlib.util.find_spec(f"polyad.ops.{name}") is not None
 ]
@@ -69,11 +71,13 @@ def _submodule(name, names, families):
 
 
 _linalg_families = [m for m in _FAMILIES if m.__name__.endswith((".linalg",))]
-_fft_families = [m for m in _FAMILIES if m.__name__.endswith(".fft")]
+_fft_families = [m for m in _FAMILIES if m.__name__.endswith((".fft", ".dct"))]
 # the standard's linalg, and the structured solves polyad adds to it (SciPy's: polyad/ops/linalg/)
 _linalg_extensions = tuple(n for m in _linalg_families for n in getattr(m, "EXTENSIONS", ()))
 linalg = _submodule("linalg", standard.LINALG + _linalg_extensions, _linalg_families)
-fft = _submodule("fft", standard.FFT, _fft_families)
+# not in the standard: SciPy's discrete cosine and sine transforms (polyad/ops/dct.py) join the fft extension
+_dct = importlib.import_module("polyad.ops.dct")
+fft = _submodule("fft", standard.FFT + _dct.NAMES, _fft_families)
 # not in the standard: the functions SciPy looks up as xp.special.<name> (polyad/ops/special/)
 _special = importlib.import_module("polyad.ops.special")
 special = _submodule("special", _special.NAMES, [_special])
@@ -108,7 +112,7 @@ class _NamespaceInfo:
         return self._info(device).default_dtypes(device=device)
 
     def devices(self):
-        return list(self._info().devices())  # a list, as the 2024.12 standard says
+        return tuple(self._info().devices())  # a tuple, as the 2025.12 standard says (2024.12: a list)
 
     def dtypes(self, *, device=None, kind=None):
         return self._info(device).dtypes(device=device, kind=kind)

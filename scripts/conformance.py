@@ -31,7 +31,7 @@ def module_for(mode):
 
 
 def run(suite, mode, pytest_args, logs=None):
-    env = dict(os.environ, ARRAY_API_TESTS_MODULE=module_for(mode), ARRAY_API_TESTS_VERSION="2024.12")
+    env = dict(os.environ, ARRAY_API_TESTS_MODULE=module_for(mode), ARRAY_API_TESTS_VERSION="2025.12")
     cmd = [sys.executable, "-m", "pytest", "array_api_tests/", "-q", "-rf", "-p", "no:cacheprovider"]
     with tempfile.TemporaryDirectory() as storage:
         # a fresh example database per run: no failure of an earlier run is replayed into this one

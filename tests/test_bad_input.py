@@ -353,11 +353,13 @@ def test_every_public_function_has_a_site():
         "random",
         "custom_ops",
         "config",
+        "use_scipy_fft_backend",  # takes no argument
     }
     types = {"ConcretizationError", "ShapeDtype", "Tensor", "Graph", "DEVICE_PRIORITY", "stop_gradient"}
     types |= {"TracedFloat", "TracedComplex", "DerivativeLostWarning"}  # made by transforms, not by users
     types |= {"SparseJacobian", "SparsityFallbackWarning"}  # made by sparse_jacfwd, ... and by a transform
     types |= {"ChunkPlan", "DistributedError"}  # made by chunk_plan, raised by a cluster
+    types |= {"ScipyFFTBackend", "scipy_fft_backend"}  # called by SciPy (tests/test_scipy_fft_backend.py)
     missing = set(pa.__all__) - covered - takes_no_bad_input - types
     assert not missing, missing
 

@@ -173,3 +173,21 @@ def test_structured_solves_example_runs():
         np.testing.assert_allclose(scope["g"][i], fd, rtol=1e-6, atol=1e-8)
         fd_row = (pa.grad(f)(theta + e, x, y) - pa.grad(f)(theta - e, x, y)) / (2 * h)
         np.testing.assert_allclose(scope["H"][i], fd_row, rtol=1e-5, atol=1e-6)
+
+
+def test_scipy_fft_backend_example_runs():
+    import scipy.fft
+
+    scope = {}
+    exec(block("pa.use_scipy_fft_backend()"), scope)
+    x = scope["x"]
+    # roughness(u) = |K D u|^2 with D the orthonormal DCT and K = diag(k): the gradient is 2 D^T K^2 D x
+    k2 = np.arange(64.0) ** 2
+    expected = 2 * scipy.fft.idct(k2 * scipy.fft.dct(x, norm="ortho"), norm="ortho")
+    np.testing.assert_allclose(scope["g"], expected, rtol=1e-10, atol=1e-10)
+    rows = np.eye(64)[:4]
+    np.testing.assert_allclose(
+        scope["per_row"], 2 * scipy.fft.idct(k2 * scipy.fft.dct(rows, norm="ortho"), norm="ortho"), atol=1e-10
+    )
+    assert type(scope["spectrum"]) is np.ndarray
+    np.testing.assert_array_equal(scope["spectrum"], scipy.fft.dct(x))

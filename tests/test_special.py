@@ -24,6 +24,7 @@ from polyad.xp import special
 
 scipy_special = pytest.importorskip("scipy.special")
 scipy_linalg = pytest.importorskip("scipy.linalg")
+scipy_fft = pytest.importorskip("scipy.fft")
 
 BX = dispatch.default_backend().xp
 xp = pa.xp
@@ -382,8 +383,10 @@ def _stand_in_cupy():
     cupyx = types.ModuleType("cupyx")
     cupyx.scipy = types.ModuleType("cupyx.scipy")
     cupyx.scipy.special, cupyx.scipy.linalg = special_mod, linalg_mod
-    modules = {"cupy": cupy, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": special_mod}
-    modules["cupyx.scipy.linalg"] = linalg_mod
+    cupyx.scipy.fft = fft_mod = types.ModuleType("cupyx.scipy.fft")  # the DCT kernels' (imported alike)
+    fft_mod.__getattr__ = lambda name: getattr(scipy_fft, name)
+    modules = {"cupy": cupy, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": special_mod,
+               "cupyx.scipy.fft": fft_mod, "cupyx.scipy.linalg": linalg_mod}  # fmt: skip
     return modules, calls
 
 

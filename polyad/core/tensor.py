@@ -38,6 +38,7 @@ import threading
 import warnings
 
 import polyad.backends as backends
+import polyad.standard as standard
 from polyad.core.levels import transform_active
 
 _get_ident = threading.get_ident
@@ -530,8 +531,11 @@ class Tensor:
         return self._namespace.permute_dims(self, (1, 0))
 
     def __array_namespace__(self, *, api_version=None):
-        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
-            raise ValueError(f"polyad implements Array API 2024.12; api_version={api_version!r} is unknown")
+        if api_version is not None and api_version not in standard.SUPPORTED_VERSIONS:
+            raise ValueError(
+                f"polyad implements Array API {standard.API_VERSION} (and the revisions before it); "
+                f"api_version={api_version!r} is unknown"
+            )
         return Tensor._namespace  # also ShapeDtype's (an abstract array's namespace is polyad's)
 
     def __len__(self):

@@ -20,12 +20,15 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 10. ``reductions`` (their rules slice, concatenate and fill)
 11. ``searching`` (``sort``'s rules gather with ``take_along_axis``)
 12. ``linalg``, a package in the same way: ``shared``, ``products``, ``diagonals``, ``solves``,
-    ``decompositions``, ``norms``
+    ``decompositions``, ``eig``, ``norms``
 13. ``fft``
 14. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
     ``bessels``, ``reductions``, ``numerics``, ``trigonometric``, ``boxcox``, ``elliptic``, ``integrals``,
     ``orthogonal``, ``gamma_zeta``, ``incomplete``, ``continuous``, ``discrete`` (the special functions
     of ``polyad.xp.special``)
+15. ``dct``: SciPy's discrete cosine and sine transforms, added to ``polyad.xp.fft`` (its "cpu" kernel
+    calls SciPy through ``special.shared.host_call``)
+16. ``sets``: ``isin`` (the ``unique_*`` functions are in ``searching``)
 
 Ops whose derivatives need each other live in the same file.
 """

@@ -328,14 +328,24 @@ moveaxis.op = _moveaxis
 # ------------------------------------------------------------------------------ expand_dims, broadcast_to
 
 
+def _expand_positions(axis, ndim):
+    """The new axes' positions in the result (``axis``: one, or a tuple as in the 2025.12 standard)."""
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = {normalize_axis(a, ndim + len(axes)) for a in axes}
+    if len(out) != len(axes):
+        raise ValueError(f"expand_dims: axis {axis} repeats a position")
+    return out
+
+
 def _expand_shape(s, axis=0):
-    a = normalize_axis(axis, len(s) + 1)
-    return s[:a] + (1,) + s[a:]
+    new, rest = _expand_positions(axis, len(s)), iter(s)
+    return tuple(1 if i in new else next(rest) for i in range(len(s) + len(new)))
 
 
 def _expand_batch(info, dims, x, axis=0):
     x = move_to_front(x, dims[0])
-    return expand_dims(x, axis=normalize_axis(axis, ndim_of(x)) + 1), 0
+    new = tuple(sorted(a + 1 for a in _expand_positions(axis, ndim_of(x) - 1)))
+    return expand_dims(x, axis=new if isinstance(axis, tuple) else new[0]), 0
 
 
 _expand_dims = define(
@@ -348,7 +358,7 @@ _expand_dims = define(
 
 
 def expand_dims(x, /, axis=0):
-    """Insert a size-1 axis at ``axis``."""
+    """Insert a size-1 axis at ``axis``, or one at each position of a tuple ``axis`` (2025.12)."""
     return bind(_expand_dims, x, axis=axis)
 
 

@@ -47,12 +47,12 @@ def _real_dtype(xp, dtype):
     return xp.float32 if dtype in (xp.float32, xp.complex64) else xp.float64
 
 
-def _remap_axes(axes, d):
+def remap_axes(axes, d):
     """Logical axes -> physical axes of a value whose batch dimension is at ``d``."""
     return tuple(a + (a >= d) for a in axes)
 
 
-def _batch_dim(x, d):
+def fft_batch_dim(x, d):
     return d % len(x.shape)
 
 
@@ -78,21 +78,21 @@ def _resize_abstract(xp, x, *, axes, sizes):
 
 
 def _resize_batch(info, dims, x, *, axes, sizes):
-    d = _batch_dim(x, dims[0])
-    return bind(_resize_op, x, axes=_remap_axes(axes, d), sizes=sizes), d
+    d = fft_batch_dim(x, dims[0])
+    return bind(_resize_op, x, axes=remap_axes(axes, d), sizes=sizes), d
 
 
 _resize_op = define(
     "fft_resize",
     _resize_kernel,
     abstract_eval=_resize_abstract,
-    vjp=lambda g, y, x, *, axes, sizes: (_resize(g, axes, [x.shape[a] for a in axes]),),
+    vjp=lambda g, y, x, *, axes, sizes: (resize_axes(g, axes, [x.shape[a] for a in axes]),),
     linear=True,
     batch=_resize_batch,
 )
 
 
-def _resize(x, axes, sizes):
+def resize_axes(x, axes, sizes):
     """Zero-pad or truncate ``x`` (at the end) along each of ``axes`` to ``sizes`` (used by rules)."""
     axes, sizes = tuple(axes), tuple(sizes)
     if all(x.shape[a] == n for a, n in zip(axes, sizes)):
@@ -151,7 +151,7 @@ def _transform_vjp(kind, partner):
         ct = bind(partner(), g, s=s, axes=axes, norm=_MIRROR[norm])
         if kind == "c2r":
             ct = multiply(ct, _pair_weights(ct, axes[-1], s[-1], 2.0, 1.0))
-        ct = _resize(ct, axes, [x.shape[a] for a in axes])
+        ct = resize_axes(ct, axes, [x.shape[a] for a in axes])
         if is_complex(ct) and not is_complex(x):
             ct = real(ct)
         return (ct,)
@@ -161,8 +161,8 @@ def _transform_vjp(kind, partner):
 
 def _transform_batch(op):
     def rule(info, dims, x, *, s, axes, norm):
-        d = _batch_dim(x, dims[0])
-        return bind(op, x, s=s, axes=_remap_axes(axes, d), norm=norm), d
+        d = fft_batch_dim(x, dims[0])
+        return bind(op, x, s=s, axes=remap_axes(axes, d), norm=norm), d
 
     return rule
 
@@ -384,8 +384,8 @@ def _shift(name, partner):
         return getattr(xp.fft, name)(x, axes=axes)
 
     def batch(info, dims, x, *, axes):
-        d = _batch_dim(x, dims[0])
-        return bind(op, x, axes=_remap_axes(axes, d)), d
+        d = fft_batch_dim(x, dims[0])
+        return bind(op, x, axes=remap_axes(axes, d)), d
 
     op = define(
         f"fft.{name}",

@@ -172,11 +172,55 @@ _broadcast_arrays = define(
 
 
 def broadcast_arrays(*arrays):
-    """The arrays broadcast against each other, as a list as the 2024.12 standard says."""
-    return list(bind(_broadcast_arrays, *arrays))
+    """The arrays broadcast against each other, as a tuple (the 2025.12 standard; 2024.12 said a list)."""
+    return tuple(bind(_broadcast_arrays, *arrays))
 
 
 broadcast_arrays.op = _broadcast_arrays
+
+
+def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` broadcast to (standard 2025.12): a pure function of the shapes, no op.
+
+    Dimensions of unknown size (None, as lazy libraries report them) propagate, as the standard says:
+    against a known size other than 1 the result is that size (the unknown one must match it or be 1), else
+    it stays None.
+
+    Args:
+        *shapes: tuples (or other sequences) of non-negative ints or None.
+
+    Returns:
+        The broadcast shape, a tuple (``()`` when no shape is given).
+
+    Raises:
+        ValueError: for shapes that do not broadcast together. TypeError: for a shape that is not a
+        sequence of ints and None.
+
+    Example:
+        >>> from polyad import xp
+        >>> xp.broadcast_shapes((3, 1), (1, 4), (4,))
+        (3, 4)
+        >>> xp.broadcast_shapes((None, 1), (5,))
+        (None, 5)
+    """
+    checked = []
+    for shape in shapes:
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise TypeError(f"broadcast_shapes: each shape must be a tuple of ints, got {shape!r}") from None
+        if any(d is not None and (isinstance(d, bool) or not hasattr(d, "__index__") or d < 0) for d in dims):
+            raise TypeError(f"broadcast_shapes: each shape must hold ints >= 0 (or None), got {shape!r}")
+        checked.append(tuple(None if d is None else int(d) for d in dims))
+    ndim = max((len(s) for s in checked), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        dims = [s[i] for s in checked if len(s) >= -i]
+        known = {d for d in dims if d is not None and d != 1}
+        if len(known) > 1:
+            raise ValueError(f"broadcast_shapes: shapes {tuple(checked)} cannot be broadcast together")
+        out.append(known.pop() if known else (None if None in dims else 1))
+    return tuple(out)
 
 
 def _grid_layout(sizes, indexing):
@@ -237,13 +281,14 @@ _meshgrid = define(
 
 
 def meshgrid(*arrays, indexing="xy"):
-    """Coordinate grids from 1-D arrays, as a list: ``indexing="xy"`` (Cartesian) or ``"ij"`` (matrix)."""
+    """Coordinate grids from 1-D arrays, as a tuple (the 2025.12 standard; 2024.12 said a list):
+    ``indexing="xy"`` (Cartesian) or ``"ij"`` (matrix)."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     for a in arrays:
         if ndim_of(a) != 1:
             raise ValueError(f"meshgrid takes 1-D arrays, got one of shape {shape_of(a)}")
-    return list(bind(_meshgrid, *arrays, indexing=indexing))
+    return tuple(bind(_meshgrid, *arrays, indexing=indexing))
 
 
 meshgrid.op = _meshgrid

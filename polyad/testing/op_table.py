@@ -171,7 +171,7 @@ def _prod(shape):
 
 
 FAMILIES = ("elementwise", "creation", "dtypes", "manipulation", "indexing", "reductions", "searching",
-            "linalg", "fft", "special", "special_more")  # fmt: skip
+            "sets", "linalg", "fft", "dct", "special", "special_more")  # fmt: skip
 
 
 def _collect():

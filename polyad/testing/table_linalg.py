@@ -163,6 +163,56 @@ def eigvalsh_samples(s):
     ]
 
 
+def _distinct_real(s, *shape):
+    """A real matrix with distinct real eigenvalues near 1..n: diag(1..n) plus off-diagonal entries whose
+    row sums stay below 0.3, so its Gershgorin discs are disjoint (each holds one real eigenvalue), also
+    after vmap's 5% perturbations."""
+    xp = s.xp
+    n = shape[-1]
+    spread = xp.asarray([float(i + 1) for i in range(n)], dtype=xp.float64)
+    return s.float(*shape) * (0.3 / n) + xp.eye(n, dtype=xp.float64) * spread
+
+
+def _complex_pair(s):
+    """A real 3x3 matrix with eigenvalues near 1 +- 2i and -1."""
+    xp = s.xp
+    a = xp.asarray([[1.0, -2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, -1.0]], dtype=xp.float64)
+    return a + s.float(3, 3) * 0.1
+
+
+def _complex_spread(s, n):
+    """A complex matrix with distinct eigenvalues near 1, 2i, -1, ... (disjoint Gershgorin discs)."""
+    xp = s.xp
+    centres = xp.asarray([(1.0, 2j, -1.0, -2j)[i % 4] * (1 + i // 4) for i in range(n)], dtype=xp.complex128)
+    return s.complex(n, n) * (0.3 / n) + xp.eye(n, dtype=xp.complex128) * centres
+
+
+_GAUGE = (
+    "complex eigenvectors: their phase is the backend's (LAPACK: largest component real), not polyad's gauge"
+)
+
+
+def eig_samples(s):
+    return [
+        Sample((_distinct_real(s, 3, 3),), name="3x3 real spectrum"),
+        Sample((_distinct_real(s, 2, 4, 4),), name="batched"),
+        Sample((s.float(1, 1),), name="1x1"),
+        # tests/test_eig.py checks the derivatives of phase-invariant functions of these
+        Sample((_complex_pair(s),), **_no_diff(f"complex pair; {_GAUGE}")),
+        Sample((_complex_spread(s, 3),), **_no_diff(f"complex input; {_GAUGE}")),
+    ]
+
+
+def eigvals_samples(s):
+    return [
+        Sample((_distinct_real(s, 3, 3),), name="3x3 real spectrum"),
+        Sample((_distinct_real(s, 2, 4, 4),), name="batched"),
+        Sample((s.float(1, 1),), name="1x1"),
+        Sample((_complex_pair(s),), name="complex pair"),
+        Sample((_complex_spread(s, 3),), name="complex input"),
+    ]
+
+
 def matrix_norm_samples(s):
     out = [
         Sample((s.float(3, 4),), name="fro"),
@@ -318,7 +368,9 @@ ROWS = [
     OpInfo("linalg.cross", cross_samples, backend_failures=dask_lacks("has no cross")),
     OpInfo("linalg.det", det_samples, backend_failures=dask_lacks("has no det")),
     OpInfo("linalg.diagonal", diagonal_samples),
+    OpInfo("linalg.eig", eig_samples, backend_failures=dask_lacks("has no eig")),
     OpInfo("linalg.eigh", eigh_samples, backend_failures=dask_lacks("has no eigh")),
+    OpInfo("linalg.eigvals", eigvals_samples, backend_failures=dask_lacks("has no eigvals")),
     OpInfo("linalg.eigvalsh", eigvalsh_samples, backend_failures=dask_lacks("has no eigvalsh")),
     OpInfo("linalg.inv", square_samples, backend_failures=dask_lacks("inverts one 2-D matrix, not stacks")),
     OpInfo(

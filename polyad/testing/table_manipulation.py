@@ -39,6 +39,8 @@ def expand_samples(s):
         Sample((s.float(2, 3),), {"axis": -1}, name="last"),
         Sample((s.float(),), {"axis": 0}, name="0-d"),
         Sample((s.float(0),), {"axis": 0}, name="empty"),
+        Sample((s.float(2, 3),), {"axis": (0, -1)}, name="tuple of axes"),
+        Sample((s.float(2, 3),), {"axis": (3, 1)}, name="tuple unsorted"),
     ]
 
 
@@ -67,6 +69,19 @@ def broadcast_arrays_samples(s):
         Sample((s.float(), s.float(2, 2), s.float(2, 1)), name="three"),
         Sample((s.float(0, 1), s.float(3)), name="empty"),
         Sample((s.float(4),), name="one"),
+    ]
+
+
+def broadcast_shapes_samples(s):
+    """Shapes, not arrays: the backend's ``broadcast_shapes`` is the reference (NumPy's for Dask, whose
+    namespace lacks it). Unknown (None) sizes: tests/test_standard_2025.py."""
+    return [
+        Sample(((2, 1), (3,)), name="two"),
+        Sample(((4, 1, 3), (5, 1), (1,)), name="three"),
+        Sample(((0, 1), (1, 5)), name="zero size"),
+        Sample(((2, 3),), name="one"),
+        Sample((), name="none"),
+        Sample(((), (3, 2)), name="0-d shape"),
     ]
 
 
@@ -176,9 +191,16 @@ ROWS = [
     OpInfo("expand_dims", expand_samples),
     OpInfo("squeeze", squeeze_samples),
     OpInfo("broadcast_to", broadcast_to_samples),
-    # polyad returns tuples (as NumPy and the 2025.12 revision do); 2024.12 references return lists
-    OpInfo("broadcast_arrays", broadcast_arrays_samples, ref=lambda xp, *a: list(xp.broadcast_arrays(*a))),
-    OpInfo("meshgrid", meshgrid_samples, ref=lambda xp, *a, **k: list(xp.meshgrid(*a, **k))),
+    # tuples, as the 2025.12 revision says (a library still on 2024.12 may return a list)
+    OpInfo("broadcast_arrays", broadcast_arrays_samples, ref=lambda xp, *a: tuple(xp.broadcast_arrays(*a))),
+    OpInfo("meshgrid", meshgrid_samples, ref=lambda xp, *a, **k: tuple(xp.meshgrid(*a, **k))),
+    OpInfo(
+        "broadcast_shapes",
+        broadcast_shapes_samples,
+        differentiable=False,
+        vmap_dims=(),
+        known_failures={"abstract": "takes and returns shapes (tuples of ints), not arrays"},
+    ),
     OpInfo("stack", stack_samples, sequence_arg=True),
     OpInfo("concat", concat_samples, sequence_arg=True),
     OpInfo("unstack", unstack_samples),

@@ -582,8 +582,11 @@ for _name in ("sum", "prod", "mean", "max", "min", "std", "var"):
     RULES[_name] = _ALONG_REDUCED
 for _name in ("fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft"):
     RULES["fft." + _name] = _ALONG_FFT
-for _name in ("cholesky", "det", "inv", "pinv", "eigh", "eigvalsh", "svd", "svdvals", "qr", "slogdet",
-              "matrix_power", "adjugate"):  # fmt: skip
+for _name in ("dctn", "dstn"):  # the DCT/DST ops (polyad/ops/dct.py), one per type
+    for _t in (1, 2, 3, 4):
+        RULES[f"fft.{_name}_type{_t}"] = _ALONG_FFT
+for _name in ("cholesky", "det", "inv", "pinv", "eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "qr",
+              "slogdet", "matrix_power", "adjugate"):  # fmt: skip
     RULES["linalg." + _name] = matrices((2,))
 RULES["linalg.solve"] = lambda traced, out, x1, x2: matrices((2, 2 if x2.ndim > 1 else 1))(
     traced, out, x1, x2

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+import scipy.fft as sfft
 import scipy.integrate as integrate
 import scipy.optimize as optimize
 import scipy.special as special
@@ -24,6 +25,8 @@ import sklearn.linear_model as linear_model
 import sklearn.metrics as metrics
 import sklearn.metrics.pairwise as pairwise
 import sklearn.preprocessing as preprocessing
+
+import polyad as pa
 
 TRANSFORMS = ("grad", "jvp", "vmap")
 SIDES = ("polyad", "scipy", "scikit-learn")
@@ -135,6 +138,11 @@ SCALAR_IN_VMAP = Fail(
 )
 # the libraries' side
 SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
+SCIPY_REAL_TRANSFORMS_NUMPY_ONLY = Fail(
+    "scipy",
+    "scipy.fft's real transforms (dct, dst, ...) have no array API path: SciPy's backend converts with "
+    "np.asarray; polyad's scipy.fft backend computes them (pa.use_scipy_fft_backend(), the rows above)",
+)
 SKLEARN_FLOAT_RESULT = Fail(
     "scikit-learn",
     "the metric returns float(...) of its result: one Python number cannot hold a batch of values, so "
@@ -355,6 +363,53 @@ SCIPY_OTHER = [
     Row("scipy.optimize.rosen", optimize.rosen, _vec(4)),
 ]
 
+
+def _power(f, **kwargs):
+    """The power spectrum ``|f(x)|^2`` of a transform with complex output (the table compares reals)."""
+    return lambda x: pa.xp.abs(f(x, **kwargs)) ** 2
+
+
+def _polyad_backend(f, *args, **kwargs):
+    """``f`` called as its users call it once polyad's backend for scipy.fft is active."""
+
+    def call(x):
+        with pa.use_scipy_fft_backend():
+            return f(x, *args, **kwargs)
+
+    return call
+
+
+# with SCIPY_ARRAY_API=1 SciPy sends the FFTs to the namespace of their input (polyad.xp.fft); the real
+# transforms need polyad's scipy.fft backend (polyad/scipy_fft.py)
+SCIPY_FFT = [
+    Row("scipy.fft.fft |.|^2", _power(sfft.fft), _vec(8), fast=True),
+    Row("scipy.fft.rfft(norm='ortho') |.|^2", _power(sfft.rfft, norm="ortho"), _vec(7)),
+    Row("scipy.fft.irfft(n=10)", lambda x: sfft.irfft(x, n=10), _vec(6)),
+    Row("scipy.fft.hfft", sfft.hfft, _vec(5)),
+    Row("scipy.fft.ihfft |.|^2", _power(sfft.ihfft), _vec(6)),
+    Row("scipy.fft.fft2 |.|^2", _power(sfft.fft2), _mat(4, 3)),
+    Row("scipy.fft.rfftn(s=(4, 6)).real", lambda x: pa.xp.real(sfft.rfftn(x, s=(4, 6))), _mat(4, 3)),
+    Row("scipy.fft.irfftn(s=(4, 4))", lambda x: sfft.irfftn(x, s=(4, 4)), _mat(4, 3)),
+    Row("scipy.fft.hfftn", sfft.hfftn, _mat(3, 3)),
+    Row("scipy.fft.ihfft2 |.|^2", _power(sfft.ihfft2), _mat(4, 4)),
+    Row("scipy.fft.fftshift", sfft.fftshift, _vec(7)),
+    Row(
+        "scipy.fft.rfftfreq(xp=) weighted spectrum",
+        lambda x: pa.xp.abs(sfft.rfft(x)) ** 2 * sfft.rfftfreq(8, d=0.1, xp=pa.xp) ** 2,
+        _vec(8),
+    ),
+    Row("scipy.fft.dct (polyad's backend)", _polyad_backend(sfft.dct, norm="ortho"), _vec(), fast=True),
+    Row("scipy.fft.idct(type=1) (polyad's backend)", _polyad_backend(sfft.idct, 1), _vec()),
+    Row("scipy.fft.dst(type=4) (polyad's backend)", _polyad_backend(sfft.dst, type=4, n=8), _vec()),
+    Row("scipy.fft.idst(type=3) (polyad's backend)", _polyad_backend(sfft.idst, 3, norm="forward"), _vec()),
+    Row("scipy.fft.dctn (polyad's backend)", _polyad_backend(sfft.dctn, 2, s=(5, 2)), _mat(4, 3)),
+    Row("scipy.fft.idctn(type=4) (polyad's backend)", _polyad_backend(sfft.idctn, 4, axes=0), _mat(4, 3)),
+    Row("scipy.fft.dstn(type=1) (polyad's backend)", _polyad_backend(sfft.dstn, 1, norm="ortho"), _mat(3, 4)),
+    Row("scipy.fft.idstn (polyad's backend)", _polyad_backend(sfft.idstn, orthogonalize=True), _mat(3, 4)),
+    Row("scipy.fft.dct (without polyad's backend)", sfft.dct, _vec(),
+        known_failures=_on(SCIPY_REAL_TRANSFORMS_NUMPY_ONLY)),
+]  # fmt: skip
+
 # the regression and classification metrics return float(...) of the result
 _METRIC = _on(SKLEARN_FLOAT_RESULT, "vmap")
 
@@ -482,6 +537,7 @@ ROWS = (
     + SCIPY_SPECIAL_MORE
     + SCIPY_STATS
     + SCIPY_OTHER
+    + SCIPY_FFT
     + SKLEARN_METRICS
     + SKLEARN_PAIRWISE
     + SKLEARN_ESTIMATORS

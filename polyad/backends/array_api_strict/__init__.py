@@ -6,8 +6,8 @@ import numpy as np
 from .. import Backend
 from . import extras, kernels, random
 
-# polyad implements the 2024.12 revision of the standard; pin the reference to it.
-array_api_strict.set_array_api_strict_flags(api_version="2024.12")
+# polyad implements the 2025.12 revision of the standard; pin the reference to it.
+array_api_strict.set_array_api_strict_flags(api_version="2025.12")
 
 _Array = array_api_strict._array_object.Array
 _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",

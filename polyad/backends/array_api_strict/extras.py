@@ -16,13 +16,8 @@ def index_add(target, key, values):
     """Add ``values`` into a copy of ``target`` at a general index ``key``; repeated indices accumulate."""
     out = xp.asarray(target, copy=True)
     flat = xp.reshape(xp.arange(out.size, device=out.device), out.shape)[key]
-    shape = _broadcast_shapes(flat.shape, values.shape)
+    shape = xp.broadcast_shapes(flat.shape, values.shape)
     flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
     vals = xp.reshape(xp.broadcast_to(values, shape), (-1,))
     summed = scatter_add(xp.reshape(out, (-1,)), flat, vals, 0)
     return xp.reshape(summed, out.shape)
-
-
-def _broadcast_shapes(*shapes):
-    """``broadcast_shapes`` (standard 2025.12 only; the pinned 2024.12 lacks it)."""
-    return tuple(xp.broadcast_arrays(*[xp.empty(s) for s in shapes])[0].shape)

@@ -1,12 +1,17 @@
 """CUDA kernels for polyad's shipped custom ops and special functions, ``{op name: {device type:
 kernel(xp, *arrays, **params)}}``; the core attaches them to the ops when the cupy backend loads.
 
+The discrete cosine and sine transforms (``polyad.xp.fft.dct``, ...): cupyx.scipy.fft implements types 2
+and 3 (SciPy's default orthogonalization for each norm, as polyad's ops compute, complex input part by
+part); types 1 and 4 run polyad's generic kernel, built from ``cupy.fft``.
+
 Special functions (``polyad.xp.special``): those without an Array API formula have no generic kernel, so
 on CUDA arrays these cupyx kernels are the only ones; for those with one, cupyx's fused kernel replaces
 the chain of element-wise launches the generic kernel would make.
 """
 
 import cupy
+import cupyx.scipy.fft as _fft
 import cupyx.scipy.special as _special
 
 from .linalg_kernels import LINALG
@@ -76,3 +81,17 @@ def _stdtrit(df, p):
     x = _special.betaincinv(0.5 * df, 0.5, 2.0 * cupy.minimum(p, 1.0 - p))
     t = cupy.sqrt(df * (1.0 / x - 1.0))
     return cupy.where(p < 0.5, -t, t)
+
+
+def _real_transform(name, t):
+    f = getattr(_fft, name)
+    return lambda xp, x, *, s, axes, norm: f(x, type=t, s=s, axes=axes, norm=norm)
+
+
+KERNELS.update(
+    {
+        f"fft.{family}n_type{t}": {"cuda": _real_transform(family + "n", t)}
+        for family in ("dct", "dst")
+        for t in (2, 3)
+    }
+)

@@ -7,6 +7,7 @@ One file per sub-family, each importing only the ones before it:
 - ``diagonals``: ``diagonal``, ``trace`` (and ``diag_embed``, their transpose);
 - ``solves``: ``inv``, ``det``, ``slogdet``, ``solve``, ``matrix_power``, ``matrix_rank``, ``pinv``;
 - ``decompositions``: ``cholesky``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``, ``qr``;
+- ``eig``: ``eig`` and ``eigvals`` of general square matrices (standard 2025.12);
 - ``norms``: ``vector_norm``, ``matrix_norm``;
 - ``structured``: what the structured solves below share (arguments, ``check_finite``, SciPy kernels over
   stacks, the solve rules' shapes and batching);
@@ -34,6 +35,7 @@ from polyad.ops.linalg.decompositions import (
     svdvals,
 )
 from polyad.ops.linalg.diagonals import diag_embed, diagonal, trace
+from polyad.ops.linalg.eig import EigResult, eig, eigvals
 from polyad.ops.linalg.lu import lu_factor, lu_solve
 from polyad.ops.linalg.norms import matrix_norm, vector_norm
 from polyad.ops.linalg.products import cross, matmul, matrix_transpose, outer, tensordot, vecdot
@@ -55,6 +57,7 @@ EXTENSIONS = ("solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_so
 
 __all__ = [
     "EXTENSIONS",
+    "EigResult",
     "EighResult",
     "QRResult",
     "SVDResult",
@@ -66,7 +69,9 @@ __all__ = [
     "det",
     "diag_embed",
     "diagonal",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
     "inv",
     "leading_batch",

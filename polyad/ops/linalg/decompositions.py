@@ -56,7 +56,7 @@ def diag_matrix(d):
     return expand_dims(d, axis=-1) * _eye(k, d)
 
 
-def _inv_gaps(w):
+def inverse_gaps(w):
     """``F[..., i, j] = 1 / (w_j - w_i)`` off the diagonal, 0 on it and where two values are equal (the
     within-eigenspace term is dropped: module notes)."""
     k = shape_of(w)[-1]
@@ -124,14 +124,14 @@ def _eigh_vjp(g, out, x):
     gw, gv = g
     w, v = out
     vh = conj_transpose(v)
-    inner = diag_matrix(gw) + _inv_gaps(w) * matmul(vh, gv)
+    inner = diag_matrix(gw) + inverse_gaps(w) * matmul(vh, gv)
     return (_sym(matmul(v, matmul(inner, vh))),)
 
 
 def _eigh_jvp(ts, out, x):
     w, v = out
     s = matmul(conj_transpose(v), matmul(_sym(ts[0]), v))
-    return real_if_complex(diagonal(s)), matmul(v, _inv_gaps(w) * s)
+    return real_if_complex(diagonal(s)), matmul(v, inverse_gaps(w) * s)
 
 
 _eigh = define(
@@ -215,7 +215,7 @@ def _svd_vjp(g, out, x, *, full_matrices=True):
     v = conj_transpose(vh)
     ju = matmul(conj_transpose(u), gu)
     jv = matmul(vh, conj_transpose(gvh))
-    f = _inv_gaps(s * s)
+    f = inverse_gaps(s * s)
     s_row, s_col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)
     inner = (
         diag_matrix(gs) + (f * (ju - conj_transpose(ju))) * s_row + s_col * (f * (jv - conj_transpose(jv)))
@@ -237,7 +237,7 @@ def _svd_jvp(ts, out, x, *, full_matrices=True):
     v = conj_transpose(vh)
     tv = matmul(t, v)
     dp = matmul(conj_transpose(u), tv)
-    f = _inv_gaps(s * s)
+    f = inverse_gaps(s * s)
     s_row, s_col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)
     dph = conj_transpose(dp)
     om_u = f * (dp * s_row + s_col * dph)
