@@ -24,7 +24,10 @@ from polyad.api.sparse import (
 from polyad.api.vmap import vmap
 from polyad.chunking.cluster import DistributedError, distributed
 from polyad.chunking.plan import ChunkPlan
+from polyad.control.checkpoint import checkpoint
+from polyad.control.conditionals import cond, switch
 from polyad.control.loops import fori_loop, map, scan
+from polyad.control.while_loop import while_loop
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
 from polyad.graph import Graph
@@ -73,9 +76,13 @@ __all__ = [
     "distributed",
     "DEVICE_PRIORITY",
     "ConcretizationError",
+    "checkpoint",
+    "cond",
     "fori_loop",
     "map",
     "scan",
+    "switch",
+    "while_loop",
     "DerivativeLostWarning",
     "TracedComplex",
     "TracedFloat",

@@ -302,6 +302,41 @@ site("linalg.lu_solve.piv", [X, BX.asarray([0, 1], dtype=BX.int32), BOOLS, "s"],
 )
 
 
+# ------------------------------------------------------------------------------ loops and conditionals
+
+NOT_CARRY = ["s", object(), b"x", {"w": "s"}, (1.0, "s")]
+NOT_XS = [BX.asarray(1.0, dtype=BX.float64), "s", object(), (X, SHORT), [X, "s"]]
+NOT_LENGTH = [-1, 2.5, "3", True, 5]
+NOT_CHECKPOINTS = [0, -1, 2.5, "fast", True, [1]]
+NOT_STEP_OUTPUT = [None, "s", (1.0,), (X, X, X), 1.0]
+NOT_PREDICATE = [X, "s", INTS, BX.asarray(1.0, dtype=BX.float64)]
+NOT_BOUND = [2.5, "1", None, X]
+
+site("scan.f", NOT_CALLABLE, "f")(lambda b: pa.scan(b, 0.0, X))
+site("scan.init", NOT_CARRY, "init")(lambda b: pa.scan(lambda c, x: (c, x), b, X))
+site("scan.xs", NOT_XS, "xs")(lambda b: pa.scan(lambda c, x: (c, None), 0.0, b))
+site("scan.length", NOT_LENGTH, "length")(lambda b: pa.scan(lambda c, x: (c, None), 0.0, X, length=b))
+site("scan.reverse", NOT_BOOL, "reverse")(lambda b: pa.scan(lambda c, x: (c, None), 0.0, X, reverse=b))
+site("scan.checkpoints", NOT_CHECKPOINTS, "checkpoints")(
+    lambda b: pa.scan(lambda c, x: (c, None), 0.0, X, checkpoints=b)
+)
+site("scan.max_memory", NOT_MEMORY, "max_memory")(
+    lambda b: pa.scan(lambda c, x: (c, None), 0.0, X, checkpoints="auto", max_memory=b)
+)
+site("scan.body_output", NOT_STEP_OUTPUT, "body")(lambda b: pa.scan(lambda c, x: b, 0.0, X))
+site("fori_loop.lower", NOT_BOUND, "lower")(lambda b: pa.fori_loop(b, 3, lambda i, v: v, 0.0))
+site("fori_loop.upper", NOT_BOUND, "upper")(lambda b: pa.fori_loop(0, b, lambda i, v: v, 0.0))
+site("fori_loop.body", NOT_CALLABLE, "body")(lambda b: pa.fori_loop(0, 3, b, 0.0))
+site("map.f", NOT_CALLABLE, "f")(lambda b: pa.map(b, X))
+site("map.batch_size", NOT_CHUNK, "batch_size")(lambda b: pa.map(f_vec, XB, batch_size=b))
+site("while_loop.cond_fun", NOT_CALLABLE, "cond_fun")(lambda b: pa.while_loop(b, lambda v: v, X))
+site("while_loop.body_fun", NOT_CALLABLE, "body_fun")(lambda b: pa.while_loop(lambda v: False, b, X))
+site("while_loop.predicate", NOT_PREDICATE, "cond_fun")(lambda b: pa.while_loop(lambda v: b, lambda v: v, X))
+site("while_loop.checkpoints", NOT_CHECKPOINTS + ["sqrt"], "checkpoints")(
+    lambda b: pa.while_loop(lambda v: False, lambda v: v, X, checkpoints=b)
+)
+
+
 # ------------------------------------------------------------------------------ the test
 
 CONTEXTS = {

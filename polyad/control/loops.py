@@ -22,7 +22,7 @@ CHECKPOINTS = (
 )
 
 
-def _name(f):
+def func_name(f):
     return getattr(f, "__name__", None) or type(f).__name__
 
 
@@ -93,7 +93,7 @@ def scan(f, init, xs=None, length=None, *, reverse=False, checkpoints=None, max_
         >>> float(pa.grad(run)(0.7))  # through a loop of one op, checkpointed
         1.4140000000000001
     """
-    where = f"pa.scan({_name(f)})"
+    where = f"pa.scan({func_name(f)})"
     if not callable(f):
         raise TypeError(f"{where}: f must be callable, got {type(f).__name__}")
     if not isinstance(reverse, bool):
@@ -232,7 +232,7 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
         >>> pa.fori_loop(0, 4, lambda i, v: v + i, 0)
         6
     """
-    where = f"pa.fori_loop({_name(body)})"
+    where = f"pa.fori_loop({func_name(body)})"
     for name, v in (("lower", lower), ("upper", upper)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{where}: {name} must be a Python int, got {v!r}")
@@ -253,7 +253,7 @@ def _fori_step(body):
     def step(val, i):
         return body(i, val), None
 
-    step.__name__ = _name(body)
+    step.__name__ = func_name(body)
     return step
 
 
@@ -274,7 +274,7 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax.map's name)
         >>> pa.map(lambda x: x @ x, np.arange(6.0).reshape(3, 2))
         array([ 1., 13., 41.])
     """
-    where = f"pa.map({_name(f)})"
+    where = f"pa.map({func_name(f)})"
     if not callable(f):
         raise TypeError(f"{where}: f must be callable, got {type(f).__name__}")
     if batch_size is not None:
@@ -283,7 +283,7 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax.map's name)
     def step(carry, x):
         return carry, f(x)
 
-    step.__name__ = _name(f)
+    step.__name__ = func_name(f)
     return scan(step, (), xs)[1]
 
 

@@ -184,7 +184,7 @@ class _JvpStep:
 # ------------------------------------------------------------------------------ grad: checkpoints
 
 
-def _carry_bytes(carry):
+def carry_bytes(carry):
     return sum(math.prod(shape_of(c)) * itemsize(c.dtype, c.__array_namespace__()) for c in carry)
 
 
@@ -227,9 +227,9 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         plan = schedules.plan(
             length,
             checkpoints,
-            carry_bytes=_carry_bytes(carry),
+            carry_bytes=carry_bytes(carry),
             max_memory=max_memory,
-            reserved_bytes=2 * _carry_bytes(carry),
+            reserved_bytes=2 * carry_bytes(carry),
         )
         stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
         head_saves = tuple(sorted((stores | set(save)) - {length - 1}))

@@ -30,7 +30,7 @@ LAYERS = [
     ("backends", ("polyad.backends",)),
     ("core", ("polyad.core", "polyad.dispatch", "polyad.standard", "polyad.config")),
     ("ops", ("polyad.ops", "polyad.xp")),
-    ("transforms", ("polyad.transforms",)),
+    ("transforms", ("polyad.transforms", "polyad.random")),
     ("graph", ("polyad.graph",)),
     ("control", ("polyad.control",)),
     (
@@ -38,7 +38,6 @@ LAYERS = [
         (
             "polyad.library",
             "polyad.custom_ops",
-            "polyad.random",
             "polyad.chunking",
             "polyad.api",
             "polyad.moved",

@@ -1,0 +1,135 @@
+"""``checkpoint``: a function whose intermediates reverse mode does not keep; its backward pass runs it
+again (recorded) and pulls the cotangent back, as ``jax.checkpoint``.
+
+The function is traced once (``polyad.control.closure``) and its call is one op, ``CHECKPOINT``. Reverse
+mode's primal pass runs it at the levels below (nothing recorded at this level: one op to them) and keeps
+only its inputs and the random generators' state; the backward pass restores that state, so random draws
+inside replay the same numbers, runs the function recorded and pulls back. jvp and vmap transform the
+function as a whole; ``pa.jit`` holds the call as one node (an optimisation does not merge the recomputed
+ops with the forward's: the forward is that one node).
+"""
+
+import functools
+
+import optree
+
+import polyad.random as random
+from polyad.control.bodies import BatchedBody, DualBody, recorded
+from polyad.control.closure import trace
+from polyad.control.loops import as_array, func_name
+from polyad.core import Op, bind, transform_active
+from polyad.ops.common import ShapeDtype, dtype_kind, is_floating
+from polyad.ops.fills import zeros_like
+
+POLICIES = (None, "everything")
+
+
+def _kernel(xp_, *args, body, **params):
+    return tuple(body(*args))
+
+
+def _abstract(xp_, *avals, body, **params):
+    device = next((a.device for a in avals if isinstance(a, ShapeDtype)), None)
+    return tuple(ShapeDtype(a.shape, a.dtype, device) for a in body.out_avals)
+
+
+def _batch(info, dims, *values, body, **params):
+    inner = BatchedBody(body, dims, info.batch_size, info.randomness)
+    outs = bind(CHECKPOINT, *values, body=inner, **params)
+    return outs, (0,) * len(outs)
+
+
+def _jvp(tangents, out, *primals, body, **params):
+    given = [k for k, t in enumerate(tangents) if t is not None]
+    floats = [k for k, a in enumerate(body.out_avals) if dtype_kind(a.dtype) in "fc"]
+    inner = DualBody(body, len(primals), given, floats)
+    outs = bind(CHECKPOINT, *primals, *[tangents[k] for k in given], body=inner, **params)
+    n = len(body.out_avals)
+    t_out = [None] * n
+    for k, t in zip(floats, outs[n:]):
+        t_out[k] = t
+    return tuple(outs[:n]), tuple(t_out)
+
+
+_jvp.computes_primal = True
+
+
+def _vjp_forward(*primals, body, policy=None, **params):
+    state = random.snapshot_states()
+    if policy == "everything":  # keep the recording: no recomputation (a switch for comparisons)
+        out, pullback = recorded(body, list(primals))
+        return tuple(out), (state, pullback)
+    return bind(CHECKPOINT, *primals, body=body, policy=policy, **params), (state, None)
+
+
+def _vjp(g, out, *primals, body, residuals, policy=None, **params):
+    state, pullback = residuals
+    if pullback is None:
+        now = random.snapshot_states()
+        random.restore_states(state)  # the same draws as the primal pass
+        try:
+            _, pullback = recorded(body, list(primals))
+        finally:
+            random.restore_states(now)
+    cts = pullback(list(g))
+    return tuple(None if not (hasattr(p, "dtype") and is_floating(p)) else zeros_like(p) if c is None else c
+                 for c, p in zip(cts, primals))  # fmt: skip
+
+
+_vjp.forward = _vjp_forward
+
+CHECKPOINT = Op(
+    "checkpoint",
+    _kernel,
+    multiple_results=True,
+    higher_order=lambda *args, body, **params: tuple(body(*args)),
+    abstract_eval=_abstract,
+    batch=_batch,
+    jvp=_jvp,
+    vjp=_vjp,
+)
+
+
+def checkpoint(f, *, policy=None):
+    """``f`` with its intermediates recomputed in reverse mode instead of stored, as ``jax.checkpoint``.
+
+    Args:
+        f: a function of arrays (pytrees allowed); it may close over any value.
+        policy: None (store nothing of ``f`` but its inputs; its backward pass runs it again) or
+            "everything" (store its recording as any function's: no recomputation).
+
+    Returns:
+        A function with ``f``'s signature and values. Random draws inside ``f`` (``pa.random``) replay the
+        same numbers when it runs again.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> layer = pa.checkpoint(lambda x: pa.xp.tanh(x) * 2.0)
+        >>> pa.grad(lambda x: pa.xp.sum(layer(x)))(np.zeros(2))
+        array([2., 2.])
+    """
+    where = f"pa.checkpoint({func_name(f)})"
+    if not callable(f):
+        raise TypeError(f"{where}: f must be callable, got {type(f).__name__}")
+    if policy not in POLICIES:
+        raise ValueError(f"{where}: policy must be one of {POLICIES}, got {policy!r}")
+
+    @functools.wraps(f)
+    def checkpointed(*args):
+        if not transform_active():
+            return f(*args)
+        flat, tree = optree.tree_flatten(args, none_is_leaf=False)
+        flat = [as_array(v, where, "its arguments") for v in flat]
+        out_tree = []
+
+        def flat_f(*leaves):
+            out = f(*optree.tree_unflatten(tree, list(leaves)))
+            o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
+            out_tree.append(o_tree)
+            return tuple(as_array(o, where, "its output") for o in o_flat)
+
+        body = trace(flat_f, flat, where)
+        outs = bind(CHECKPOINT, *flat, *body.closures, body=body, policy=policy)
+        return optree.tree_unflatten(out_tree[0], list(outs))
+
+    return checkpointed

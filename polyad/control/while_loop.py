@@ -1,0 +1,520 @@
+"""``while_loop`` as an op: a loop whose length its data decide, with a rule for each transform.
+
+``bind(WHILE, *carry, *cond_closure, *body_closure, cond=..., body=..., ...)`` returns the final carry.
+
+- Level 0 and transforms without a rule of their own run the loop on their values.
+- vmap: every example runs until every example has stopped; a finished example's carry is frozen (each
+  step keeps it where its predicate is false), so the body runs as often as the longest example needs.
+  The predicate of each example rides in the carry: the condition runs once per step.
+- jvp: one while loop over the body under jvp; the condition reads the primal carry.
+- grad/vjp: the length is known only at the end, so the primal pass keeps its checkpoints by an online
+  schedule (``schedules.OnlineSchedule``: at most ``checkpoints`` carries stored) and reports the length
+  and the stored steps; the backward pass replays the schedule's reverse sweep (advances as ``scan``s of
+  the body, turns as one recorded step each). ``checkpoints=None`` keeps every step's recording.
+"""
+
+import optree
+
+import polyad.config as config
+import polyad.control.schedules as schedules
+import polyad.xp as xp
+from polyad.control.bodies import BatchedBody, DualBody, recorded
+from polyad.control.closure import abstract_of, trace
+from polyad.control.loops import as_array, check_checkpoints, func_name
+from polyad.control.scan import SCAN, carry_bytes
+from polyad.core import Op, Tensor, bind, transform_active
+from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, reshape, stack, where
+from polyad.ops.common import ShapeDtype, dtype_name, is_floating, ndim_of, shape_of
+from polyad.ops.fills import zeros, zeros_like
+from polyad.ops.reductions import any as any_of
+
+
+def _split(args, n_carry, n_cond):
+    return list(args[:n_carry]), list(args[n_carry : n_carry + n_cond]), list(args[n_carry + n_cond :])
+
+
+def _pred(cond, carry, closure):
+    return cond(*carry, *closure)[0]
+
+
+def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
+    """The loop itself on whatever the arguments are: the final carry; with ``save_slots`` (an int: the
+    online schedule's slots), also the number of steps run, the stored steps (-1 where a slot is unused)
+    and the stored carries, one stack per carry leaf."""
+    carry, c_closure, b_closure = _split(args, n_carry, n_cond)
+    schedule = None
+    if save_slots is not None:
+        schedule = schedules.OnlineSchedule(_schedule_slots(save_slots))
+    stored = {}
+    steps = 0
+    while bool(_pred(cond, carry, c_closure)):
+        if schedule is not None:
+            for action in schedule.before_step(steps):
+                if type(action) is schedules.Store:
+                    stored[action.step] = carry
+                else:
+                    del stored[action.step]
+        carry = body(*carry, *b_closure)
+        steps += 1
+    if schedule is None:
+        return tuple(carry)
+    return (*carry, *_saved_outputs(carry, stored, steps, save_slots))
+
+
+def _schedule_slots(save_slots):
+    """The online schedule's slots for ``save_slots``: an int ``s`` (``s`` rows of output, unused ones
+    padded), ``("bounded", s)`` (at most ``s``, as many rows as stored: "auto"'s budget), "all" (None:
+    every state)."""
+    if save_slots == "all":
+        return None
+    return save_slots[1] if isinstance(save_slots, tuple) else save_slots
+
+
+def _saved_outputs(carry, stored, steps, slots):
+    """The number of steps, the stored steps and the stored carries: ``slots`` rows (unused ones -1 and
+    zeros) for an int ``slots``, as many as were stored otherwise (a length only the run decides)."""
+    order = sorted(stored)
+    slots = slots if isinstance(slots, int) else len(order)
+    like = carry[0] if carry else None
+    device = getattr(like, "device", None)
+    count = xp.asarray(steps, device=device)
+    index = xp.asarray(order + [-1] * (slots - len(order)), dtype=xp.int64, device=device)
+    stacks = []
+    for k, c in enumerate(carry):
+        rows = [stored[s][k] for s in order] + [zeros_like(c)] * (slots - len(order))
+        stacks.append(stack(rows) if rows else zeros((0, *shape_of(c)), dtype=c.dtype))
+    return [count, index, *stacks]
+
+
+def _kernel(xp_, *args, **params):
+    return run_while(args, **params)
+
+
+def _abstract(xp_, *avals, n_carry, save_slots=None, **params):
+    carry = [ShapeDtype(a.shape, a.dtype, a.device) for a in avals[:n_carry]]
+    if save_slots is None:
+        return tuple(carry)
+    device = carry[0].device if carry else None
+    ints = xp_.int64
+    n = save_slots if isinstance(save_slots, int) else None  # else: as many as the loop stores
+    saved = [ShapeDtype((n, *c.shape), c.dtype, c.device) for c in carry]
+    return (*carry, ShapeDtype((), ints, device), ShapeDtype((n,), ints, device), *saved)
+
+
+# ------------------------------------------------------------------------------ vmap
+
+
+class _BatchedCond:
+    """The vmapped loop's condition: whether any example is still running (their predicates ride in the
+    carry's last leaf)."""
+
+    closures = ()
+    graph = None
+    where = "pa.while_loop"
+
+    def __init__(self, n_carry):
+        self.n_carry = n_carry
+        self.out_avals = None
+
+    def __call__(self, *args):
+        return [any_of(args[self.n_carry - 1])]
+
+
+class _BatchedStep:
+    """The vmapped loop's step: the body on every example, kept where the example's predicate holds;
+    then the predicates of the new carry."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, cond, body, n_carry, c_dims, b_dims, size, randomness):
+        self.cond, self.body, self.n_carry = cond, body, n_carry
+        self.c_dims, self.b_dims, self.size, self.randomness = c_dims, b_dims, size, randomness
+        self.out_avals = None  # the carry's: set by the rule
+        self.where = body.where
+
+    def __call__(self, *args):
+        n = self.n_carry
+        carry, active = list(args[: n - 1]), args[n - 1]
+        c_closure = args[n : n + len(self.c_dims)]
+        b_closure = args[n + len(self.c_dims) :]
+        new = BatchedBody(self.body, [0] * (n - 1) + list(self.b_dims), self.size, self.randomness)(
+            *carry, *b_closure
+        )
+        kept = [where(_along(active, c), c_new, c) for c_new, c in zip(new, carry)]
+        pred = BatchedBody(self.cond, [0] * (n - 1) + list(self.c_dims), self.size, self.randomness)(
+            *kept, *c_closure
+        )[0]
+        return [*kept, active & pred]
+
+
+def _along(active, c):
+    """The per-example flags ``active`` (shape (batch,)) shaped to broadcast against ``c``."""
+    return reshape(active, (shape_of(active)[0],) + (1,) * (ndim_of(c) - 1))
+
+
+def _batch(info, dims, *values, cond, body, n_carry, n_cond, save_slots=None, **params):
+    size = info.batch_size
+    carry, c_closure, b_closure = _split(values, n_carry, n_cond)
+    carry_dims, c_dims, b_dims = _split(dims, n_carry, n_cond)
+    carry = [
+        move_to_front(c, d) if d is not None else broadcast_to(expand_dims(c, axis=0), (size, *shape_of(c)))
+        for c, d in zip(carry, carry_dims)
+    ]
+    active = BatchedBody(cond, [0] * n_carry + list(c_dims), size, info.randomness)(*carry, *c_closure)[0]
+    step = _BatchedStep(cond, body, n_carry + 1, c_dims, b_dims, size, info.randomness)
+    step.out_avals = [abstract_of(c) for c in carry] + [abstract_of(active)]
+    outs = bind(
+        WHILE,
+        *carry,
+        active,
+        *c_closure,
+        *b_closure,
+        cond=_BatchedCond(n_carry + 1),
+        body=step,
+        n_carry=n_carry + 1,
+        n_cond=0,
+        save_slots=save_slots,
+        **params,
+    )
+    final = list(outs[:n_carry])
+    if save_slots is None:
+        return tuple(final), (0,) * n_carry
+    count, index, *stacks = outs[n_carry + 1 :]
+    return (*final, count, index, *stacks[:n_carry]), (0,) * n_carry + (None, None) + (1,) * n_carry
+
+
+# ------------------------------------------------------------------------------ jvp
+
+
+class _PrimalCond:
+    """The jvp'd loop's condition: the user's condition on the primal carry."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, cond, n_carry, n_tangents):
+        self.cond, self.n_carry, self.n_tangents = cond, n_carry, n_tangents
+        self.out_avals = cond.out_avals
+        self.where = cond.where
+
+    def __call__(self, *args):
+        n = self.n_carry
+        return self.cond(*args[:n], *args[n + self.n_tangents :])
+
+
+def _jvp(tangents, out, *primals, cond, body, n_carry, n_cond, save_slots=None, **params):
+    carry, c_closure, b_closure = _split(primals, n_carry, n_cond)
+    t_carry, _, t_body = _split(tangents, n_carry, n_cond)
+    float_carry = [k for k, c in enumerate(carry) if is_floating(c)]
+    carry_t = [zeros_like(carry[k]) if t_carry[k] is None else t_carry[k] for k in float_carry]
+    b_t = [k for k, t in enumerate(t_body) if t is not None]
+    tangent_of = float_carry + [n_carry + k for k in b_t]
+    inner = DualBody(body, n_carry + len(b_closure), tangent_of, float_carry)
+    n_ct = len(float_carry)
+    step = _JvpWhileStep(inner, n_carry, n_ct, len(b_closure), len(b_t))
+    outs = bind(
+        WHILE,
+        *carry,
+        *carry_t,
+        *c_closure,
+        *b_closure,
+        *[t_body[k] for k in b_t],
+        cond=_PrimalCond(cond, n_carry, n_ct),
+        body=step,
+        n_carry=n_carry + n_ct,
+        n_cond=n_cond,
+        save_slots=save_slots,
+        **params,
+    )
+    t_out = [None] * n_carry
+    for k, t in zip(float_carry, outs[n_carry : n_carry + n_ct]):
+        t_out[k] = t
+    rest = outs[n_carry + n_ct :]
+    if save_slots is None:
+        return tuple(outs[:n_carry]), tuple(t_out)
+    count, index, *stacks = rest
+    saved, saved_t = stacks[:n_carry], stacks[n_carry:]
+    st = [None] * n_carry
+    for k, t in zip(float_carry, saved_t):
+        st[k] = t
+    return (*outs[:n_carry], count, index, *saved), (*t_out, None, None, *st)
+
+
+_jvp.computes_primal = True
+
+
+class _JvpWhileStep:
+    """The jvp'd loop's body: (carry, carry tangents, closure, closure tangents) -> (carry, tangents)."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, inner, n_carry, n_ct, n_b, n_bt):
+        self.inner, self.sizes = inner, (n_carry, n_ct, n_b, n_bt)
+        self.out_avals = inner.out_avals
+        self.where = inner.where
+
+    def __call__(self, *args):
+        n_carry, n_ct, n_b, n_bt = self.sizes
+        carry, ct = args[:n_carry], args[n_carry : n_carry + n_ct]
+        closure = args[n_carry + n_ct : n_carry + n_ct + n_b]
+        closure_t = args[n_carry + n_ct + n_b :]
+        return self.inner(*carry, *closure, *ct, *closure_t)
+
+
+# ------------------------------------------------------------------------------ grad: online checkpoints
+
+
+class _AsScanBody:
+    """The while loop's body as a scan's (no xs, no ys): what the reverse sweep's advances run."""
+
+    graph = None
+    closures = ()
+
+    def __init__(self, body):
+        self.body, self.out_avals, self.where = body, body.out_avals, body.where
+
+    def __call__(self, *args):
+        return self.body(*args)
+
+
+def _slots(checkpoints, max_memory, carry):
+    """The online schedule's slots: an int; "all" (None: every state); "auto": the budget's, as a
+    bound on states stored as the run decides (their number is known only at the end)."""
+    if checkpoints is None:
+        return "all"
+    if checkpoints == "auto":
+        budget = config.max_memory if max_memory is None else max_memory
+        return ("bounded", schedules.auto_slots(None, carry_bytes(carry), budget, 2 * carry_bytes(carry)))
+    return checkpoints
+
+
+def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_memory=None, save_slots=None,
+                 **params):  # fmt: skip
+    """The primal pass under reverse mode: one while loop at the levels below that stores the online
+    schedule's checkpoints and reports its length and the steps stored."""
+    if save_slots is not None:  # reverse mode over reverse mode: an enclosing rule's checkpoints too
+        raise NotImplementedError(
+            "pa.while_loop: reverse mode of the reverse pass of a while loop (jacrev of jacrev, hessian by "
+            "reverse over reverse) is not supported; use forward over reverse (pa.hessian, pa.jacfwd of grad)"
+        )
+    slots = _slots(checkpoints, max_memory, primals[:n_carry])
+    outs = bind(
+        WHILE,
+        *primals,
+        cond=cond,
+        body=body,
+        n_carry=n_carry,
+        n_cond=n_cond,
+        checkpoints=checkpoints,
+        max_memory=max_memory,
+        save_slots=slots,
+        **params,
+    )
+    return tuple(outs[:n_carry]), outs[n_carry:]
+
+
+def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=None, max_memory=None,
+         save_slots=None, **params):  # fmt: skip
+    carry, c_closure, b_closure = _split(primals, n_carry, n_cond)
+    slots = _slots(checkpoints, max_memory, carry)
+    cts = bind(
+        WHILE_REVERSE,
+        *g[:n_carry],
+        *carry,
+        *b_closure,
+        *residuals,
+        body=body,
+        n_carry=n_carry,
+        n_closure=len(b_closure),
+        slots=slots,
+        checkpoints=checkpoints,
+        max_memory=max_memory,
+    )
+    return (*cts[:n_carry], *[None] * len(c_closure), *cts[n_carry:])
+
+
+def reverse_sweep(args, *, body, n_carry, n_closure, slots, checkpoints, max_memory):
+    """The backward pass of a while loop, on whatever its arguments are: the cotangent of the final
+    carry, the initial carry, the body's closure, the number of steps run, the steps stored and the
+    stored carries (``run_while``'s outputs with ``save_slots``). Returns the cotangents of the initial
+    carry and of the closure (zeros for none). The length is read here, at run time, so that a jitted
+    gradient holds the sweep as one op."""
+    ct_carry = list(args[:n_carry])
+    carry = args[n_carry : 2 * n_carry]
+    closure = list(args[2 * n_carry : 2 * n_carry + n_closure])
+    count, index, *stacks = args[2 * n_carry + n_closure :]
+    length = int(count)
+    stored = {int(s): [stk[j] for stk in stacks] for j, s in enumerate(index) if int(s) >= 0}
+    schedule = schedules.OnlineSchedule(_schedule_slots(slots))
+    for i in range(length):  # the primal pass's decisions again (no body runs): the same stored steps
+        schedule.before_step(i)
+    ct_closure = [None] * n_closure
+    working = None
+    advance = dict(body=_AsScanBody(body), reverse=False, n_carry=n_carry, n_xs=0, keep_ys=False,
+                   checkpoints=checkpoints, max_memory=max_memory)  # fmt: skip
+    for action in schedule.reverse(length):
+        kind = type(action)
+        if kind is schedules.Turn:
+            _, pullback = recorded(body, [*working, *closure])
+            cts = pullback(ct_carry)
+            ct_carry = [_or_zero(c, v) for c, v in zip(cts[:n_carry], carry)]
+            for k, c in enumerate(cts[n_carry:]):
+                if c is not None:
+                    ct_closure[k] = c if ct_closure[k] is None else add(ct_closure[k], c)
+            working = None
+        elif kind is schedules.Restore:
+            working = stored[action.step]
+        elif kind is schedules.Store:
+            stored[action.step] = working
+        elif kind is schedules.Free:
+            del stored[action.step]
+        else:
+            a, b = action
+            working = list(bind(SCAN, *working, *closure, length=b - a, **advance)[:n_carry])
+    return (*ct_carry, *[_or_zero(c, v) for c, v in zip(ct_closure, closure)])
+
+
+def _or_zero(c, like):
+    return c if c is not None else zeros_like(like)
+
+
+def _reverse_abstract(xp_, *avals, n_carry, n_closure, **params):
+    ins = avals[n_carry : 2 * n_carry + n_closure]
+    return tuple(ShapeDtype(a.shape, a.dtype, getattr(a, "device", None)) for a in ins)
+
+
+# the backward pass of a while loop as one op: its kernel runs the sweep on concrete values (the length
+# is known when it runs); transforms of it run the same sweep on their own tensors
+WHILE_REVERSE = Op(
+    "while_loop_reverse",
+    lambda xp_, *args, **params: reverse_sweep(args, **params),
+    multiple_results=True,
+    higher_order=lambda *args, **params: reverse_sweep(args, **params),
+    abstract_eval=_reverse_abstract,
+)
+
+
+_vjp.forward = _vjp_forward
+
+
+WHILE = Op(
+    "while_loop",
+    _kernel,
+    multiple_results=True,
+    higher_order=lambda *args, **params: run_while(args, **params),
+    abstract_eval=_abstract,
+    batch=_batch,
+    jvp=_jvp,
+    vjp=_vjp,
+)
+
+
+def _predicate(pred, where):
+    """``pred`` as a Python bool, or a TypeError: ``cond_fun`` returns a boolean scalar."""
+    if isinstance(pred, bool):
+        return pred
+    if (
+        hasattr(pred, "dtype")
+        and tuple(getattr(pred, "shape", (None,))) == ()
+        and dtype_name(pred.dtype) == "bool"
+    ):
+        return bool(pred)
+    raise TypeError(
+        f"{where}: cond_fun must return a boolean scalar (a 0-d bool array or a bool), got {pred!r}"
+    )
+
+
+def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=None):
+    """``val = body_fun(val)`` while ``cond_fun(val)``, as ``jax.lax.while_loop`` — and differentiable in
+    reverse mode, which JAX's is not.
+
+    Args:
+        cond_fun: ``cond_fun(val) -> bool scalar``.
+        body_fun: ``body_fun(val) -> val``, keeping its structure, shapes and dtypes.
+        init_val: the initial value (a pytree of arrays).
+        checkpoints: what reverse mode stores: None every carry (the backward pass runs each step once more,
+            recorded); an int ``s``: at most ``s`` carries, placed online (the length is known only at the
+            end) within a few percent of the optimal binomial schedule; "auto": as many as ``max_memory``
+            holds.
+        max_memory: the budget of "auto" (bytes, or a string such as "400MiB").
+
+    Returns:
+        The final value. Under vmap every example stops at its own step (the loop runs as long as the
+        longest example needs, finished examples unchanged).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> def sqrt_newton(a):  # Newton's iteration for sqrt(a), differentiated through the loop
+        ...     x = pa.while_loop(lambda x: pa.xp.abs(x * x - a) > 1e-12, lambda x: 0.5 * (x + a / x), a)
+        ...     return x
+        >>> float(sqrt_newton(np.float64(2.0)))
+        1.4142135623730951
+        >>> round(float(pa.grad(sqrt_newton)(np.float64(2.0))), 9)  # 1 / (2 sqrt(2))
+        0.353553391
+    """
+    where = f"pa.while_loop({func_name(body_fun)})"
+    for name, f in (("cond_fun", cond_fun), ("body_fun", body_fun)):
+        if not callable(f):
+            raise TypeError(f"{where}: {name} must be callable, got {type(f).__name__}")
+    if checkpoints == "sqrt":
+        raise ValueError(
+            f"{where}: checkpoints='sqrt' needs the length, which a while loop knows only at its end"
+        )
+    check_checkpoints(checkpoints, max_memory, where)
+    flat, tree = optree.tree_flatten(init_val, none_is_leaf=False)
+    flat = [as_array(v, where, "init_val") for v in flat]
+    if not transform_active():
+        val = optree.tree_unflatten(tree, flat)
+        while _predicate(cond_fun(val), where):
+            val = body_fun(val)
+            if optree.tree_structure(val, none_is_leaf=False) != tree:
+                raise TypeError(f"{where}: body_fun returned a value of another structure than init_val")
+        return val
+    dtypes = [v.dtype for v in flat]
+
+    def cond_flat(*leaves):
+        pred = cond_fun(optree.tree_unflatten(tree, list(leaves)))
+        if (
+            not hasattr(pred, "dtype")
+            or getattr(pred, "shape", None) != ()
+            or dtype_name(pred.dtype) != "bool"
+        ):
+            raise TypeError(
+                f"{where}: cond_fun must return a boolean scalar (a 0-d bool array), got {pred!r}"
+            )
+        return (pred,)
+
+    def body_flat(*leaves):
+        out = body_fun(optree.tree_unflatten(tree, list(leaves)))
+        o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
+        if o_tree != tree:
+            raise TypeError(f"{where}: body_fun returned a value of structure {o_tree}; init_val has {tree}")
+        return tuple(
+            o if isinstance(o, Tensor) or hasattr(o, "dtype") else xp.asarray(o, dtype=d)
+            for o, d in zip(o_flat, dtypes)
+        )
+
+    cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})")
+    body = trace(body_flat, flat, where)
+    for k, (a, v) in enumerate(zip(body.out_avals, flat)):
+        if a.shape != tuple(shape_of(v)) or dtype_name(a.dtype) != dtype_name(v.dtype):
+            raise TypeError(
+                f"{where}: body_fun must keep the shapes and dtypes of init_val; leaf {k} is "
+                f"{tuple(shape_of(v))} {dtype_name(v.dtype)} in init_val and {a.shape} {dtype_name(a.dtype)} "
+                "in what it returns"
+            )
+    outs = bind(
+        WHILE,
+        *flat,
+        *cond.closures,
+        *body.closures,
+        cond=cond,
+        body=body,
+        n_carry=len(flat),
+        n_cond=len(cond.closures),
+        checkpoints=checkpoints,
+        max_memory=max_memory,
+    )
+    return optree.tree_unflatten(tree, list(outs[: len(flat)]))
