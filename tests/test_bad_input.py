@@ -335,6 +335,15 @@ site("while_loop.predicate", NOT_PREDICATE, "cond_fun")(lambda b: pa.while_loop(
 site("while_loop.checkpoints", NOT_CHECKPOINTS + ["sqrt"], "checkpoints")(
     lambda b: pa.while_loop(lambda v: False, lambda v: v, X, checkpoints=b)
 )
+NOT_INDEX = [2.5, "1", None, X, BOOLS, BX.asarray(1.5, dtype=BX.float64), True]
+NOT_BRANCHES = [[], (), None, [f_vec, 3], "f", f_vec]
+NOT_PRED = [X, 1, "s", INTS, BX.asarray(1.0, dtype=BX.float64), None]
+site("switch.index", NOT_INDEX, "index")(lambda b: pa.switch(b, [f_vec, f_vec], X))
+site("switch.branches", NOT_BRANCHES, "branches")(lambda b: pa.switch(0, b, X))
+site("cond.pred", NOT_PRED, "pred")(lambda b: pa.cond(b, f_vec, f_vec, X))
+site("cond.true_fun", NOT_CALLABLE, "true_fun")(lambda b: pa.cond(True, b, f_vec, X))
+site("checkpoint.f", NOT_CALLABLE, "f")(lambda b: pa.checkpoint(b))
+site("checkpoint.policy", ["all", 3, True, "dots"], "policy")(lambda b: pa.checkpoint(f_vec, policy=b))
 
 
 # ------------------------------------------------------------------------------ the test

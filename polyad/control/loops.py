@@ -10,6 +10,7 @@ and reverse mode stores what ``checkpoints=`` says.
 import optree
 
 import polyad.config as config
+import polyad.control.schedules as schedules
 import polyad.xp as xp
 from polyad.control.bodies import vmapped
 from polyad.control.closure import abstract_of, trace
@@ -28,14 +29,19 @@ def func_name(f):
 
 def check_checkpoints(checkpoints, max_memory, where):
     """Validate ``checkpoints=`` and ``max_memory=`` of a loop (``where`` names the call)."""
-    ok = checkpoints is None or checkpoints in ("sqrt", "auto")
-    ok = ok or (isinstance(checkpoints, int) and not isinstance(checkpoints, bool) and checkpoints >= 1)
+    ok = isinstance(checkpoints, int) and not isinstance(checkpoints, bool) and checkpoints >= 1
+    ok = ok or checkpoints is None or (isinstance(checkpoints, str) and checkpoints in ("sqrt", "auto"))
     if not ok:
         raise ValueError(f"{where}: checkpoints must be {CHECKPOINTS}, got {checkpoints!r}")
-    if max_memory is not None and checkpoints != "auto":
-        raise ValueError(
-            f"{where}: max_memory is the budget of checkpoints='auto'; got checkpoints={checkpoints!r}"
-        )
+    if max_memory is not None:
+        if checkpoints != "auto":
+            raise ValueError(
+                f"{where}: max_memory is the budget of checkpoints='auto'; got checkpoints={checkpoints!r}"
+            )
+        try:
+            schedules.parse_memory(max_memory)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}: {e}") from None
 
 
 def as_array(v, where, what):
