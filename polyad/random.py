@@ -158,12 +158,17 @@ class Generator:
         return self._draw("integers", shape, dtype, device, low, high)
 
     def _draw(self, kind, shape, dtype, device, *bounds):
-        for interp in core.active_interpreters():
+        stack = core.active_interpreters()
+        for interp in stack:
             if getattr(interp, "refuses_random", False):  # pa.jit: a draw would be a constant of the trace
                 raise RuntimeError(
                     f"pa.random.{kind} inside {interp.where}: the jitted code would replay the values drawn "
                     "while tracing at every call; draw outside the jitted function and pass the values in"
                 )
+        if stack and getattr(stack[-1], "abstract_random", False):
+            # a loop body traced for its closure: a placeholder of the draw's shape, the state untouched
+            stack[-1].drew_random = True
+            return fresh(dispatch.backend_of_device(device).xp.zeros(shape, dtype=dtype))
         levels = batch_levels()
         for interp in levels:
             if interp.randomness == "error":

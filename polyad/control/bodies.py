@@ -33,6 +33,7 @@ class BatchedBody:
             for a in body.out_avals
         ]
         self.where = body.where
+        self.draws_random = getattr(body, "draws_random", False)
 
     def __call__(self, *args):
         with new_level(BatchInterpreter, self.size, self.randomness) as interp:
@@ -65,6 +66,7 @@ class DualBody:
         avals = body.out_avals
         self.out_avals = list(avals) + [avals[k] for k in out_tangents]
         self.where = body.where
+        self.draws_random = getattr(body, "draws_random", False)
 
     def __call__(self, *args):
         primals = args[: self.n_inputs]

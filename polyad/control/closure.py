@@ -61,6 +61,7 @@ class Body:
         self.out_avals = out_avals
         self.graph = graph
         self.where = where
+        self.draws_random = getattr(graph, "draws_random", False)
 
     @property
     def n_inputs(self):

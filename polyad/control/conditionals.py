@@ -67,6 +67,7 @@ class _Branch:
         self.inner, self.n_ops, self.own = inner, n_ops, own
         self.out_avals = inner.out_avals if out_avals is None else out_avals
         self.where = inner.where
+        self.draws_random = getattr(inner, "draws_random", False)
 
     def __call__(self, *args):
         return self.inner(*args[: self.n_ops], *args[self.n_ops :][self.own])
@@ -138,6 +139,7 @@ class _Pullback:
         self.branch, self.n_values, self.n_out = branch, n_values, n_out
         self.out_avals = in_avals
         self.where = branch.where
+        self.draws_random = getattr(branch, "draws_random", False)
 
     def __call__(self, *args):
         values, cts = args[: self.n_values], args[self.n_values :]

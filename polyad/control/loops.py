@@ -193,7 +193,7 @@ def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
     for i in range(n):
         t = n - 1 - i if reverse else i
         carry, y = _checked(
-            f(carry, optree.tree_unflatten(xs_tree, [x[t] for x in xs_flat])), init_tree, where
+            f(carry, optree.tree_unflatten(xs_tree, [x[t, ...] for x in xs_flat])), init_tree, where
         )
         ys.append(y)
     if reverse:
@@ -226,7 +226,7 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
 
     Args:
         lower, upper: the range, Python ints.
-        body: ``body(i, val) -> val``; ``i`` is a 0-d integer array.
+        body: ``body(i, val) -> val``; ``i`` is a 0-d integer array (eagerly too).
         init: the initial value (a pytree of arrays).
         checkpoints, max_memory: as ``scan``'s.
 
@@ -235,7 +235,7 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
 
     Example:
         >>> import polyad as pa
-        >>> pa.fori_loop(0, 4, lambda i, v: v + i, 0)
+        >>> int(pa.fori_loop(0, 4, lambda i, v: v + i, 0))
         6
     """
     where = f"pa.fori_loop({func_name(body)})"
@@ -244,10 +244,10 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
             raise TypeError(f"{where}: {name} must be a Python int, got {v!r}")
     if not callable(body):
         raise TypeError(f"{where}: body must be callable, got {type(body).__name__}")
-    if not transform_active():
+    if not transform_active():  # i a 0-d integer array, as under a transform (and in JAX)
         val = init
         for i in range(lower, upper):
-            val = body(i, val)
+            val = body(xp.asarray(i), val)
         return val
     n = max(upper - lower, 0)
     step = _fori_step(body)
@@ -302,11 +302,11 @@ def _batched_map(f, xs, batch_size, where):
     g = vmapped(f, tree)
     parts = []
     if full:
-        blocks = [xp.reshape(x[:full], (n // batch_size, batch_size, *shape_of(x)[1:])) for x in flat]
+        blocks = [xp.reshape(x[:full, ...], (n // batch_size, batch_size, *shape_of(x)[1:])) for x in flat]
         ys = map(lambda b: g(b), optree.tree_unflatten(tree, blocks))
         parts.append(optree.tree_map(lambda y: xp.reshape(y, (full, *shape_of(y)[2:])), ys))
     if full < n:
-        parts.append(g(optree.tree_unflatten(tree, [x[full:] for x in flat])))
+        parts.append(g(optree.tree_unflatten(tree, [x[full:, ...] for x in flat])))
     if len(parts) == 1:
         return parts[0]
     return optree.tree_map(lambda a, b: xp.concat([a, b]), parts[0], parts[1])

@@ -166,6 +166,7 @@ class _JvpStep:
         self.inner, self.sizes, self.n_y = inner, sizes, n_y
         self.out_avals = self._order(inner.out_avals)
         self.where = inner.where
+        self.draws_random = getattr(inner, "draws_random", False)
 
     def _order(self, out):
         n_carry, n_ct = self.sizes[0], self.sizes[1]
@@ -191,13 +192,25 @@ def carry_bytes(carry):
 def _segment(xs, start, stop, length, reverse):
     """``xs`` for execution steps ``start..stop-1``."""
     if reverse:
-        return [getitem(x, (slice(length - stop, length - start),)) for x in xs]
-    return [getitem(x, (slice(start, stop),)) for x in xs]
+        return [getitem(x, (slice(length - stop, length - start), ...)) for x in xs]
+    return [getitem(x, (slice(start, stop), ...)) for x in xs]
 
 
 def _step_args(carry, xs, consts, i, length, reverse):
     t = _index(i, length, reverse)
     return [*carry, *[take_index(x, t) for x in xs], *consts]
+
+
+def refuse_random_recomputation(body, what, checkpoints):
+    """A body that draws random numbers cannot be run again with the same draws (polyad's generators keep
+    a state; a checkpoint stores the carry, not the generators): refuse rather than differentiate other
+    numbers than the primal pass drew."""
+    if getattr(body, "draws_random", False):
+        raise NotImplementedError(
+            f"{body.where}: the body draws random numbers (pa.random) and reverse mode with checkpoints="
+            f"{checkpoints!r} would run it again, drawing other numbers; draw them before the loop and pass "
+            f"them in xs, or use checkpoints=None (every step's recording kept: {what} runs each step once)"
+        )
 
 
 def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=None, max_memory=None,
@@ -247,7 +260,7 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         )
         last = list(head[:n_carry])
         stacks = head[n_carry + n_y :]
-        states = {s: [stk[j] for stk in stacks] for j, s in enumerate(head_saves)}
+        states = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(head_saves)}
         states[length - 1] = last
         out, pullback = recorded(body, _step_args(last, xs, consts, length - 1, length, reverse))
         carry, y_last = out[:n_carry], out[n_carry:]
@@ -266,7 +279,9 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
     ct_carry = list(g[:n_carry])
     ct_ys = list(g[n_carry : n_carry + n_y])
-    ct_saved = {s: [stk[j] for stk in g[n_carry + n_y :]] for j, s in enumerate(save)} if save else {}
+    ct_saved = (
+        {s: [take_index(stk, j) for stk in g[n_carry + n_y :]] for j, s in enumerate(save)} if save else {}
+    )
     ct_consts = [None] * len(consts)
     ct_x_steps = [None] * length
     mode, data, extra = residuals

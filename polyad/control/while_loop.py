@@ -21,9 +21,9 @@ import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, recorded
 from polyad.control.closure import abstract_of, trace
 from polyad.control.loops import as_array, check_checkpoints, func_name
-from polyad.control.scan import SCAN, carry_bytes
+from polyad.control.scan import SCAN, carry_bytes, refuse_random_recomputation
 from polyad.core import Op, Tensor, bind, transform_active
-from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, reshape, stack, where
+from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, reshape, stack, take_index, where
 from polyad.ops.common import ShapeDtype, dtype_name, is_floating, ndim_of, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.reductions import any as any_of
@@ -132,6 +132,7 @@ class _BatchedStep:
         self.c_dims, self.b_dims, self.size, self.randomness = c_dims, b_dims, size, randomness
         self.out_avals = None  # the carry's: set by the rule
         self.where = body.where
+        self.draws_random = getattr(body, "draws_random", False)
 
     def __call__(self, *args):
         n = self.n_carry
@@ -197,6 +198,7 @@ class _PrimalCond:
         self.cond, self.n_carry, self.n_tangents = cond, n_carry, n_tangents
         self.out_avals = cond.out_avals
         self.where = cond.where
+        self.draws_random = getattr(cond, "draws_random", False)
 
     def __call__(self, *args):
         n = self.n_carry
@@ -254,6 +256,7 @@ class _JvpWhileStep:
         self.inner, self.sizes = inner, (n_carry, n_ct, n_b, n_bt)
         self.out_avals = inner.out_avals
         self.where = inner.where
+        self.draws_random = getattr(inner, "draws_random", False)
 
     def __call__(self, *args):
         n_carry, n_ct, n_b, n_bt = self.sizes
@@ -274,6 +277,7 @@ class _AsScanBody:
 
     def __init__(self, body):
         self.body, self.out_avals, self.where = body, body.out_avals, body.where
+        self.draws_random = getattr(body, "draws_random", False)
 
     def __call__(self, *args):
         return self.body(*args)
@@ -299,6 +303,7 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
             "pa.while_loop: reverse mode of the reverse pass of a while loop (jacrev of jacrev, hessian by "
             "reverse over reverse) is not supported; use forward over reverse (pa.hessian, pa.jacfwd of grad)"
         )
+    refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry])
     outs = bind(
         WHILE,
@@ -346,7 +351,8 @@ def reverse_sweep(args, *, body, n_carry, n_closure, slots, checkpoints, max_mem
     closure = list(args[2 * n_carry : 2 * n_carry + n_closure])
     count, index, *stacks = args[2 * n_carry + n_closure :]
     length = int(count)
-    stored = {int(s): [stk[j] for stk in stacks] for j, s in enumerate(index) if int(s) >= 0}
+    steps = [int(take_index(index, j)) for j in range(shape_of(index)[0])]
+    stored = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
     schedule = schedules.OnlineSchedule(_schedule_slots(slots))
     for i in range(length):  # the primal pass's decisions again (no body runs): the same stored steps
         schedule.before_step(i)

@@ -155,6 +155,8 @@ def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None, lift_
         if lift_all:
             _lifting.tracers.append(interp)
             add_hook(_lift_hook)
+            # a body run once per step may draw random numbers: here a placeholder, the state untouched
+            interp.refuses_random, interp.abstract_random, interp.drew_random = False, True, False
         try:
             out = func(*optree.tree_unflatten(in_tree, ins))
             out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
@@ -167,4 +169,5 @@ def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None, lift_
     if interp.lifted:
         in_tree = optree.tree_structure(tuple(range(len(inputs))))
     graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
+    graph.draws_random = getattr(interp, "drew_random", False)  # (lift_all) the function draws numbers
     return graph, [t for t, _ in interp.lifted]

@@ -1,0 +1,364 @@
+"""Loops and conditionals as ops (polyad/control/): each equals the Python loop (or branch) it describes,
+unrolled, under every transform and their nestings, to 1e-12; reverse mode runs the body exactly as often
+as the checkpoint schedule says; the closed-over parameter of a body gets its gradient."""
+
+import math
+
+import numpy as np
+import pytest
+from helpers import assert_close
+
+import polyad as pa
+from polyad.control import schedules
+
+xp = pa.xp
+TOL = dict(rtol=1e-12, atol=1e-12)
+
+
+def arr(values):
+    """A float64 array of the backend under test."""
+    return xp.asarray(np.asarray(values, dtype=np.float64).tolist(), dtype=xp.float64)
+
+
+XS = arr([[0.3, -0.2], [0.11, 0.4], [-0.5, 0.25], [0.7, -0.1], [0.05, 0.2], [-0.3, -0.6]])
+
+
+# ------------------------------------------------------------------------------ a model, two ways
+
+
+def step(params, carry, x):
+    """One step of a small recurrent model: a dict carry, a closed-over parameter pair."""
+    w, b = params
+    h = xp.tanh(w * carry["h"] + x * b)
+    s = carry["s"] + xp.sum(h * h)
+    return {"h": h, "s": s}, xp.sin(h) * w
+
+
+def scanned(params, xs=XS, **kw):
+    init = {"h": arr([0.1, -0.2]), "s": xp.asarray(0.0)}
+    carry, ys = pa.scan(lambda c, x: step(params, c, x), init, xs, **kw)
+    return carry["s"] + xp.sum(ys * ys) + xp.sum(carry["h"])
+
+
+def unrolled(params, xs=XS, reverse=False):
+    carry = {"h": arr([0.1, -0.2]), "s": xp.asarray(0.0)}
+    ys = []
+    order = range(xs.shape[0] - 1, -1, -1) if reverse else range(xs.shape[0])
+    for t in order:
+        carry, y = step(params, carry, xs[t, ...])
+        ys.append(y)
+    return carry["s"] + sum(xp.sum(y * y) for y in ys) + xp.sum(carry["h"])
+
+
+def loss(w):  # a function of one array, for the Jacobian transforms
+    return scanned((w[0], w[1]))
+
+
+def loss_ref(w):
+    return unrolled((w[0], w[1]))
+
+
+W = arr([0.8, -0.6])
+
+
+@pytest.mark.parametrize("checkpoints", [None, 1, 2, 4, "sqrt", "auto"])
+def test_scan_equals_the_unrolled_loop_under_every_transform(checkpoints):
+    f = lambda w: scanned((w[0], w[1]), checkpoints=checkpoints)  # noqa: E731
+    assert_close(f(W), loss_ref(W), **TOL)
+    assert_close(pa.grad(f)(W), pa.grad(loss_ref)(W), **TOL)
+    out, pull = pa.vjp(f, W)
+    assert_close(pull(xp.asarray(2.0))[0], 2.0 * pa.grad(loss_ref)(W), **TOL)
+    t = arr([0.3, -1.1])
+    assert_close(pa.jvp(f, (W,), (t,))[1], pa.jvp(loss_ref, (W,), (t,))[1], **TOL)
+    assert_close(pa.hessian(f)(W), pa.hessian(loss_ref)(W), **TOL)
+    assert_close(pa.jacrev(pa.jacrev(f))(W), pa.hessian(loss_ref)(W), **TOL)
+    assert_close(pa.jacfwd(pa.jacfwd(f))(W), pa.hessian(loss_ref)(W), **TOL)
+    batch = xp.stack([W, W * 0.5, -W])
+    assert_close(pa.vmap(f)(batch), pa.vmap(loss_ref)(batch), **TOL)
+    assert_close(pa.vmap(pa.grad(f))(batch), pa.vmap(pa.grad(loss_ref))(batch), **TOL)
+    assert_close(pa.jacrev(pa.vmap(f))(batch), pa.jacrev(pa.vmap(loss_ref))(batch), **TOL)
+
+
+def test_scan_xs_and_init_derivatives_reverse_and_length():
+    p = (xp.asarray(0.9), xp.asarray(0.4))
+    for reverse in (False, True):
+
+        def f(xs, init, reverse=reverse):
+            carry, ys = pa.scan(lambda c, x: step(p, c, x), init, xs, reverse=reverse, checkpoints=2)
+            return carry["s"] + xp.sum(ys * ys) + xp.sum(carry["h"])
+
+        def ref(xs, init, reverse=reverse):
+            carry, ys = init, []
+            order = range(xs.shape[0] - 1, -1, -1) if reverse else range(xs.shape[0])
+            for t in order:
+                carry, y = step(p, carry, xs[t, ...])
+                ys.append(y)
+            return carry["s"] + sum(xp.sum(y * y) for y in ys) + xp.sum(carry["h"])
+
+        init = {"h": arr([0.1, -0.2]), "s": xp.asarray(0.5)}
+        assert_close(f(XS, init), ref(XS, init), **TOL)
+        g, r = pa.grad(f, argnums=(0, 1))(XS, init), pa.grad(ref, argnums=(0, 1))(XS, init)
+        assert_close(g[0], r[0], **TOL)
+        assert_close(g[1]["h"], r[1]["h"], **TOL)
+        assert_close(g[1]["s"], r[1]["s"], **TOL)
+    # ys keep the order of xs when reverse=True, as in JAX
+    _, ys = pa.scan(lambda c, x: (c + x, c + x), xp.asarray(0.0), arr([1.0, 2.0, 3.0]), reverse=True)
+    assert_close(ys, arr([6.0, 5.0, 3.0]), **TOL)
+    carry, ys = pa.scan(lambda c, x: (c * 2.0, None), xp.asarray(1.0), length=5)
+    assert float(carry) == 32.0 and ys is None
+    carry, ys = pa.scan(lambda c, x: (c, x * 2.0), xp.asarray(1.0), xp.zeros((0, 3)))
+    assert tuple(ys.shape) == (0, 3)
+
+
+def test_closed_over_parameter_with_an_undifferentiated_carry():
+    # pytorch/pytorch#184528: c_t = a c_{t-1} + x_t; the carry's start is a constant, the closed-over a
+    # is differentiated: loss = sum_t c_t + c_T, at a = 0.7: 1.542352 and d loss / d a = 4.26724
+    xs = arr([0.11, -0.37, 0.23, 0.41, -0.19])
+
+    def f(a, checkpoints):
+        carry, ys = pa.scan(lambda c, x: (a * c + x, a * c + x), xp.asarray(0.5), xs, checkpoints=checkpoints)
+        return xp.sum(ys) + carry
+
+    for checkpoints in (None, 1, 2, "sqrt"):
+        assert abs(float(f(xp.asarray(0.7), checkpoints)) - 1.542352) < 1e-12
+        assert abs(float(pa.grad(f)(xp.asarray(0.7), checkpoints)) - 4.26724) < 1e-12
+
+
+@pytest.mark.parametrize(
+    "length,slots", [(1, 1), (2, 1), (7, 1), (10, 3), (30, 4), (100, 5), (64, 6), (200, 10)]
+)
+def test_recomputations_follow_the_binomial_schedule(length, slots):
+    calls = [0]
+
+    def f(a):
+        def body(c, x):
+            calls[0] += 1
+            return a * c + x, None
+
+        carry, _ = pa.scan(body, xp.asarray(0.5), xp.linspace(0.0, 1.0, length), checkpoints=slots)
+        return carry
+
+    pa.grad(f)(xp.asarray(0.9))
+    r = 0
+    while math.comb(slots + r, slots) < length:
+        r += 1
+    p = r * length - math.comb(slots + r, slots + 1)
+    if slots >= length - 1:
+        p = length - 1  # every state stored: the primal sweep's advances only
+    assert p == schedules.binomial_steps(length, min(slots, length))
+    # the turns (length), the advances (p), and the one abstract trace that finds the body's closure
+    assert calls[0] == length + p + 1
+
+
+def test_issue_figure_for_ten_thousand_steps():
+    assert schedules.binomial_steps(10_000, 10) == 57_624
+
+
+def test_checkpoint_none_recomputes_nothing_and_sqrt_at_most_two_sweeps():
+    # advances beyond the turns: none with every step stored; at most two sweeps (2 per step) with "sqrt"
+    for checkpoints, most in ((None, 0), ("sqrt", 2 * 99)):
+        calls = [0]
+
+        def f(a, calls=calls, checkpoints=checkpoints):
+            def body(c, x):
+                calls[0] += 1
+                return a * c + x, None
+
+            return pa.scan(body, xp.asarray(0.5), xp.linspace(0.0, 1.0, 100), checkpoints=checkpoints)[0]
+
+        pa.grad(f)(xp.asarray(0.9))
+        assert calls[0] - 100 - 1 <= most  # the turns (100), the trace, the advances
+
+
+# ------------------------------------------------------------------------------ fori_loop, map
+
+
+def test_fori_loop_and_map():
+    def f(a):
+        return pa.fori_loop(
+            0, 6, lambda i, v: v * a + xp.astype(i, v.dtype) * 0.1, xp.asarray(1.0), checkpoints=2
+        )
+
+    def ref(a):
+        v = xp.asarray(1.0)
+        for i in range(6):
+            v = v * a + i * 0.1
+        return v
+
+    a = xp.asarray(0.9)
+    assert_close(f(a), ref(a), **TOL)
+    assert_close(pa.grad(f)(a), pa.grad(ref)(a), **TOL)
+    assert_close(pa.jvp(f, (a,), (xp.asarray(1.0),))[1], pa.grad(ref)(a), **TOL)
+    xs = xp.reshape(xp.linspace(0.0, 1.0, 21), (7, 3))
+    g = lambda x: xp.sum(xp.sin(x) * x)  # noqa: E731
+    for batch_size in (None, 2, 3, 7):
+        assert_close(pa.map(g, xs, batch_size=batch_size), pa.vmap(g)(xs), **TOL)
+    assert_close(
+        pa.grad(lambda v: xp.sum(pa.map(g, v, batch_size=2)))(xs),
+        pa.grad(lambda v: xp.sum(pa.vmap(g)(v)))(xs),
+        **TOL,
+    )
+
+
+# ------------------------------------------------------------------------------ while_loop
+
+
+def newton_sqrt(a, **kw):
+    return pa.while_loop(lambda x: xp.abs(x * x - a) > 1e-12, lambda x: 0.5 * (x + a / x), a, **kw)
+
+
+def newton_sqrt_ref(a):
+    x = a
+    while abs(float(x * x - a)) > 1e-12:
+        x = 0.5 * (x + a / x)
+    return x
+
+
+@pytest.mark.parametrize("checkpoints", [None, 1, 2, 3, "auto"])
+def test_while_loop_equals_the_python_loop(checkpoints):
+    a = xp.asarray(2.0)
+    f = lambda a: newton_sqrt(a, checkpoints=checkpoints)  # noqa: E731
+    assert_close(f(a), newton_sqrt_ref(a), **TOL)
+    assert_close(pa.grad(f)(a), pa.grad(newton_sqrt_ref)(a), **TOL)
+    assert_close(pa.jvp(f, (a,), (xp.asarray(1.0),))[1], pa.grad(newton_sqrt_ref)(a), **TOL)
+    assert_close(pa.hessian(f)(a), pa.hessian(newton_sqrt_ref)(a), **TOL)
+    batch = arr([2.0, 9.0, 1e4, 0.25])  # each example stops at its own step
+    assert_close(pa.vmap(f)(batch), xp.stack([newton_sqrt_ref(v) for v in batch]), **TOL)
+    assert_close(pa.vmap(pa.grad(f))(batch), xp.stack([pa.grad(newton_sqrt_ref)(v) for v in batch]), **TOL)
+    assert_close(
+        pa.grad(lambda v: xp.sum(pa.vmap(f)(v)))(batch),
+        xp.stack([pa.grad(newton_sqrt_ref)(v) for v in batch]),
+        **TOL,
+    )
+
+
+def test_while_loop_with_a_closure_and_a_pytree_carry():
+    k = xp.asarray(0.3)
+
+    def f(k):
+        def body(c):
+            return {"x": c["x"] * (1.0 - k) + k, "n": c["n"] + 1}
+
+        out = pa.while_loop(
+            lambda c: c["n"] < 12, body, {"x": xp.asarray(5.0), "n": xp.asarray(0)}, checkpoints=3
+        )
+        return out["x"]
+
+    def ref(k):
+        x = xp.asarray(5.0)
+        for _ in range(12):
+            x = x * (1.0 - k) + k
+        return x
+
+    assert_close(f(k), ref(k), **TOL)
+    assert_close(pa.grad(f)(k), pa.grad(ref)(k), **TOL)
+    assert_close(
+        pa.vmap(pa.grad(f))(arr([0.1, 0.3])), xp.stack([pa.grad(ref)(v) for v in arr([0.1, 0.3])]), **TOL
+    )
+
+
+# ------------------------------------------------------------------------------ cond, switch
+
+
+def branchy(x, k):
+    return pa.cond(xp.sum(x) > 0, lambda v: xp.sin(v) * k, lambda v: v * v * k, x)
+
+
+def branchy_ref(x, k):
+    return xp.sin(x) * k if bool(xp.sum(x) > 0) else x * x * k
+
+
+def test_cond_equals_the_python_branch():
+    k = xp.asarray(2.0)
+    rows = [arr([0.3, -0.1]), arr([-0.5, 0.1]), arr([1.0, 1.0])]
+    for x in rows:
+        f = lambda v: xp.sum(branchy(v, k))  # noqa: E731
+        r = lambda v: xp.sum(branchy_ref(v, k))  # noqa: E731
+        assert_close(f(x), r(x), **TOL)
+        assert_close(pa.grad(f)(x), pa.grad(r)(x), **TOL)
+        assert_close(pa.hessian(f)(x), pa.hessian(r)(x), **TOL)
+        assert_close(pa.jacrev(pa.jacrev(f))(x), pa.hessian(r)(x), **TOL)
+        assert_close(
+            pa.grad(lambda k, x=x: xp.sum(branchy(x, k)))(k),
+            pa.grad(lambda k, x=x: xp.sum(branchy_ref(x, k)))(k),
+            **TOL,
+        )
+    batch = xp.stack(rows)  # a batched predicate: each example its own branch
+    assert_close(pa.vmap(lambda v: branchy(v, k))(batch), xp.stack([branchy_ref(v, k) for v in rows]), **TOL)
+    assert_close(
+        pa.vmap(pa.grad(lambda v: xp.sum(branchy(v, k))))(batch),
+        xp.stack([pa.grad(lambda v: xp.sum(branchy_ref(v, k)))(v) for v in rows]),
+        **TOL,
+    )
+
+
+def test_switch_clamps_its_index_and_batches_it():
+    branches = [lambda v: v * 2.0, lambda v: xp.sin(v), lambda v: -v]
+    x = xp.asarray(0.7)
+    for i, ref in ((-3, 2.0 * 0.7), (1, math.sin(0.7)), (9, -0.7)):
+        assert abs(float(pa.switch(i, branches, x)) - ref) < 1e-15
+    idx = xp.asarray([0, 1, 2, 5, -1])
+    xs = arr([1.0, 2.0, 3.0, 4.0, 5.0])
+    out = pa.vmap(lambda i, v: pa.switch(i, branches, v))(idx, xs)
+    assert_close(out, arr([2.0, math.sin(2.0), -3.0, -4.0, 10.0]), **TOL)
+    g = pa.grad(lambda v: xp.sum(pa.vmap(lambda i, v: pa.switch(i, branches, v))(idx, v)))(xs)
+    assert_close(g, arr([2.0, math.cos(2.0), -1.0, -1.0, 2.0]), **TOL)
+    with pytest.raises(TypeError, match="the branches must return the same types"):
+        pa.grad(lambda v: xp.sum(pa.switch(0, [lambda u: u, lambda u: u[:1]], v)))(xs)
+
+
+# ------------------------------------------------------------------------------ checkpoint
+
+
+def test_checkpoint_recomputes_and_replays_random_draws():
+    calls = [0]
+
+    def layer(v):
+        calls[0] += 1
+        noise = pa.random.normal(size=v.shape, dtype=v.dtype)
+        return xp.tanh(v + 0.1 * noise) * 2.0
+
+    x = arr([0.3, -0.4, 1.2])
+    pa.random.seed(7)
+    g = pa.grad(lambda v: xp.sum(pa.checkpoint(layer)(pa.checkpoint(layer)(v))))(x)
+    pa.random.seed(7)
+    ref = pa.grad(lambda v: xp.sum(layer(layer(v))))(x)
+    assert_close(g, ref, **TOL)
+    assert calls[0] == 2 * 3 + 2  # each checkpointed call: traced, run, run again; then the reference's
+    assert_close(pa.jvp(pa.checkpoint(xp.sin), (x,), (x,))[1], xp.cos(x) * x, **TOL)
+    assert_close(pa.vmap(pa.checkpoint(xp.sin))(xp.stack([x, x])), xp.sin(xp.stack([x, x])), **TOL)
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def test_reverse_mode_of_a_long_scan_stays_within_its_checkpoints():
+    # the state is 200 KB; 400 steps stored would be 80 MB: with 8 checkpoints the backward pass holds a
+    # few states (checkpoints, the working state, cotangents, one step's recording), whatever the length
+    import tracemalloc
+
+    n = 25_000
+    u0 = xp.linspace(0.0, 1.0, n)
+
+    def f(k, steps, checkpoints):
+        def body(u, _):
+            return u + 0.1 * k * (xp.roll(u, 1) + xp.roll(u, -1) - 2.0 * u) - 0.01 * u**3, None
+
+        u, _ = pa.scan(body, u0, length=steps, checkpoints=checkpoints)
+        return xp.sum(u * u)
+
+    def peak(steps, checkpoints):
+        tracemalloc.start()
+        try:
+            pa.grad(f)(xp.asarray(0.5), steps, checkpoints)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    state = n * 8
+    if pa.get_backend() != "numpy":
+        pytest.skip("tracemalloc sees NumPy's allocations only")
+    short, long = peak(50, 8), peak(400, 8)
+    assert long < 40 * state  # bounded by the checkpoints, not by the 400 steps
+    assert long < short + 10 * state  # and it does not grow with the length
+    assert peak(400, None) > 400 * state  # storing every step grows with it
