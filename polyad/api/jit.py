@@ -106,6 +106,21 @@ def _str_tuple(value, name):
     return names
 
 
+def _pipeline(optimized, backend):
+    """``(fused graph, compiled code)`` of an optimised graph: fusion, then the bodies of its loops compiled
+    by this same pipeline, then in-place reuse of dead buffers last (the passes before it do not know
+    in-place ops), then code."""
+    fused = compiler.fuse(optimized, backend.name)
+    fused = compiler.compile_bodies(fused, lambda body: _compile_body(body, backend))
+    fused = compiler.reuse_buffers(fused, backend.name)
+    return fused, fused.compile(backend.name)
+
+
+def _compile_body(graph, backend):
+    _, compiled = _pipeline(compiler.optimize(graph), backend)
+    return lambda *args: compiled.fn(*args)  # the flat arguments as they come: no tree, checked once
+
+
 class _Entry:
     """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
     compiled fused graph (for raw arrays) and the structure of the outputs."""
@@ -390,9 +405,7 @@ class Jitted:
         optimized = compiler.optimize(graph)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
             return _Entry(graph, optimized, None, None, lifted)
-        # in-place reuse of dead buffers comes last: the passes before it do not know in-place ops
-        fused = compiler.reuse_buffers(compiler.fuse(optimized, backend.name), backend.name)
-        compiled = fused.compile(backend.name)
+        fused, compiled = _pipeline(optimized, backend)
         return _Entry(graph, optimized, fused, compiled)
 
     def _leaf_label(self, args, kwargs, tree, i):

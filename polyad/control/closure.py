@@ -82,8 +82,42 @@ class Body:
             flat = [stand_ins.get(id(o), o) for o in flat]
         return [o._value if type(o) is FreshTensor else o for o in flat]
 
+    def compile_with(self, compile_fn):
+        """This body run by compiled code: ``compile_fn(graph)`` (``pa.jit``'s pipeline) turns the traced
+        graph, whose inputs are the body's and then its closure's, into a function of the same flat
+        arguments ``__call__`` takes. A body without a graph, or that draws random numbers, stays."""
+        if self.graph is None or self.draws_random:
+            return self
+        return CompiledBody(self, compile_fn(self.graph))
+
     def __repr__(self):
         return f"Body({self.where}, {len(self.closures)} closed-over value(s))"
+
+
+class CompiledBody:
+    """A ``Body`` whose steps run its compiled graph (``Body.compile_with``): same arguments, same
+    outputs. Compiled code takes backend arrays; on a transform's tensors (a compiled gradient's backward
+    pass records the steps it runs again) the body runs as a ``Body``."""
+
+    graph = None
+    draws_random = False
+
+    def __init__(self, body, fn):
+        self.body, self.fn = body, fn
+        self.closures, self.out_avals, self.where = body.closures, body.out_avals, body.where
+
+    def __call__(self, *args):
+        raw = []
+        for a in args:
+            if isinstance(a, Tensor):
+                if type(a) is not FreshTensor:
+                    return self.body(*args)
+                a = a._value
+            raw.append(a)
+        return list(self.fn(*raw))
+
+    def __repr__(self):
+        return f"CompiledBody({self.where})"
 
 
 def trace(fn, example, where):

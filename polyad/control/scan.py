@@ -21,7 +21,8 @@ import math
 
 import polyad.control.schedules as schedules
 from polyad.control.bodies import BatchedBody, DualBody, recorded
-from polyad.core import Op, bind
+from polyad.control.schedules import Free, Restore, Store, Turn
+from polyad.core import Op, active_interpreters, bind
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
 from polyad.ops.fills import zeros, zeros_like
@@ -213,54 +214,55 @@ def refuse_random_recomputation(body, what, checkpoints):
         )
 
 
+def _captured():
+    """Whether a capture (``pa.jit``'s tracing, ``make_graph``) records below this level: its graph must
+    hold the backward sweep as one op, so the sweep takes no Python closure (the last step's recording)
+    with it and the primal pass runs every step in one scan."""
+    return any(not interp.transforms_bodies for interp in active_interpreters()[:-1])
+
+
 def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=None, max_memory=None,
                  save=(), keep_ys=True, **params):  # fmt: skip
     """The primal pass under reverse mode: ``(outputs, residuals)``. ``checkpoints=None`` keeps every
     step's recording; otherwise the plan's checkpoints are saved by one scan of ``length - 1`` steps and
-    the last step is recorded (it is the reverse sweep's first turn)."""
+    the last step is recorded (it is the reverse sweep's first turn). Under a capture, every state is a
+    checkpoint of one scan of ``length`` steps and nothing is recorded (see ``_captured``)."""
     carry, xs, consts = _split(primals, n_carry, n_xs)
     loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
-    if length == 0:
-        outs = bind(SCAN, *primals, length=0, n_carry=n_carry, n_xs=n_xs, save=save, keep_ys=keep_ys, **loop)
-        return outs, ("steps", [], None)
-    if checkpoints is None:
-        states, ys, pullbacks = {}, [], []
-        for i in range(length):
-            states[i] = carry
-            out, pullback = recorded(body, _step_args(carry, xs, consts, i, length, reverse))
-            carry, y = out[:n_carry], out[n_carry:]
-            ys.append(y)
-            pullbacks.append(pullback)
-        if reverse:
-            ys.reverse()
-        stacked = _stack_steps(ys, body.out_avals[n_carry:], length, carry[0] if carry else None)
-        residuals = ("steps", pullbacks, None)
+    captured = _captured()
+    if length == 0 or (checkpoints is None and not captured):
+        return _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_ys, save)
+    if checkpoints is not None:
+        refuse_random_recomputation(body, "pa.scan", checkpoints)
+    plan = schedules.plan(
+        length,
+        length if checkpoints is None else checkpoints,
+        carry_bytes=carry_bytes(carry),
+        max_memory=max_memory,
+        reserved_bytes=2 * carry_bytes(carry),
+    )
+    stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
+    run = length if captured else length - 1
+    saves = tuple(sorted((stores | set(save) | ({length - 1} if captured else set())) - {run}))
+    head = bind(
+        SCAN,
+        *carry,
+        *_segment(xs, 0, run, length, reverse),
+        *consts,
+        length=run,
+        n_carry=n_carry,
+        n_xs=n_xs,
+        save=saves,
+        keep_ys=keep_ys,
+        **loop,
+    )
+    stacks = head[n_carry + n_y :]
+    states = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(saves)}
+    if captured:
+        carry, stacked, pullback = head[:n_carry], head[n_carry : n_carry + n_y], None
     else:
-        plan = schedules.plan(
-            length,
-            checkpoints,
-            carry_bytes=carry_bytes(carry),
-            max_memory=max_memory,
-            reserved_bytes=2 * carry_bytes(carry),
-        )
-        stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
-        head_saves = tuple(sorted((stores | set(save)) - {length - 1}))
-        head = bind(
-            SCAN,
-            *carry,
-            *_segment(xs, 0, length - 1, length, reverse),
-            *consts,
-            length=length - 1,
-            n_carry=n_carry,
-            n_xs=n_xs,
-            save=head_saves,
-            keep_ys=keep_ys,
-            **loop,
-        )
         last = list(head[:n_carry])
-        stacks = head[n_carry + n_y :]
-        states = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(head_saves)}
         states[length - 1] = last
         out, pullback = recorded(body, _step_args(last, xs, consts, length - 1, length, reverse))
         carry, y_last = out[:n_carry], out[n_carry:]
@@ -268,15 +270,62 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         for ys_head, y in zip(head[n_carry : n_carry + n_y], y_last):
             y = stack([y])
             stacked.append(concat([y, ys_head]) if reverse else concat([ys_head, y]))
-        residuals = ("plan", plan, ({s: states[s] for s in stores}, pullback))
+    kept = tuple(sorted(stores | ({length - 1} if captured else set())))
+    if kept == saves:  # the scan's own stacks are the checkpoints
+        checkpoint_stacks = list(stacks)
+    else:
+        checkpoint_stacks = [stack([states[s][k] for s in kept]) for k in range(n_carry)] if kept else []
     saved = [stack([states[s][k] for s in save]) for k in range(n_carry)] if save else []
+    residuals = ("plan", plan, kept, checkpoint_stacks, pullback)
     return (*carry, *(stacked if keep_ys else ()), *saved), residuals
+
+
+def _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_ys, save):
+    """``checkpoints=None``: every step run at a new reverse level, its recording kept for the backward
+    pass (nothing run again)."""
+    states, ys, pullbacks = {}, [], []
+    for i in range(length):
+        states[i] = carry
+        out, pullback = recorded(body, _step_args(carry, xs, consts, i, length, reverse))
+        carry, y = out[:n_carry], out[n_carry:]
+        ys.append(y)
+        pullbacks.append(pullback)
+    if reverse:
+        ys.reverse()
+    stacked = (
+        _stack_steps(ys, body.out_avals[n_carry:], length, carry[0] if carry else None) if keep_ys else []
+    )
+    saved = [stack([states[s][k] for s in save]) for k in range(n_carry)] if save else []
+    return (*carry, *stacked, *saved), ("steps", pullbacks)
 
 
 def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save=(), keep_ys=True,
          checkpoints=None, max_memory=None, **params):  # fmt: skip
-    carry, xs, consts = _split(primals, n_carry, n_xs)
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
+    sweep = dict(body=body, length=length, reverse=reverse, n_carry=n_carry, n_xs=n_xs, n_y=n_y, save=save)
+    if residuals[0] == "steps":
+        cts = reverse_sweep((*g, *primals), pullbacks=residuals[1], **sweep)
+    else:
+        _, plan, kept, stacks, pullback = residuals
+        loop = dict(checkpoints=checkpoints, max_memory=max_memory, **params)
+        cts = bind(
+            SCAN_REVERSE, *g, *primals, *stacks, plan=plan, kept=kept, last=pullback, loop=loop, **sweep
+        )
+    return tuple(c if is_floating(p) else None for c, p in zip(cts, primals))
+
+
+def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pullbacks=None, plan=None,
+                  kept=(), last=None, loop=None):  # fmt: skip
+    """A scan's backward pass on whatever its arguments are: the output cotangents (carry, ys, the
+    checkpoints an enclosing rule asked for), the primals (carry, xs, closure) and, with a ``plan``, the
+    stored states (one stack per carry leaf, the steps ``kept``). ``pullbacks``: every step's recording
+    (``checkpoints=None``); ``last``: the last step's, or None to run it again. Returns the cotangents of
+    the primals."""
+    n_g = n_carry + n_y + (n_carry if save else 0)
+    g, primals = args[:n_g], args[n_g:]
+    n_in = len(primals) - (n_carry if plan is not None and kept else 0)  # then the stored states' stacks
+    carry, xs, consts = _split(primals[:n_in], n_carry, n_xs)
+    stacks = primals[n_in:]
     ct_carry = list(g[:n_carry])
     ct_ys = list(g[n_carry : n_carry + n_y])
     ct_saved = (
@@ -284,7 +333,6 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
     )
     ct_consts = [None] * len(consts)
     ct_x_steps = [None] * length
-    mode, data, extra = residuals
 
     def turn(i, pullback):
         nonlocal ct_carry
@@ -298,54 +346,52 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
         if i in ct_saved:  # the carry before step i is also an output (an enclosing rule's checkpoint)
             ct_carry = [b if a is None else add(a, b) for a, b in zip(ct_carry, ct_saved[i])]
 
-    if mode == "steps":
+    if pullbacks is not None:
         for i in range(length - 1, -1, -1):
-            turn(i, data[i])
+            turn(i, pullbacks[i])
     else:
-        slots, last_pullback = extra
-        slots, working = dict(slots), None
-        loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
-        for action in data.reverse():
+        slots = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(kept)}
+        # the primal pass ends with x_{length-1} as the working state: the first turn's (stored under a
+        # capture, which keeps no recording of the last step)
+        working = slots.get(length - 1) if last is None else None
+        for action in plan.reverse():
             kind = type(action)
-            if kind is schedules.Turn:
-                if action.step == length - 1:
-                    turn(action.step, last_pullback)
-                    last_pullback = None
+            if kind is Turn:
+                if action.step == length - 1 and last is not None:
+                    pullback, last = last, None
                 else:
                     _, pullback = recorded(
                         body, _step_args(working, xs, consts, action.step, length, reverse)
                     )
-                    turn(action.step, pullback)
+                turn(action.step, pullback)
                 working = None
-            elif kind is schedules.Restore:
+            elif kind is Restore:
                 working = slots[action.step]
-            elif kind is schedules.Store:
+            elif kind is Store:
                 slots[action.step] = working
-            elif kind is schedules.Free:
-                del slots[action.step]
+            elif kind is Free:
+                slots.pop(action.step, None)
             else:  # Advance
                 a, b = action
-                working = list(
-                    bind(
-                        SCAN,
-                        *working,
-                        *_segment(xs, a, b, length, reverse),
-                        *consts,
-                        length=b - a,
-                        n_carry=n_carry,
-                        n_xs=n_xs,
-                        keep_ys=False,
-                        **loop,
-                    )[:n_carry]
-                )
+                segment = _segment(xs, a, b, length, reverse)
+                advanced = bind(SCAN, *working, *segment, *consts, body=body, length=b - a, reverse=reverse,
+                                n_carry=n_carry, n_xs=n_xs, keep_ys=False, **loop)  # fmt: skip
+                working = list(advanced[:n_carry])
     ct_xs = []
     for k, x in enumerate(xs):
         if not is_floating(x) or length == 0:
-            ct_xs.append(None)
+            ct_xs.append(zeros_like(x))
             continue
         steps = [zeros_like(take_index(x, 0)) if s is None or s[k] is None else s[k] for s in ct_x_steps]
         ct_xs.append(stack(steps))
-    return (*ct_carry, *ct_xs, *ct_consts)
+    # an op's outputs are arrays: zeros where an input has no cotangent (the rule gives None there)
+    return tuple(zeros_like(v) if c is None else c for c, v in zip((*ct_carry, *ct_xs, *ct_consts), primals))
+
+
+def _reverse_abstract(xp_, *avals, n_carry, n_xs, n_y, save, plan, kept, **params):
+    n_g = n_carry + n_y + (n_carry if save else 0)
+    primals = avals[n_g : len(avals) - (n_carry if kept else 0)]
+    return tuple(ShapeDtype(a.shape, a.dtype, getattr(a, "device", None)) for a in primals)
 
 
 def _or_zero(c, like):
@@ -353,6 +399,16 @@ def _or_zero(c, like):
 
 
 _vjp.forward = _vjp_forward
+
+# the backward pass of a scan with checkpoints as one op: its kernel replays the schedule on concrete
+# values; transforms of it replay the same sweep on their own tensors; a capture holds it as one node
+SCAN_REVERSE = Op(
+    "scan_reverse",
+    lambda xp_, *args, **params: reverse_sweep(args, **params),
+    multiple_results=True,
+    higher_order=lambda *args, **params: reverse_sweep(args, **params),
+    abstract_eval=_reverse_abstract,
+)
 
 
 SCAN = Op(

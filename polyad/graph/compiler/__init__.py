@@ -5,12 +5,14 @@ zeros and ones, algebraic simplification), ``fuse(graph, backend) -> Graph`` (``
 element-wise groups become one node each, whose op carries a kernel per device) and
 ``reuse_buffers(graph, backend) -> Graph`` (``buffers.py``: large element-wise results written into dead
 buffers with ``out=``) each return a new graph that computes the same values; ``codegen.py`` turns a graph
-into straight-line code (``Graph.compile``). The passes read only the IR (``polyad.graph.ir``) and build
+into straight-line code (``Graph.compile``); ``compile_bodies`` (``bodies.py``) compiles the bodies of
+a graph's loops with the same pipeline. The passes read only the IR (``polyad.graph.ir``) and build
 their results with ``Graph.replace``. Formerly ``polyad.compiler``, a name that still works.
 """
 
+from polyad.graph.compiler.bodies import compile_bodies
 from polyad.graph.compiler.buffers import reuse_buffers
 from polyad.graph.compiler.fusion import fuse
 from polyad.graph.compiler.optimize import optimize
 
-__all__ = ["fuse", "optimize", "reuse_buffers"]
+__all__ = ["compile_bodies", "fuse", "optimize", "reuse_buffers"]
