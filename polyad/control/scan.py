@@ -1,10 +1,10 @@
 """The scan op: a loop of known length over a closure-converted body, and its rule for each transform.
 
 ``bind(SCAN, *carry, *xs, *closure, body=..., length=..., ...)`` returns the final carry, the stacked
-per-step outputs ``ys`` and, when ``save`` names steps, the carry before each of them stacked (what a
-reverse rule keeps as checkpoints). Step ``i`` reads ``xs[i]`` (``xs[length - 1 - i]`` when ``reverse``).
-The body is called with the carry, the step's slices of ``xs`` and the closure's values, and returns the
-new carry then the step's ``ys``.
+per-step outputs ``ys`` and, when ``save`` names steps, the carry before each of them (its leaves, step
+after step: what a reverse rule keeps as checkpoints; each the very array the loop computed, no copy).
+Step ``i`` reads ``xs[i]`` (``xs[length - 1 - i]`` when ``reverse``). The body is called with the carry,
+the step's slices of ``xs`` and the closure's values, and returns the new carry then the step's ``ys``.
 
 - Level 0 (the kernel) and transforms without a rule of their own run the loop on their values
   (``run_loop``), calling the body once per step.
@@ -48,7 +48,8 @@ def _stack_steps(per_step, avals, length, like):
 
 def run_loop(args, *, body, length, reverse, n_carry, n_xs, save=(), keep_ys=True, **params):
     """The loop itself, on whatever the arguments are (backend arrays at level 0, a transform's tensors
-    when it runs the op's body): ``[*carry, *ys, *saved]``."""
+    when it runs the op's body): ``[*carry, *ys, *saved]``, ``saved`` the carry's leaves before each step
+    of ``save``."""
     carry, xs, consts = _split(args, n_carry, n_xs)
     save = frozenset(save)
     saved, ys = [], []
@@ -65,8 +66,7 @@ def run_loop(args, *, body, length, reverse, n_carry, n_xs, save=(), keep_ys=Tru
     like = carry[0] if carry else (xs[0] if xs else None)
     y_avals = body.out_avals[n_carry:] if keep_ys else []
     stacked = _stack_steps(ys, y_avals, length, like) if keep_ys else []
-    saved_stacks = [stack([s[k] for s in saved]) for k in range(n_carry)] if save else []
-    return (*carry, *stacked, *saved_stacks)
+    return (*carry, *stacked, *[leaf for state in saved for leaf in state])
 
 
 def _kernel(xp, *args, **params):
@@ -79,8 +79,7 @@ def _abstract(xp, *avals, body, length, n_carry, save=(), keep_ys=True, **params
     ys = (
         [ShapeDtype((length, *a.shape), a.dtype, device) for a in body.out_avals[n_carry:]] if keep_ys else []
     )
-    saved = [ShapeDtype((len(save), *c.shape), c.dtype, c.device) for c in carry] if save else []
-    return (*carry, *ys, *saved)
+    return (*carry, *ys, *(carry * len(save)))
 
 
 # ------------------------------------------------------------------------------ vmap
@@ -100,7 +99,8 @@ def _batch(info, dims, *values, body, n_carry, n_xs, **params):
     step_dims = [0] * n_carry + [None if d is None else 0 for d in x_dims] + list(const_dims)
     inner = BatchedBody(body, step_dims, size, info.randomness)
     outs = bind(SCAN, *carry, *xs, *consts, body=inner, n_carry=n_carry, n_xs=n_xs, **params)
-    return outs, (0,) * n_carry + (1,) * (len(outs) - n_carry)
+    n_ys = len(outs) - n_carry * (1 + len(params.get("save", ())))
+    return outs, (0,) * n_carry + (1,) * n_ys + (0,) * (len(outs) - n_carry - n_ys)
 
 
 # ------------------------------------------------------------------------------ jvp
@@ -136,15 +136,20 @@ def _jvp(tangents, out, *primals, body, n_carry, n_xs, save=(), keep_ys=True, re
     new_carry, new_carry_t, rest = outs[:n_carry], outs[n_carry : n_carry + n_ct], outs[n_carry + n_ct :]
     n_ys = n_y + len(float_y) if keep_ys else 0
     ys, ys_t, saved_all = rest[:n_y] if keep_ys else (), rest[n_y:n_ys], rest[n_ys:]
-    saved, saved_t = saved_all[:n_carry], saved_all[n_carry:]
-    t_out = [None] * (len(outs) - n_ct - len(ys_t) - len(saved_t))
+    saved, t_saved = [], []
+    for j in range(len(save)):  # each saved state: the carry's leaves, then their tangents
+        state = saved_all[j * (n_carry + n_ct) : (j + 1) * (n_carry + n_ct)]
+        saved += state[:n_carry]
+        tangents = [None] * n_carry
+        for k, t in zip(float_carry, state[n_carry:]):
+            tangents[k] = t
+        t_saved += tangents
+    t_out = [None] * (n_carry + len(ys))
     for k, t in zip(float_carry, new_carry_t):
         t_out[k] = t
     for j, t in zip(float_y, ys_t):
         t_out[j] = t  # ys follow the carry in the outputs, as in the body's
-    for k, t in zip(float_carry, saved_t):
-        t_out[n_carry + len(ys) + k] = t
-    return (*new_carry, *ys, *saved), tuple(t_out)
+    return (*new_carry, *ys, *saved), (*t_out, *t_saved)
 
 
 def _floating_aval(a):
@@ -257,8 +262,8 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         keep_ys=keep_ys,
         **loop,
     )
-    stacks = head[n_carry + n_y :]
-    states = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(saves)}
+    flat = head[n_carry + n_y :]
+    states = {s: list(flat[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(saves)}
     if captured:
         carry, stacked, pullback = head[:n_carry], head[n_carry : n_carry + n_y], None
     else:
@@ -271,12 +276,9 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
             y = stack([y])
             stacked.append(concat([y, ys_head]) if reverse else concat([ys_head, y]))
     kept = tuple(sorted(stores | ({length - 1} if captured else set())))
-    if kept == saves:  # the scan's own stacks are the checkpoints
-        checkpoint_stacks = list(stacks)
-    else:
-        checkpoint_stacks = [stack([states[s][k] for s in kept]) for k in range(n_carry)] if kept else []
-    saved = [stack([states[s][k] for s in save]) for k in range(n_carry)] if save else []
-    residuals = ("plan", plan, kept, checkpoint_stacks, pullback)
+    checkpoints_flat = [leaf for s in kept for leaf in states[s]]
+    saved = [leaf for s in save for leaf in states[s]]
+    residuals = ("plan", plan, kept, checkpoints_flat, pullback)
     return (*carry, *(stacked if keep_ys else ()), *saved), residuals
 
 
@@ -295,7 +297,7 @@ def _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_y
     stacked = (
         _stack_steps(ys, body.out_avals[n_carry:], length, carry[0] if carry else None) if keep_ys else []
     )
-    saved = [stack([states[s][k] for s in save]) for k in range(n_carry)] if save else []
+    saved = [leaf for s in save for leaf in states[s]]
     return (*carry, *stacked, *saved), ("steps", pullbacks)
 
 
@@ -321,16 +323,15 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
     stored states (one stack per carry leaf, the steps ``kept``). ``pullbacks``: every step's recording
     (``checkpoints=None``); ``last``: the last step's, or None to run it again. Returns the cotangents of
     the primals."""
-    n_g = n_carry + n_y + (n_carry if save else 0)
+    n_g = n_carry + n_y + n_carry * len(save)
     g, primals = args[:n_g], args[n_g:]
-    n_in = len(primals) - (n_carry if plan is not None and kept else 0)  # then the stored states' stacks
+    n_in = len(primals) - (n_carry * len(kept) if plan is not None else 0)  # then the stored states' leaves
     carry, xs, consts = _split(primals[:n_in], n_carry, n_xs)
     stacks = primals[n_in:]
     ct_carry = list(g[:n_carry])
     ct_ys = list(g[n_carry : n_carry + n_y])
-    ct_saved = (
-        {s: [take_index(stk, j) for stk in g[n_carry + n_y :]] for j, s in enumerate(save)} if save else {}
-    )
+    g_saved = g[n_carry + n_y :]
+    ct_saved = {s: list(g_saved[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(save)}
     ct_consts = [None] * len(consts)
     ct_x_steps = [None] * length
 
@@ -350,7 +351,7 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
         for i in range(length - 1, -1, -1):
             turn(i, pullbacks[i])
     else:
-        slots = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(kept)}
+        slots = {s: list(stacks[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(kept)}
         # the primal pass ends with x_{length-1} as the working state: the first turn's (stored under a
         # capture, which keeps no recording of the last step)
         working = slots.get(length - 1) if last is None else None
@@ -389,8 +390,8 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
 
 
 def _reverse_abstract(xp_, *avals, n_carry, n_xs, n_y, save, plan, kept, **params):
-    n_g = n_carry + n_y + (n_carry if save else 0)
-    primals = avals[n_g : len(avals) - (n_carry if kept else 0)]
+    n_g = n_carry + n_y + n_carry * len(save)
+    primals = avals[n_g : len(avals) - n_carry * len(kept)]
     return tuple(ShapeDtype(a.shape, a.dtype, getattr(a, "device", None)) for a in primals)
 
 
