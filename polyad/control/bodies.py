@@ -99,6 +99,19 @@ def vmapped(f, tree):
     return batched
 
 
+def step_pullback(body, args):
+    """``(outputs, pullback)`` of one step, as ``recorded``; a compiled body (``pa.jit``) given backend
+    arrays runs its compiled step and pullback instead (the pullback runs the step again, compiled,
+    when it is called: a loop's turn is one call)."""
+    compiled = getattr(body, "compiled_pullback", None)
+    if compiled is not None and all(not isinstance(a, Tensor) for a in args):
+        def pullback(cotangents):
+            return compiled(list(args), cotangents)
+
+        return None, pullback
+    return recorded(body, args)
+
+
 def recorded(body, args):
     """``(outputs, pullback)``: ``body(*args)`` run once at a new reverse level, every floating input a
     leaf; ``pullback(cotangents)`` (one per output, None for none) returns one cotangent per input (None

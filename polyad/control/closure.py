@@ -29,11 +29,13 @@ from contextlib import contextmanager
 import optree
 
 import polyad.dispatch as dispatch
+from polyad.control.bodies import recorded
 from polyad.core import FreshTensor, Tensor
 from polyad.graph import predispatch
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
-from polyad.ops.common import ShapeDtype, bottom
+from polyad.ops.common import ShapeDtype, bottom, dtype_kind
+from polyad.ops.fills import zeros_like
 
 
 def abstract_of(x):
@@ -88,7 +90,7 @@ class Body:
         arguments ``__call__`` takes. A body without a graph, or that draws random numbers, stays."""
         if self.graph is None or self.draws_random:
             return self
-        return CompiledBody(self, compile_fn(self.graph))
+        return CompiledBody(self, compile_fn(self.graph), compile_fn)
 
     def __repr__(self):
         return f"Body({self.where}, {len(self.closures)} closed-over value(s))"
@@ -102,9 +104,18 @@ class CompiledBody:
     graph = None
     draws_random = False
 
-    def __init__(self, body, fn):
-        self.body, self.fn = body, fn
+    def __init__(self, body, fn, compile_fn):
+        self.body, self.fn, self.compile_fn = body, fn, compile_fn
         self.closures, self.out_avals, self.where = body.closures, body.out_avals, body.where
+        self._pullback = None
+
+    def compiled_pullback(self, args, cotangents):
+        """One step's cotangents of its inputs (zeros where none) given its outputs' (None for none), by
+        compiled code: the step and its backward pass traced once (at the first call) and compiled."""
+        if self._pullback is None:
+            self._pullback = _compile_pullback(self.body, args, self.compile_fn)
+        fn, floats_out = self._pullback
+        return list(fn(*args, *[cotangents[k] for k in floats_out]))
 
     def __call__(self, *args):
         raw = []
@@ -178,3 +189,26 @@ def substituted(objects, values, where):
         for obj, cls, value, interp, aux in reversed(saved):
             obj.__class__ = cls
             obj._value, obj._interp, obj._aux = value, interp, aux
+
+
+def _compile_pullback(body, args, compile_fn):
+    """``(fn, floating outputs)``: ``fn(*args, *cotangents of the floating outputs)`` -> the cotangent of
+    every input, ``body``'s step and backward pass traced on ``args``' shapes and compiled."""
+    from_floats = [k for k, a in enumerate(body.out_avals) if dtype_kind(a.dtype) in "fc"]
+    n = len(args)
+
+    def step_and_back(*flat):
+        values, cts = flat[:n], flat[n:]
+        _, pullback = recorded(body, list(values))
+        full = [None] * len(body.out_avals)
+        for k, c in zip(from_floats, cts):
+            full[k] = c
+        grads = pullback(full)
+        return tuple(zeros_like(v) if g is None else g for g, v in zip(grads, values))
+
+    avals = [abstract_of(a) for a in args] + [body.out_avals[k] for k in from_floats]
+    in_tree = optree.tree_structure(tuple(range(len(avals))))
+    backend = dispatch.backend_of(args)
+    with predispatch.not_recording():
+        graph, _ = trace_graph(step_and_back, avals, in_tree, backend, where=f"the pullback of {body.where}")
+    return compile_fn(graph), from_floats

@@ -195,6 +195,16 @@ def carry_bytes(carry):
     return sum(math.prod(shape_of(c)) * itemsize(c.dtype, c.__array_namespace__()) for c in carry)
 
 
+def step_bytes(body, carry):
+    """The bytes one step's recording holds (every value the body computes: an upper bound), from its
+    traced graph; "auto" leaves room for it and for its backward pass's temporaries."""
+    graph = getattr(body, "graph", None)
+    if graph is None or not carry:
+        return 0
+    xp_ = carry[0].__array_namespace__()
+    return sum(math.prod(o.shape) * itemsize(o.dtype, xp_) for n in graph.nodes for o in n.outputs)
+
+
 def _segment(xs, start, stop, length, reverse):
     """``xs`` for execution steps ``start..stop-1``."""
     if reverse:
@@ -245,7 +255,7 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         length if checkpoints is None else checkpoints,
         carry_bytes=carry_bytes(carry),
         max_memory=max_memory,
-        reserved_bytes=2 * carry_bytes(carry),
+        reserved_bytes=2 * carry_bytes(carry) + 2 * step_bytes(body, carry),
     )
     stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
     run = length if captured else length - 1

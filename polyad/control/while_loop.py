@@ -18,7 +18,7 @@ import optree
 import polyad.config as config
 import polyad.control.schedules as schedules
 import polyad.xp as xp
-from polyad.control.bodies import BatchedBody, DualBody, recorded
+from polyad.control.bodies import BatchedBody, DualBody, step_pullback
 from polyad.control.closure import abstract_of, trace
 from polyad.control.loops import as_array, check_checkpoints, func_name
 from polyad.control.scan import SCAN, carry_bytes, refuse_random_recomputation
@@ -363,7 +363,7 @@ def reverse_sweep(args, *, body, n_carry, n_closure, slots, checkpoints, max_mem
     for action in schedule.reverse(length):
         kind = type(action)
         if kind is schedules.Turn:
-            _, pullback = recorded(body, [*working, *closure])
+            _, pullback = step_pullback(body, [*working, *closure])
             cts = pullback(ct_carry)
             ct_carry = [_or_zero(c, v) for c, v in zip(cts[:n_carry], carry)]
             for k, c in enumerate(cts[n_carry:]):

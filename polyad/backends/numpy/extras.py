@@ -18,6 +18,22 @@ def index_add(target, key, values):
     return out
 
 
+def roll(x, shift, axis=None):
+    """``np.roll``, in one pass for the common case of one int shift along one axis (a stencil's
+    neighbour: two slice copies into one new array, where NumPy's roll concatenates)."""
+    if isinstance(shift, int) and (isinstance(axis, int) or (axis is None and x.ndim == 1)) and x.ndim:
+        ax = 0 if axis is None else axis % x.ndim
+        n = x.shape[ax]
+        s = shift % n if n else 0
+        if s:
+            out = np.empty_like(x)
+            lead = (slice(None),) * ax
+            out[(*lead, slice(s, None))] = x[(*lead, slice(None, n - s))]
+            out[(*lead, slice(None, s))] = x[(*lead, slice(n - s, None))]
+            return out
+    return np.roll(x, shift, axis=axis)
+
+
 # NumPy 2 already conforms for these; calling them directly skips array-api-compat's wrappers, which
 # matter on the per-op hot path (sign is in abs's VJP, zeros_like seeds every cotangent).
 sign = np.sign
