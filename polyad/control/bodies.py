@@ -105,6 +105,7 @@ def step_pullback(body, args):
     when it is called: a loop's turn is one call)."""
     compiled = getattr(body, "compiled_pullback", None)
     if compiled is not None and all(not isinstance(a, Tensor) for a in args):
+
         def pullback(cotangents):
             return compiled(list(args), cotangents)
 

@@ -20,7 +20,7 @@ Rules bind scans again on the values underneath, so the levels below see one op 
 import math
 
 import polyad.control.schedules as schedules
-from polyad.control.bodies import BatchedBody, DualBody, recorded
+from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, active_interpreters, bind
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
@@ -371,9 +371,8 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
                 if action.step == length - 1 and last is not None:
                     pullback, last = last, None
                 else:
-                    _, pullback = recorded(
-                        body, _step_args(working, xs, consts, action.step, length, reverse)
-                    )
+                    args = _step_args(working, xs, consts, action.step, length, reverse)
+                    _, pullback = step_pullback(body, args)
                 turn(action.step, pullback)
                 working = None
             elif kind is Restore:

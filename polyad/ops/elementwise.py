@@ -271,12 +271,19 @@ divide = binary(
     ),
     jvp=_div_jvp,
 )
+
+
 def _pow_kernel(xp, a, b):
-    # a small integer power of a floating array by products, as XLA's integer_pow: one pass each, where
-    # libm's pow costs several times more (the same special values; within an ulp of pow)
-    if (type(b) is int or type(b) is float) and (b == 2 or b == 3) and hasattr(a, "dtype"):
-        if dtype_kind(a.dtype) in "fc":
-            return a * a if b == 2 else a * a * a
+    # a square of a floating array as a product (as XLA's integer_pow): one pass where libm's pow costs
+    # several times more, and the same bits (a correctly rounded pow of 2 is the rounded product); cubes
+    # stay pow's: a product would round twice, differing from NumPy's own x ** 3 in the last bit
+    if (
+        (type(b) is int or type(b) is float)
+        and b == 2
+        and hasattr(a, "dtype")
+        and dtype_kind(a.dtype) in "fc"
+    ):
+        return a * a
     return xp.pow(a, b)
 
 

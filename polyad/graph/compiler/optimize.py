@@ -215,7 +215,8 @@ def _replace_view(rw, x, out, root, order):
 
 def simplify_algebra(graph):
     """Remove no-op broadcasts, reshapes, casts, double negations and transposes; merge reshape chains
-    and transpose chains; point ``*_like`` creations at the earliest value of their shape and dtype.
+    and transpose chains; write squares (``x**2``) as products; point ``*_like``
+    creations at the earliest value of their shape and dtype.
 
     Args:
         graph: a ``polyad.graph.Graph``.
@@ -275,6 +276,12 @@ def simplify_algebra(graph):
         if name == "negative" and src is not None and src.op.name == "negative":
             rw.alias(out, src.inputs[0])
             continue
+        if name == "pow" and same_type and len(inputs) == 2 and type(inputs[1]) in (int, float):
+            # a square as a product (as eager's kernel and XLA's integer_pow): the same bits, and a
+            # multiplication fuses into one pass where pow calls libm for each element
+            if inputs[1] == 2 and dtype_name(out.dtype).startswith(("float", "complex")):
+                rw.alias(out, rw.emit(core.OPS["multiply"], [x, x], {}, out))
+                continue
         if op.shape_only is not None and isinstance(x, Var):
             # the creation needs only a shape and dtype: take them from a value that lives anyway
             w = witness.get((x.shape, dtype_name(x.dtype)))
