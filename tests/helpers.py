@@ -130,3 +130,53 @@ def sample_as_function(row, i):
         return f(*args, **sample.kwargs)
 
     return fn, [sample.args[k] for k in arrays], sample
+
+
+def cupy_kernels_on_stand_ins(monkeypatch):
+    """The cupy backend's ``KERNELS`` (``polyad/backends/cupy/kernels.py``), loaded against stand-in
+    ``cupy`` and ``cupyx.scipy.{special,fft,linalg}`` modules that compute with NumPy and SciPy: there is no
+    GPU here, so this checks what each declared kernel calls and that it gives SciPy's result.
+
+    Returns:
+        ``(KERNELS, calls)``: every cupyx function a kernel calls appends ``(name, its type= argument)``
+        to ``calls`` (``type`` is None where not given).
+    """
+    import importlib
+    import types
+
+    parts = {part: pytest.importorskip(f"scipy.{part}") for part in ("special", "fft", "linalg")}
+
+    calls = []
+
+    def recording(module):
+        def lookup(name):
+            f = getattr(module, name)
+            return lambda *args, **kw: calls.append((name, kw.get("type"))) or f(*args, **kw)
+
+        return lookup
+
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray, cupy.asarray, cupy.ElementwiseKernel = np.ndarray, np.asarray, lambda *a, **k: None
+    cupy.sinc = lambda x: calls.append(("sinc", None)) or np.sinc(x)
+    cupy.where, cupy.sqrt, cupy.minimum = np.where, np.sqrt, np.minimum
+    cupy.broadcast_to, cupy.stack = np.broadcast_to, np.stack
+    modules = {
+        "cupy": cupy,
+        "cupyx": types.ModuleType("cupyx"),
+        "cupyx.scipy": types.ModuleType("cupyx.scipy"),
+    }
+    modules["cupyx"].scipy = modules["cupyx.scipy"]
+    for part, scipy_module in parts.items():
+        module = types.ModuleType(f"cupyx.scipy.{part}")
+        module.__getattr__ = recording(scipy_module)
+        setattr(modules["cupyx.scipy"], part, module)
+        modules[f"cupyx.scipy.{part}"] = module
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels", raising=False)
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.linalg_kernels", raising=False)
+    monkeypatch.setattr(importlib.import_module("polyad.backends.cupy"), "kernels", None, raising=False)
+    kernels = importlib.import_module("polyad.backends.cupy.kernels").KERNELS
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels")
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.linalg_kernels")
+    return kernels, calls

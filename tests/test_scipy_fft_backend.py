@@ -10,17 +10,15 @@ DCT/DST ops behind them (polyad/ops/dct.py), on the backend under test.
   process), NumPy input left to SciPy, and bad input.
 """
 
-import importlib
 import itertools
 import json
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import cupy_kernels_on_stand_ins, to_numpy
 
 scipy_fft = pytest.importorskip("scipy.fft")
 
@@ -265,34 +263,7 @@ def test_cupy_backend_declares_cupyx_kernels_for_types_2_and_3(monkeypatch):
     """backends/cupy/kernels.py's DCT/DST kernels, loaded against stand-in cupy modules (no GPU here):
     declared for existing ops only, each calls cupyx.scipy.fft's dctn/dstn with cupyx's arguments
     (no ``orthogonalize``: cupyx orthogonalizes for "ortho", as the ops compute) and gives SciPy's result."""
-    calls = []
-
-    def cupyx_fft(name):
-        f = getattr(scipy_fft, name)
-
-        def call(x, type=2, s=None, axes=None, norm=None, overwrite_x=False):
-            calls.append((name, type))
-            return f(x, type=type, s=s, axes=axes, norm=norm, overwrite_x=overwrite_x)
-
-        return call
-
-    cupy = types.ModuleType("cupy")
-    cupy.ndarray, cupy.asarray, cupy.ElementwiseKernel = np.ndarray, np.asarray, lambda *a, **k: None
-    cupy.sinc = np.sinc
-    cupyx = types.ModuleType("cupyx")
-    cupyx.scipy = types.ModuleType("cupyx.scipy")
-    cupyx.scipy.special = types.ModuleType("cupyx.scipy.special")
-    cupyx.scipy.special.__getattr__ = lambda name: getattr(pytest.importorskip("scipy.special"), name)
-    cupyx.scipy.fft = types.ModuleType("cupyx.scipy.fft")
-    cupyx.scipy.fft.dctn, cupyx.scipy.fft.dstn = cupyx_fft("dctn"), cupyx_fft("dstn")
-    stand_ins = {"cupy": cupy, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy}
-    stand_ins.update({"cupyx.scipy.special": cupyx.scipy.special, "cupyx.scipy.fft": cupyx.scipy.fft})
-    for name, module in stand_ins.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels", raising=False)
-    monkeypatch.setattr(importlib.import_module("polyad.backends.cupy"), "kernels", None, raising=False)
-    kernels = importlib.import_module("polyad.backends.cupy.kernels").KERNELS
-    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels")
+    kernels, calls = cupy_kernels_on_stand_ins(monkeypatch)
     declared = {n for n in kernels if n.startswith("fft.")}
     assert declared == {f"fft.{f}n_type{t}" for f in ("dct", "dst") for t in (2, 3)}
     assert declared <= {op.name for op in dct_ops.OPS.values()}

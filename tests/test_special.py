@@ -9,11 +9,10 @@ import math
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
-from helpers import assert_close, raises_cleanly, to_numpy
+from helpers import assert_close, cupy_kernels_on_stand_ins, raises_cleanly, to_numpy
 
 import polyad as pa
 from polyad import dispatch
@@ -23,8 +22,6 @@ from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler
 from polyad.xp import special
 
 scipy_special = pytest.importorskip("scipy.special")
-scipy_linalg = pytest.importorskip("scipy.linalg")
-scipy_fft = pytest.importorskip("scipy.fft")
 
 BX = dispatch.default_backend().xp
 xp = pa.xp
@@ -362,34 +359,6 @@ def _no_cpu_kernel(*args, **kwargs):
     raise AssertionError("the cpu kernel ran where the generic kernel should")
 
 
-def _stand_in_cupy():
-    """Modules that play cupy and cupyx.scipy.special on NumPy arrays (SciPy behind), so that the CUDA
-    kernels the cupy backend declares run here; each call is recorded by name."""
-    calls = []
-    cupy = types.ModuleType("cupy")
-    cupy.ndarray = np.ndarray
-    cupy.asarray = np.asarray
-    cupy.ElementwiseKernel = lambda *args, **kw: None
-    cupy.sinc = lambda x: calls.append("sinc") or np.sinc(x)
-    cupy.where, cupy.sqrt, cupy.minimum = np.where, np.sqrt, np.minimum
-    special_mod = types.ModuleType("cupyx.scipy.special")
-
-    def recorded(name):
-        return lambda *args: calls.append(name) or getattr(scipy_special, name)(*args)
-
-    special_mod.__getattr__ = recorded
-    linalg_mod = types.ModuleType("cupyx.scipy.linalg")  # the structured solves' kernels import it too
-    linalg_mod.__getattr__ = lambda name: getattr(scipy_linalg, name)
-    cupyx = types.ModuleType("cupyx")
-    cupyx.scipy = types.ModuleType("cupyx.scipy")
-    cupyx.scipy.special, cupyx.scipy.linalg = special_mod, linalg_mod
-    cupyx.scipy.fft = fft_mod = types.ModuleType("cupyx.scipy.fft")  # the DCT kernels' (imported alike)
-    fft_mod.__getattr__ = lambda name: getattr(scipy_fft, name)
-    modules = {"cupy": cupy, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": special_mod,
-               "cupyx.scipy.fft": fft_mod, "cupyx.scipy.linalg": linalg_mod}  # fmt: skip
-    return modules, calls
-
-
 # functions with neither a generic kernel nor a cupyx function: CUDA arrays are refused, naming the op
 NO_CUDA_KERNEL = {"special.hyp1f1": "cupyx.scipy.special has no hyp1f1"}
 
@@ -398,13 +367,7 @@ def test_cupy_backend_declares_a_cuda_kernel_per_special_function(monkeypatch):
     """Every special function without a generic kernel has a CUDA kernel in polyad/backends/cupy/kernels.py,
     and each declared kernel calls cupyx's function of the same meaning with the arguments in order
     (checked on stand-in cupy modules that compute with SciPy: there is no GPU here)."""
-    modules, calls = _stand_in_cupy()
-    for name, module in modules.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels", raising=False)
-    monkeypatch.setattr(importlib.import_module("polyad.backends.cupy"), "kernels", None, raising=False)
-    kernels = importlib.import_module("polyad.backends.cupy.kernels").KERNELS
-    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels")
+    kernels, calls = cupy_kernels_on_stand_ins(monkeypatch)
     functions = {f.op.name: f for f in (getattr(special, n) for n in special_ops.NAMES) if hasattr(f, "op")}
     functions["special.riemann_zeta"] = special.zeta
     without_generic = {name for name in functions if OPS[name].generic is None}

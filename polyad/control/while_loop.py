@@ -455,8 +455,8 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         >>> def sqrt_newton(a):  # Newton's iteration for sqrt(a), differentiated through the loop
         ...     x = pa.while_loop(lambda x: pa.xp.abs(x * x - a) > 1e-12, lambda x: 0.5 * (x + a / x), a)
         ...     return x
-        >>> float(sqrt_newton(np.float64(2.0)))
-        1.4142135623730951
+        >>> round(float(sqrt_newton(np.float64(2.0))), 12)
+        1.414213562373
         >>> round(float(pa.grad(sqrt_newton)(np.float64(2.0))), 9)  # 1 / (2 sqrt(2))
         0.353553391
     """

@@ -96,8 +96,7 @@ def derivative_op(name, fname, argnames, partials, generic, cpu=None):
     def jvp(ts, y, *args, **params):
         return derivative_rules(fname, argnames, partials(**params))[1](ts, y, *args)
 
-    op = Op(PREFIX + name, generic, abstract_eval=lambda xp, *avals, **params: abstract_float(xp, *avals),
-            vjp=vjp, jvp=jvp)  # fmt: skip
+    op = Op(PREFIX + name, generic, abstract_eval=abstract_float, vjp=vjp, jvp=jvp)
     op.rules["batch"] = broadcast_batch(op)
     if cpu is not None:
         op.kernels["cpu"] = cpu

@@ -206,9 +206,9 @@ def derivative_rules(fname, argnames, partials):
     return vjp, jvp
 
 
-def abstract_float(xp, *avals):
+def abstract_float(xp, *avals, **params):
     """Element-wise abstract evaluation: the broadcast shape, the floating dtype of the array arguments
-    (Python floats do not widen an array's dtype)."""
+    (Python floats do not widen an array's dtype); ``params`` (a derivative's order) change neither."""
     arrays = [a for a in avals if hasattr(a, "shape")]
     dtype = xp.result_type(*[a.dtype for a in arrays])
     return ShapeDtype(broadcast_shape(*[a.shape for a in arrays]), dtype, arrays[0].device)
