@@ -257,6 +257,52 @@ def test_while_loop_with_a_closure_and_a_pytree_carry():
     )
 
 
+def _kepler_loops(kind, checkpoints):
+    """``E`` with ``E - e sin E = M`` by five damped fixed-point steps: the carry starts as the closed-over
+    ``M`` itself (the same object), and the step closes over ``M`` and ``e``."""
+
+    def step(E):
+        return E - 0.5 * (E - e_of[0] * xp.sin(E) - m_of[0])
+
+    e_of, m_of = [None], [None]
+
+    def f(M, e):
+        e_of[0], m_of[0] = e, M
+        if kind == "scan":
+            return pa.scan(lambda E, _: (step(E), None), M, None, length=5, checkpoints=checkpoints)[0]
+        if kind == "fori_loop":
+            return pa.fori_loop(0, 5, lambda i, E: step(E), M, checkpoints=checkpoints)
+        n0 = xp.asarray(0)
+        return pa.while_loop(
+            lambda c: c[1] < 5, lambda c: (step(c[0]), c[1] + 1), (M, n0), checkpoints=checkpoints
+        )[0]
+
+    def ref(M, e):
+        e_of[0], m_of[0] = e, M
+        E = M
+        for _ in range(5):
+            E = step(E)
+        return E
+
+    return f, ref
+
+
+@pytest.mark.parametrize("kind", ["scan", "fori_loop", "while_loop"])
+@pytest.mark.parametrize("checkpoints", [None, 2])
+def test_a_carry_that_starts_as_a_closed_over_array(kind, checkpoints):
+    """vmap over the closed-over array, grad in the other: each step's recording makes a leaf over the
+    batched array that the body also closes over (it once wrapped itself: endless recursion)."""
+    f, ref = _kepler_loops(kind, checkpoints)
+    M, e = arr([1.0, 2.0, 3.0]), xp.asarray(0.8)
+    for argnums, in_dims in ((1, (0, None)), (0, (0, None)), (1, (None, 0))):
+        args = (M, e) if in_dims == (0, None) else (xp.asarray(1.0), arr([0.8, 0.5]))
+        got = pa.vmap(pa.grad(f, argnums=argnums), in_dims=in_dims)(*args)
+        want = pa.vmap(pa.grad(ref, argnums=argnums), in_dims=in_dims)(*args)
+        assert_close(got, want, **TOL)
+    assert_close(pa.hessian(f, argnums=1)(M[0], e), pa.hessian(ref, argnums=1)(M[0], e), **TOL)
+    assert_close(pa.jacfwd(f)(M, e), pa.jacfwd(ref)(M, e), **TOL)
+
+
 # ------------------------------------------------------------------------------ cond, switch
 
 

@@ -70,6 +70,8 @@ class Body:
         return self.in_tree.num_leaves
 
     def __call__(self, *args):
+        if self.closures:
+            args = unaliased(self.closures, args)
         n = len(args) - len(self.closures)
         inputs, values = args[:n], args[n:]
         with substituted(self.closures, values, self.where) as stand_ins:
@@ -160,6 +162,38 @@ def _stand_in(obj, value):
     else:
         obj.__class__ = FreshTensor
         obj._value, obj._interp, obj._aux = value, None, None
+
+
+def unaliased(objects, args):
+    """``args`` with every reference to one of the tensor objects ``objects`` replaced by a copy of that
+    object as it is now: an argument that is one, or a tensor that wraps one at any depth (a recording
+    level's leaf over a closed-over value that is a constant to it, a carry that starts as a closed-over
+    array). Making the objects stand in for other values then leaves the arguments as they were, and no
+    object comes to wrap itself."""
+    by_id = {id(o): o for o in objects}
+    copies = {}
+
+    def copy_of(obj):
+        if id(obj) not in copies:
+            copy = copies[id(obj)] = object.__new__(type(obj))
+            copy._value, copy._interp, copy._aux = obj._value, obj._interp, obj._aux
+        return copies[id(obj)]
+
+    out = []
+    for a in args:
+        a = copy_of(a) if id(a) in by_id else a
+        todo = [a] if isinstance(a, Tensor) else []
+        while todo:
+            t = todo.pop()
+            for slot in ("_value", "_aux"):
+                inner = getattr(t, slot)
+                if id(inner) in by_id:
+                    setattr(t, slot, copy_of(inner))
+                    todo.append(copies[id(inner)])
+                elif isinstance(inner, Tensor):
+                    todo.append(inner)
+        out.append(a)
+    return out
 
 
 @contextmanager
