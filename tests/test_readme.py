@@ -191,3 +191,20 @@ def test_scipy_fft_backend_example_runs():
     )
     assert type(scope["spectrum"]) is np.ndarray
     np.testing.assert_array_equal(scope["spectrum"], scipy.fft.dct(x))
+
+
+def test_loops_example_matches_the_unrolled_loop_and_the_closed_form():
+    scope = {}
+    exec(block("def simulate"), scope)
+    k, u0 = 0.5, np.linspace(0.1, 1.0, 50)
+    h = 1e-6
+
+    def unrolled(k):  # the same Euler steps in NumPy, for central differences in k
+        u = u0.copy()
+        for _ in range(10_000):
+            u = u - 1e-3 * k * u**3
+        return u.sum()
+
+    np.testing.assert_allclose(scope["dk"], (unrolled(k + h) - unrolled(k - h)) / (2 * h), rtol=1e-7)
+    np.testing.assert_allclose(scope["slopes"], 1 / (2 * np.sqrt([2.0, 9.0, 100.0])), rtol=1e-10)
+    np.testing.assert_allclose(scope["clipped"], [-1.0, np.sin(1.0)])
