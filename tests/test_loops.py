@@ -2,6 +2,7 @@
 unrolled, under every transform and their nestings, to 1e-12; reverse mode runs the body exactly as often
 as the checkpoint schedule says; the closed-over parameter of a body gets its gradient."""
 
+import functools
 import math
 
 import numpy as np
@@ -146,8 +147,9 @@ def test_recomputations_follow_the_binomial_schedule(length, slots):
     if slots >= length - 1:
         p = length - 1  # every state stored: the primal sweep's advances only
     assert p == schedules.binomial_steps(length, min(slots, length))
-    # the turns (length), the advances (p), and the one abstract trace that finds the body's closure
-    assert calls[0] == length + p + 1
+    # the turns (length), the advances (p), the first turn's step again (the primal pass runs every step:
+    # Revolve's "one more at most") and the one abstract trace that finds the body's closure
+    assert calls[0] == length + p + 2
 
 
 def test_issue_figure_for_ten_thousand_steps():
@@ -167,7 +169,7 @@ def test_checkpoint_none_recomputes_nothing_and_sqrt_at_most_two_sweeps():
             return pa.scan(body, xp.asarray(0.5), xp.linspace(0.0, 1.0, 100), checkpoints=checkpoints)[0]
 
         pa.grad(f)(xp.asarray(0.9))
-        assert calls[0] - 100 - 1 <= most  # the turns (100), the trace, the advances
+        assert calls[0] - 100 - 1 <= most + 1  # the turns (100), the trace, the advances (and the last step)
 
 
 # ------------------------------------------------------------------------------ fori_loop, map
@@ -408,3 +410,244 @@ def test_reverse_mode_of_a_long_scan_stays_within_its_checkpoints():
     assert long < 40 * state  # bounded by the checkpoints, not by the 400 steps
     assert long < short + 10 * state  # and it does not grow with the length
     assert peak(400, None) > 400 * state  # storing every step grows with it
+
+
+# ------------------------------------------------------------------------------ per-example lengths
+
+
+def _grow(x0, limit, **kw):  # x0 * 1.5**n with n the least such that it reaches limit: n per example
+    return pa.while_loop(lambda x: x < limit, lambda x: x * 1.5, x0, **kw)
+
+
+def _grow_ref(x0, limit):
+    x = x0
+    while float(x) < float(limit):
+        x = x * 1.5
+    return x
+
+
+@pytest.mark.parametrize("checkpoints", [None, 1, 3])
+def test_vmap_of_grad_of_a_while_loop_stops_each_example_at_its_own_step(checkpoints):
+    """vmap outside grad: each example's derivative is that of its own loop (1.5**n_i), not the
+    longest example's (the backward pass of the batched loop freezes finished examples too)."""
+    x0, limit = arr([1.0, 1.0, 1.1, 0.9]), arr([2.0, 5.0, 20.0, 0.5])
+    expected = xp.stack([pa.grad(_grow_ref)(a, b) for a, b in zip(x0, limit)])
+    f = functools.partial(_grow, checkpoints=checkpoints)
+    assert_close(pa.vmap(pa.grad(f))(x0, limit), expected, **TOL)
+    if checkpoints is None:  # as many carries as steps: a shape pa.jit cannot know when it traces
+        with pytest.raises(ValueError, match="needs an int checkpoints"):
+            pa.jit(pa.vmap(pa.grad(f)))(x0, limit)
+    else:
+        assert_close(pa.jit(pa.vmap(pa.grad(f)))(x0, limit), expected, **TOL)
+    assert_close(pa.grad(lambda x: xp.sum(pa.vmap(f)(x, limit)))(x0), expected, **TOL)
+    assert_close(pa.vmap(lambda a, b: pa.jvp(lambda x: f(x, b), (a,), (xp.ones_like(a),))[1])(x0, limit),
+                 expected, **TOL)  # fmt: skip
+
+    def smooth(x0, limit):  # a second derivative that is not zero: x0**2 grown
+        return f(x0 * x0, limit)
+
+    hessians = xp.stack([pa.hessian(lambda x, b=b: _grow_ref(x * x, b))(a) for a, b in zip(x0, limit)])
+    assert_close(pa.vmap(pa.hessian(smooth))(x0, limit), hessians, **TOL)
+    if checkpoints is not None:
+        assert_close(pa.jit(pa.vmap(pa.hessian(smooth)))(x0, limit), hessians, **TOL)
+
+
+# ------------------------------------------------------------------------------ vjp_fn again, vmapped, jvp'd
+
+
+def _loops_of(u, checkpoints):
+    """Every loop and conditional once, on a vector state."""
+    u, ys = pa.scan(lambda c, x: (c - 0.1 * c**3 * x + xp.sum(c) * 0.01, c * x), u, xp.linspace(0.0, 1.0, 5),
+                    checkpoints=checkpoints)  # fmt: skip
+    u = pa.fori_loop(0, 3, lambda i, c: c * 0.9 + xp.sin(c) * 0.1, u, checkpoints=checkpoints)
+    u, _ = pa.while_loop(lambda c: c[1] < 4, lambda c: (c[0] - 0.05 * c[0] ** 2, c[1] + 1),
+                         (u, xp.asarray(0)), checkpoints=checkpoints)  # fmt: skip
+    u = pa.cond(xp.sum(u) > 0.0, lambda v: xp.exp(v) * 0.5, lambda v: v, u)
+    u = pa.switch(xp.asarray(1), [lambda v: v, lambda v: xp.tanh(v) * v, lambda v: -v], u)
+    u = pa.checkpoint(lambda v: xp.sin(v) * v, policy="everything" if checkpoints is None else None)(u)
+    return u, pa.map(lambda v: v * v, ys)
+
+
+def _loops_ref(u, checkpoints):
+    ys = []
+    for x in np.linspace(0.0, 1.0, 5).tolist():
+        ys.append(u * x)
+        u = u - 0.1 * u**3 * x + xp.sum(u) * 0.01
+    for _ in range(3):
+        u = u * 0.9 + xp.sin(u) * 0.1
+    for _ in range(4):
+        u = u - 0.05 * u**2
+    u = xp.exp(u) * 0.5 if float(xp.sum(u)) > 0.0 else u
+    u = xp.sin(xp.tanh(u) * u) * (xp.tanh(u) * u)
+    return u, xp.stack(ys) ** 2
+
+
+@pytest.mark.parametrize("checkpoints", [None, 2])
+def test_a_vjp_function_runs_again_under_vmap_and_under_jvp(checkpoints):
+    """The backward pass of a loop outlives its vjp call: called twice (a kept recording is not consumed
+    by the first call), vmapped over cotangents, differentiated forward (jvp of vjp_fn)."""
+    u0 = arr([0.1, 0.5, 0.9])
+    out, vjp_fn = pa.vjp(lambda u: _loops_of(u, checkpoints), u0)
+    ref_out, ref_fn = pa.vjp(lambda u: _loops_ref(u, checkpoints), u0)
+    assert_close(out, ref_out, **TOL)
+    ones = (xp.ones_like(out[0]), xp.ones_like(out[1]))
+    other = (out[0] * 2.0 + 1.0, out[1] - 3.0)
+    first = vjp_fn(ones)
+    assert_close(first, ref_fn(ones), **TOL)
+    assert_close(vjp_fn(ones), first, **TOL)  # again
+    stacked = (xp.stack([ones[0], other[0]]), xp.stack([ones[1], other[1]]))
+    assert_close(pa.vmap(vjp_fn)(stacked), pa.vmap(ref_fn)(stacked), **TOL)
+    assert_close(pa.jvp(vjp_fn, (ones,), (other,)), pa.jvp(ref_fn, (ones,), (other,)), **TOL)
+
+
+# ------------------------------------------------------------------------------ pa.jit
+
+
+def _jit_cases():
+    """(name, f, unrolled reference), each a function of one float64 scalar."""
+
+    def scanned(k):
+        xs = xp.linspace(0.0, 1.0, 6)
+        u, ys = pa.scan(lambda u, x: (u - 0.1 * k * u**3 + x, xp.sum(u)), xp.ones(3), xs, checkpoints=2)
+        return xp.sum(u) + xp.sum(ys)
+
+    def scanned_ref(k):
+        u, total = xp.ones(3), 0.0
+        for x in np.linspace(0.0, 1.0, 6).tolist():
+            total = total + xp.sum(u)
+            u = u - 0.1 * k * u**3 + x
+        return xp.sum(u) + total
+
+    def whiled(k):
+        c = pa.while_loop(lambda c: c[1] < 8, lambda c: (c[0] - 0.1 * k * c[0] ** 3, c[1] + 1),
+                          (xp.ones(3), xp.asarray(0)), checkpoints=3)  # fmt: skip
+        return xp.sum(c[0])
+
+    def whiled_ref(k):
+        u = xp.ones(3)
+        for _ in range(8):
+            u = u - 0.1 * k * u**3
+        return xp.sum(u)
+
+    def fori(k):
+        return xp.sum(
+            pa.fori_loop(0, 7, lambda i, u: u - 0.01 * k * u**3 * xp.astype(i, u.dtype), xp.ones(3))
+        )
+
+    def fori_ref(k):
+        u = xp.ones(3)
+        for i in range(7):
+            u = u - 0.01 * k * u**3 * float(i)
+        return xp.sum(u)
+
+    def conditional(k):
+        return pa.cond(k > 0.2, lambda: xp.sin(k) * k, lambda: k * k * k)
+
+    def conditional_ref(k):
+        return xp.sin(k) * k if float(k) > 0.2 else k * k * k
+
+    branches = [lambda k: xp.sin(k), lambda k: k * k, lambda k: k**3, lambda k: xp.exp(k)]
+
+    def switched(k):
+        return pa.switch(xp.astype(k * 10.0, xp.int64), branches, k)
+
+    def switched_ref(k):
+        return branches[min(max(int(float(k) * 10.0), 0), 3)](k)
+
+    def mapped(k):
+        return xp.sum(pa.map(lambda x: xp.sin(k * x), xp.linspace(0.0, 1.0, 7), batch_size=3))
+
+    def mapped_ref(k):
+        return sum(xp.sin(k * x) for x in np.linspace(0.0, 1.0, 7).tolist())
+
+    g = pa.checkpoint(lambda v: xp.sin(xp.exp(v) * v))
+
+    def checkpointed(k):
+        return g(k) * g(k * 2.0)
+
+    def checkpointed_ref(k):
+        return xp.sin(xp.exp(k) * k) * xp.sin(xp.exp(2.0 * k) * 2.0 * k)
+
+    return [
+        ("scan", scanned, scanned_ref),
+        ("while_loop", whiled, whiled_ref),
+        ("fori_loop", fori, fori_ref),
+        ("cond", conditional, conditional_ref),
+        ("switch", switched, switched_ref),
+        ("map", mapped, mapped_ref),
+        ("checkpoint", checkpointed, checkpointed_ref),
+    ]
+
+
+JIT_TRANSFORMS = {
+    "jit": (lambda f: pa.jit(f), lambda f: f, False),
+    "jit(grad)": (lambda f: pa.jit(pa.grad(f)), pa.grad, False),
+    "grad(jit)": (lambda f: pa.grad(pa.jit(f)), pa.grad, False),
+    "jit(vmap(grad))": (lambda f: pa.jit(pa.vmap(pa.grad(f))), lambda f: pa.vmap(pa.grad(f)), True),
+    "jit(hessian)": (lambda f: pa.jit(pa.hessian(f)), pa.hessian, False),
+    "jit(jacrev(jacfwd))": (
+        lambda f: pa.jit(pa.jacrev(pa.jacfwd(f))),
+        lambda f: pa.jacrev(pa.jacfwd(f)),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("transform", list(JIT_TRANSFORMS))
+@pytest.mark.parametrize("case", [c[0] for c in _jit_cases()])
+def test_loops_under_jit_equal_the_unrolled_loop(case, transform):
+    _, f, ref = next(c for c in _jit_cases() if c[0] == case)
+    jitted, plain, batched = JIT_TRANSFORMS[transform]
+    ref_t = plain(ref) if not batched else (lambda ks: xp.stack([pa.grad(ref)(k) for k in ks]))
+    for k in [arr([0.3, 0.15, 0.05])] if batched else [xp.asarray(0.3), xp.asarray(0.15)]:
+        assert_close(jitted(f)(k), ref_t(k), **TOL)
+
+
+TRANSFORMS_OF_SCALARS = {
+    "grad": pa.grad,
+    "hessian": pa.hessian,
+    "jacrev(jacfwd)": lambda f: pa.jacrev(pa.jacfwd(f)),
+    "vmap(grad)": lambda f: pa.vmap(pa.grad(f)),
+    "vmap(hessian)": lambda f: pa.vmap(pa.hessian(f)),
+}
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS_OF_SCALARS))
+def test_a_captured_loop_is_one_node_whatever_its_steps(transform):
+    """pa.jit of any transform of a loop holds the loop and its backward pass as ops: neither its graph
+    nor the number of times it traces the body grows with the steps."""
+    calls = [0]
+
+    def scanned(k, steps):
+        def body(u, _):
+            calls[0] += 1
+            return u - 0.1 * k * u**3, None
+
+        return xp.sum(pa.scan(body, xp.ones(3), None, length=steps, checkpoints=4)[0])
+
+    def whiled(k, steps):
+        def body(c):
+            calls[0] += 1
+            return c[0] - 0.1 * k * c[0] ** 3, c[1] + 1
+
+        init = (xp.ones(3), xp.asarray(0))
+        return xp.sum(pa.while_loop(lambda c: c[1] < steps, body, init, checkpoints=4)[0])
+
+    k = arr([0.3, 0.2]) if transform.startswith("vmap") else xp.asarray(0.3)
+    for f in (scanned, whiled):
+        sizes = []
+        for steps in (10, 40):
+            calls[0] = 0
+            lowered = pa.jit(TRANSFORMS_OF_SCALARS[transform](functools.partial(f, steps=steps))).lower(k)
+            sizes.append((len(lowered.graph.nodes), calls[0]))
+        assert sizes[0] == sizes[1], (f.__name__, sizes)
+
+
+def test_checkpoint_regions_stay_whole_through_the_optimiser():
+    """Under pa.jit a checkpointed function's primal pass stays one node (opaque to CSE), so its
+    intermediates are not merged with the backward pass's recomputation of them."""
+    g = pa.checkpoint(lambda v: xp.sin(xp.exp(v) * v))
+    lowered = pa.jit(pa.grad(lambda x: xp.sum(g(x) * x))).lower(arr([0.1, 0.2]))
+    names = [node.op.name for node in lowered.optimized_graph.nodes]
+    assert names.count("checkpoint") == 1
+    assert names.count("exp") == 1  # the backward pass's recomputation, outside the checkpoint node

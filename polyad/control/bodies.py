@@ -11,7 +11,7 @@ turn). Every one has the ``Body`` protocol: ``body(*inputs) -> list``, ``out_ava
 import optree
 
 from polyad.core import Tensor, new_level
-from polyad.ops.base import broadcast_to, expand_dims, move_to_front
+from polyad.ops.base import broadcast_to, expand_dims, move_to_front, moveaxis
 from polyad.ops.common import ShapeDtype, is_floating, shape_of
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
@@ -113,10 +113,11 @@ def step_pullback(body, args):
     return recorded(body, args)
 
 
-def recorded(body, args):
+def recorded(body, args, keep=False):
     """``(outputs, pullback)``: ``body(*args)`` run once at a new reverse level, every floating input a
     leaf; ``pullback(cotangents)`` (one per output, None for none) returns one cotangent per input (None
-    where it has none) and frees the recording."""
+    where it has none) and frees the recording, unless ``keep``: a recording kept in an op's residuals,
+    whose pullback runs as often as the enclosing ``vjp_fn`` is called."""
     with new_level(ReverseInterpreter) as interp:
         leaves = [interp.new_leaf(a) if _differentiable(a) else a for a in args]
         ids = [leaf._aux if isinstance(leaf, Tensor) and leaf._interp is interp else None for leaf in leaves]
@@ -129,7 +130,7 @@ def recorded(body, args):
         for i, g in zip(out_ids, cotangents):
             if i is not None and g is not None:
                 seeds[i] = g if i not in seeds else seeds[i] + g
-        ct = interp.backward(seeds, consume=True)
+        ct = interp.backward(seeds, consume=not keep)
         return [None if i is None else ct.get(i) for i in ids]
 
     return values, pullback
@@ -137,3 +138,14 @@ def recorded(body, args):
 
 def _differentiable(a):
     return hasattr(a, "dtype") and hasattr(a, "shape") and is_floating(a)
+
+
+def with_batch_at(value, dim, size, axis=0):
+    """``value`` with its batch dimension ``dim`` moved to ``axis`` (broadcast along a new one where it
+    has none, ``dim`` None): how a rule hands a batched backward pass its inputs, all batched."""
+    if dim is None:
+        value = expand_dims(value, axis=axis)
+        shape = list(shape_of(value))
+        shape[axis] = size
+        return broadcast_to(value, tuple(shape))
+    return moveaxis(value, dim, axis)

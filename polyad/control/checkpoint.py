@@ -57,7 +57,7 @@ _jvp.computes_primal = True
 def _vjp_forward(*primals, body, policy=None, **params):
     state = random.snapshot_states()
     if policy == "everything":  # keep the recording: no recomputation (a switch for comparisons)
-        out, pullback = recorded(body, list(primals))
+        out, pullback = recorded(body, list(primals), keep=True)
         return tuple(out), (state, pullback)
     return bind(CHECKPOINT, *primals, body=body, policy=policy, **params), (state, None)
 

@@ -11,8 +11,10 @@ the step's slices of ``xs`` and the closure's values, and returns the new carry 
 - vmap: one scan of the vmapped body (``BatchedBody``), every carry batched.
 - jvp: one scan of the body under jvp (``DualBody``), carrying primal and tangent together; no storage.
 - grad/vjp: the primal pass stores the checkpoints ``checkpoints=`` asks for (``schedules.plan``) as one
-  scan with ``save``, and records its last step; the backward pass replays the schedule's reverse
-  actions: advances as scans, turns as one recorded step each, pulled back at once.
+  scan with ``save``, and the last step's carry; the backward pass is one op (``SCAN_REVERSE``) that
+  replays the schedule's reverse actions: advances as scans, turns as one recorded step each, pulled
+  back at once. Its own rules (vmap, jvp) bind it again with the body transformed, so a jitted Hessian
+  or per-example gradient holds one sweep, whatever the number of steps.
 
 Rules bind scans again on the values underneath, so the levels below see one op each time.
 """
@@ -20,14 +22,13 @@ Rules bind scans again on the values underneath, so the levels below see one op 
 import math
 
 import polyad.control.schedules as schedules
-from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback
+from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback, with_batch_at
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, active_interpreters, bind
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.indexing import getitem
-from polyad.ops.manipulation import concat
 
 
 def _split(args, n_carry, n_xs):
@@ -229,24 +230,23 @@ def refuse_random_recomputation(body, what, checkpoints):
         )
 
 
-def _captured():
+def captured():
     """Whether a capture (``pa.jit``'s tracing, ``make_graph``) records below this level: its graph must
-    hold the backward sweep as one op, so the sweep takes no Python closure (the last step's recording)
-    with it and the primal pass runs every step in one scan."""
+    hold the backward sweep as one op, so ``checkpoints=None`` keeps every state rather than every step's
+    recording (a Python closure the graph cannot hold)."""
     return any(not interp.transforms_bodies for interp in active_interpreters()[:-1])
 
 
 def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=None, max_memory=None,
                  save=(), keep_ys=True, **params):  # fmt: skip
     """The primal pass under reverse mode: ``(outputs, residuals)``. ``checkpoints=None`` keeps every
-    step's recording; otherwise the plan's checkpoints are saved by one scan of ``length - 1`` steps and
-    the last step is recorded (it is the reverse sweep's first turn). Under a capture, every state is a
-    checkpoint of one scan of ``length`` steps and nothing is recorded (see ``_captured``)."""
+    step's recording (under a capture: every state); otherwise one scan saves the plan's checkpoints and
+    the carry before the last step, the reverse sweep's first turn (Revolve's working state: the body
+    runs once more than ``length + p(length, s)``, and no step's recording outlives the op)."""
     carry, xs, consts = _split(primals, n_carry, n_xs)
     loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
-    captured = _captured()
-    if length == 0 or (checkpoints is None and not captured):
+    if length == 0 or (checkpoints is None and not captured()):
         return _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_ys, save)
     if checkpoints is not None:
         refuse_random_recomputation(body, "pa.scan", checkpoints)
@@ -258,14 +258,14 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         reserved_bytes=2 * carry_bytes(carry) + 2 * step_bytes(body, carry),
     )
     stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
-    run = length if captured else length - 1
-    saves = tuple(sorted((stores | set(save) | ({length - 1} if captured else set())) - {run}))
+    kept = tuple(sorted(stores | {length - 1}))
+    saves = tuple(sorted(set(kept) | set(save)))
     head = bind(
         SCAN,
         *carry,
-        *_segment(xs, 0, run, length, reverse),
+        *xs,
         *consts,
-        length=run,
+        length=length,
         n_carry=n_carry,
         n_xs=n_xs,
         save=saves,
@@ -274,21 +274,10 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
     )
     flat = head[n_carry + n_y :]
     states = {s: list(flat[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(saves)}
-    if captured:
-        carry, stacked, pullback = head[:n_carry], head[n_carry : n_carry + n_y], None
-    else:
-        last = list(head[:n_carry])
-        states[length - 1] = last
-        out, pullback = recorded(body, _step_args(last, xs, consts, length - 1, length, reverse))
-        carry, y_last = out[:n_carry], out[n_carry:]
-        stacked = []
-        for ys_head, y in zip(head[n_carry : n_carry + n_y], y_last):
-            y = stack([y])
-            stacked.append(concat([y, ys_head]) if reverse else concat([ys_head, y]))
-    kept = tuple(sorted(stores | ({length - 1} if captured else set())))
+    carry, stacked = head[:n_carry], head[n_carry : n_carry + n_y]
     checkpoints_flat = [leaf for s in kept for leaf in states[s]]
     saved = [leaf for s in save for leaf in states[s]]
-    residuals = ("plan", plan, kept, checkpoints_flat, pullback)
+    residuals = ("plan", plan, kept, checkpoints_flat)
     return (*carry, *(stacked if keep_ys else ()), *saved), residuals
 
 
@@ -298,7 +287,7 @@ def _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_y
     states, ys, pullbacks = {}, [], []
     for i in range(length):
         states[i] = carry
-        out, pullback = recorded(body, _step_args(carry, xs, consts, i, length, reverse))
+        out, pullback = recorded(body, _step_args(carry, xs, consts, i, length, reverse), keep=True)
         carry, y = out[:n_carry], out[n_carry:]
         ys.append(y)
         pullbacks.append(pullback)
@@ -318,21 +307,18 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
     if residuals[0] == "steps":
         cts = reverse_sweep((*g, *primals), pullbacks=residuals[1], **sweep)
     else:
-        _, plan, kept, stacks, pullback = residuals
+        _, plan, kept, stacks = residuals
         loop = dict(checkpoints=checkpoints, max_memory=max_memory, **params)
-        cts = bind(
-            SCAN_REVERSE, *g, *primals, *stacks, plan=plan, kept=kept, last=pullback, loop=loop, **sweep
-        )
+        cts = bind(SCAN_REVERSE, *g, *primals, *stacks, plan=plan, kept=kept, loop=loop, **sweep)
     return tuple(c if is_floating(p) else None for c, p in zip(cts, primals))
 
 
 def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pullbacks=None, plan=None,
-                  kept=(), last=None, loop=None):  # fmt: skip
+                  kept=(), loop=None):  # fmt: skip
     """A scan's backward pass on whatever its arguments are: the output cotangents (carry, ys, the
     checkpoints an enclosing rule asked for), the primals (carry, xs, closure) and, with a ``plan``, the
-    stored states (one stack per carry leaf, the steps ``kept``). ``pullbacks``: every step's recording
-    (``checkpoints=None``); ``last``: the last step's, or None to run it again. Returns the cotangents of
-    the primals."""
+    stored states (the carry's leaves at each of the steps ``kept``, the last step's among them).
+    ``pullbacks``: every step's recording (``checkpoints=None``). Returns the cotangents of the primals."""
     n_g = n_carry + n_y + n_carry * len(save)
     g, primals = args[:n_g], args[n_g:]
     n_in = len(primals) - (n_carry * len(kept) if plan is not None else 0)  # then the stored states' leaves
@@ -362,18 +348,12 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
             turn(i, pullbacks[i])
     else:
         slots = {s: list(stacks[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(kept)}
-        # the primal pass ends with x_{length-1} as the working state: the first turn's (stored under a
-        # capture, which keeps no recording of the last step)
-        working = slots.get(length - 1) if last is None else None
+        working = slots.get(length - 1)  # the primal pass's working state: the first turn's
         for action in plan.reverse():
             kind = type(action)
             if kind is Turn:
-                if action.step == length - 1 and last is not None:
-                    pullback, last = last, None
-                else:
-                    args = _step_args(working, xs, consts, action.step, length, reverse)
-                    _, pullback = step_pullback(body, args)
-                turn(action.step, pullback)
+                args = _step_args(working, xs, consts, action.step, length, reverse)
+                turn(action.step, step_pullback(body, args)[1])
                 working = None
             elif kind is Restore:
                 working = slots[action.step]
@@ -408,6 +388,108 @@ def _or_zero(c, like):
     return c if c is not None or not is_floating(like) else zeros_like(like)
 
 
+def _reverse_layout(n_args, n_carry, n_xs, n_y, save, kept):
+    """The sizes of a ``SCAN_REVERSE``'s argument groups: cotangents of the carry, of the ys and of the
+    saved states; the carry, xs, closure; the stored states' leaves."""
+    n_consts = n_args - (2 + len(save) + len(kept)) * n_carry - n_y - n_xs
+    return [n_carry, n_y, n_carry * len(save), n_carry, n_xs, n_consts, n_carry * len(kept)]
+
+
+def _groups(values, sizes):
+    out, k = [], 0
+    for n in sizes:
+        out.append(list(values[k : k + n]))
+        k += n
+    return out
+
+
+def _reverse_batch(info, dims, *values, body, n_carry, n_xs, n_y, save, kept, **params):
+    """vmap of a scan's backward pass (vmap of grad): the same sweep over the vmapped body, every input
+    batched (an unbatched closure too: its cotangent is per example); per-step values (the ys'
+    cotangents, xs) with the batch at axis 1."""
+    size = info.batch_size
+    sizes = _reverse_layout(len(values), n_carry, n_xs, n_y, save, kept)
+    axes = [0, 1, 0, 0, 1, 0, 0]
+    batched = []
+    for group, group_dims, axis in zip(_groups(values, sizes), _groups(dims, sizes), axes):
+        batched += [with_batch_at(v, d, size, axis) for v, d in zip(group, group_dims)]
+    step = BatchedBody(body, [0] * (n_carry + n_xs + sizes[5]), size, info.randomness)
+    outs = bind(SCAN_REVERSE, *batched, body=step, n_carry=n_carry, n_xs=n_xs, n_y=n_y, save=save, kept=kept,
+                **params)  # fmt: skip
+    return outs, (0,) * n_carry + (1,) * n_xs + (0,) * sizes[5]
+
+
+def _reverse_jvp(tangents, out, *primals, body, n_carry, n_xs, n_y, save, kept, **params):
+    """jvp of a scan's backward pass (forward over reverse: hessian, jacfwd of grad): the backward pass
+    of the scan of the jvp'd step, seeded with the cotangents' tangents on the primal outputs and the
+    cotangents on their tangents (a cotangent ``(a, b)`` of ``(f(x), f'(x) t)`` pulls back to
+    ``f'(x)ᵀ a + (f''(x) t)ᵀ b`` on ``x``, the tangent of this op's output, and to ``f'(x)ᵀ b`` on
+    ``t``, the output itself). Every floating carry, x and closure value gets a tangent (zeros where it
+    has none), so that the dual sweep's cotangents on them are this op's outputs."""
+    sizes = _reverse_layout(len(primals), n_carry, n_xs, n_y, save, kept)
+    g_carry, g_ys, g_saved, carry, xs, consts, stacks = _groups(primals, sizes)
+    t_g_carry, t_g_ys, t_g_saved, t_carry, t_xs, t_consts, t_stacks = _groups(tangents, sizes)
+    n_body_y = len(body.out_avals) - n_carry
+    fc = [k for k, c in enumerate(carry) if is_floating(c)]
+    fx = [k for k, x in enumerate(xs) if is_floating(x)]
+    fk = [k for k, c in enumerate(consts) if is_floating(c)]
+    fy = [j for j in range(n_body_y) if _floating_aval(body.out_avals[n_carry + j])]
+    fy_g = fy if n_y else []  # the ys' cotangents are passed only where the scan keeps its ys
+
+    def tangent(t, like):
+        return zeros_like(like) if t is None else t
+
+    def dual_cotangents(g, t_g, floats):  # on (values, their tangents): (tangents of g, g)
+        on_values = [tangent(t_g[k], g[k]) if k in floats else g[k] for k in range(len(g))]
+        return on_values + [g[k] for k in floats]
+
+    def dual_values(v, t_v, floats):
+        return list(v) + [tangent(t_v[k], v[k]) for k in floats]
+
+    dual_saved = []
+    for j in range(len(save)):
+        part = slice(j * n_carry, (j + 1) * n_carry)
+        dual_saved += dual_cotangents(g_saved[part], t_g_saved[part], fc)
+    dual_stacks = []
+    for j in range(len(kept)):
+        part = slice(j * n_carry, (j + 1) * n_carry)
+        dual_stacks += dual_values(stacks[part], t_stacks[part], fc)
+    tangent_of = fc + [n_carry + k for k in fx] + [n_carry + n_xs + k for k in fk]
+    inner = DualBody(body, n_carry + n_xs + len(consts), tangent_of, fc + [n_carry + j for j in fy])
+    step = _JvpStep(inner, (n_carry, len(fc), n_xs, len(fx), len(consts), len(fk)), n_body_y)
+    outs = bind(
+        SCAN_REVERSE,
+        *dual_cotangents(g_carry, t_g_carry, fc),
+        *dual_cotangents(g_ys, t_g_ys, fy_g),
+        *dual_saved,
+        *dual_values(carry, t_carry, fc),
+        *dual_values(xs, t_xs, fx),
+        *dual_values(consts, t_consts, fk),
+        *dual_stacks,
+        body=step,
+        n_carry=n_carry + len(fc),
+        n_xs=n_xs + len(fx),
+        n_y=n_y + len(fy_g),
+        save=save,
+        kept=kept,
+        **params,
+    )
+    primal, tangent_out = [], []
+    k = 0
+    for n, floats in ((n_carry, fc), (n_xs, fx), (len(consts), fk)):
+        on_values, on_tangents = outs[k : k + n], outs[k + n : k + n + len(floats)]
+        k += n + len(floats)
+        p, t = list(on_values), [None] * n
+        for i, c in zip(floats, on_tangents):
+            p[i], t[i] = c, on_values[i]
+        primal += p
+        tangent_out += t
+    return tuple(primal), tuple(tangent_out)
+
+
+_reverse_jvp.computes_primal = True
+
+
 _vjp.forward = _vjp_forward
 
 # the backward pass of a scan with checkpoints as one op: its kernel replays the schedule on concrete
@@ -418,6 +500,8 @@ SCAN_REVERSE = Op(
     multiple_results=True,
     higher_order=lambda *args, **params: reverse_sweep(args, **params),
     abstract_eval=_reverse_abstract,
+    batch=_reverse_batch,
+    jvp=_reverse_jvp,
 )
 
 

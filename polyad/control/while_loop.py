@@ -18,12 +18,22 @@ import optree
 import polyad.config as config
 import polyad.control.schedules as schedules
 import polyad.xp as xp
-from polyad.control.bodies import BatchedBody, DualBody, step_pullback
+from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
 from polyad.control.closure import abstract_of, trace
 from polyad.control.loops import as_array, check_checkpoints, func_name
-from polyad.control.scan import SCAN, carry_bytes, refuse_random_recomputation
+from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation
 from polyad.core import Op, Tensor, bind, transform_active
-from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, reshape, stack, take_index, where
+from polyad.ops.base import (
+    add,
+    broadcast_to,
+    expand_dims,
+    move_to_front,
+    moveaxis,
+    reshape,
+    stack,
+    take_index,
+    where,
+)
 from polyad.ops.common import ShapeDtype, dtype_name, is_floating, ndim_of, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.reductions import any as any_of
@@ -112,9 +122,10 @@ class _BatchedCond:
     graph = None
     where = "pa.while_loop"
 
-    def __init__(self, n_carry):
+    def __init__(self, n_carry, active):
         self.n_carry = n_carry
-        self.out_avals = None
+        flags = abstract_of(active)
+        self.out_avals = [ShapeDtype((), flags.dtype, flags.device)]
 
     def __call__(self, *args):
         return [any_of(args[self.n_carry - 1])]
@@ -171,7 +182,7 @@ def _batch(info, dims, *values, cond, body, n_carry, n_cond, save_slots=None, **
         active,
         *c_closure,
         *b_closure,
-        cond=_BatchedCond(n_carry + 1),
+        cond=_BatchedCond(n_carry + 1, active),
         body=step,
         n_carry=n_carry + 1,
         n_cond=0,
@@ -305,6 +316,12 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
         )
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry])
+    if not isinstance(slots, int) and captured():
+        raise ValueError(
+            f"{body.where}: reverse mode under pa.jit (or make_graph) needs an int checkpoints=s: "
+            f"checkpoints={checkpoints!r} stores as many carries as the loop runs steps, a number known only "
+            "when it runs, and a compiled graph's shapes are fixed when it is traced"
+        )
     outs = bind(
         WHILE,
         *primals,
@@ -322,34 +339,35 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
 
 def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=None, max_memory=None,
          save_slots=None, **params):  # fmt: skip
-    carry, c_closure, b_closure = _split(primals, n_carry, n_cond)
-    slots = _slots(checkpoints, max_memory, carry)
     cts = bind(
         WHILE_REVERSE,
         *g[:n_carry],
-        *carry,
-        *b_closure,
+        *primals,
         *residuals,
         body=body,
+        cond=cond,
         n_carry=n_carry,
-        n_closure=len(b_closure),
-        slots=slots,
+        n_cond=n_cond,
+        n_closure=len(primals) - n_carry - n_cond,
+        slots=_slots(checkpoints, max_memory, primals[:n_carry]),
         checkpoints=checkpoints,
         max_memory=max_memory,
     )
-    return (*cts[:n_carry], *[None] * len(c_closure), *cts[n_carry:])
+    return (*cts[:n_carry], *[None] * n_cond, *cts[n_carry + n_cond :])
 
 
-def reverse_sweep(args, *, body, n_carry, n_closure, slots, checkpoints, max_memory):
+def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkpoints, max_memory):
     """The backward pass of a while loop, on whatever its arguments are: the cotangent of the final
-    carry, the initial carry, the body's closure, the number of steps run, the steps stored and the
-    stored carries (``run_while``'s outputs with ``save_slots``). Returns the cotangents of the initial
-    carry and of the closure (zeros for none). The length is read here, at run time, so that a jitted
-    gradient holds the sweep as one op."""
+    carry, the initial carry, the condition's and the body's closures, the number of steps run, the steps
+    stored and the stored carries (``run_while``'s outputs with ``save_slots``). Returns the cotangents of
+    the initial carry and of the closures (zeros for the condition's, and for none). The length is read
+    here, at run time, so that a jitted gradient holds the sweep as one op. Every step counted ran the
+    body (``cond`` matters only to the rules below)."""
     ct_carry = list(args[:n_carry])
     carry = args[n_carry : 2 * n_carry]
-    closure = list(args[2 * n_carry : 2 * n_carry + n_closure])
-    count, index, *stacks = args[2 * n_carry + n_closure :]
+    c_closure = list(args[2 * n_carry : 2 * n_carry + n_cond])
+    closure = list(args[2 * n_carry + n_cond : 2 * n_carry + n_cond + n_closure])
+    count, index, *stacks = args[2 * n_carry + n_cond + n_closure :]
     length = int(count)
     steps = [int(take_index(index, j)) for j in range(shape_of(index)[0])]
     stored = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
@@ -379,16 +397,138 @@ def reverse_sweep(args, *, body, n_carry, n_closure, slots, checkpoints, max_mem
         else:
             a, b = action
             working = list(bind(SCAN, *working, *closure, length=b - a, **advance)[:n_carry])
-    return (*ct_carry, *[_or_zero(c, v) for c, v in zip(ct_closure, closure)])
+    return (
+        *ct_carry,
+        *[zeros_like(c) for c in c_closure],
+        *[_or_zero(c, v) for c, v in zip(ct_closure, closure)],
+    )
 
 
 def _or_zero(c, like):
     return c if c is not None else zeros_like(like)
 
 
-def _reverse_abstract(xp_, *avals, n_carry, n_closure, **params):
-    ins = avals[n_carry : 2 * n_carry + n_closure]
+def _reverse_abstract(xp_, *avals, n_carry, n_cond, n_closure, **params):
+    ins = avals[n_carry : 2 * n_carry + n_cond + n_closure]
     return tuple(ShapeDtype(a.shape, a.dtype, getattr(a, "device", None)) for a in ins)
+
+
+class _MaskedStep:
+    """A vmapped loop's step as its backward pass sees it, every input batched at 0 (carry, condition's
+    closure, body's closure): the body on every example, kept where the example's predicate holds (no
+    ``cond``: a step that masks already, the body vmapped). A
+    finished example is frozen, its predicate false from then on, so the step's derivative there is the
+    identity: each example's derivative is that of its own loop, stopped at its own step."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, cond, body, n_carry, n_cond, size, randomness, out_avals):
+        self.cond, self.body, self.n_carry, self.n_cond = cond, body, n_carry, n_cond
+        self.size, self.randomness, self.out_avals = size, randomness, out_avals
+        self.where = body.where
+        self.draws_random = getattr(body, "draws_random", False)
+
+    def __call__(self, *args):
+        n, m = self.n_carry, self.n_cond
+        carry, c_closure, b_closure = args[:n], args[n : n + m], args[n + m :]
+        new = BatchedBody(self.body, [0] * (len(args) - m), self.size, self.randomness)(*carry, *b_closure)
+        if (
+            self.cond is None
+        ):  # a step masked already, at a vmap below (it evaluates every example's predicate)
+            return new
+        pred = BatchedBody(self.cond, [0] * (n + m), self.size, self.randomness)(*carry, *c_closure)[0]
+        return [where(_along(pred, c), c_new, c) for c_new, c in zip(new, carry)]
+
+
+def _reverse_batch(info, dims, *values, body, cond, n_carry, n_cond, n_closure, **params):
+    """vmap of a while loop's backward pass (vmap of grad): every example's own derivative, its loop
+    stopped at its own step. The sweep runs once, over the masked step (``_MaskedStep``) of the batch;
+    every input is batched (an unbatched closure too: its cotangent is per example)."""
+    size = info.batch_size
+    n_in = 2 * n_carry + n_cond + n_closure
+    # the length and the stored steps are the batched primal loop's, one for every example (the batch
+    # rule broadcasts them along the batch, as every output of its level): the first example's
+    count, index = [
+        v if d is None else take_index(moveaxis(v, d, 0), 0)
+        for v, d in zip(values[n_in : n_in + 2], dims[n_in : n_in + 2])
+    ]
+    ins = [with_batch_at(v, d, size) for v, d in zip(values[:n_in], dims[:n_in])]
+    stacks = [with_batch_at(v, d, size, axis=1) for v, d in zip(values[n_in + 2 :], dims[n_in + 2 :])]
+    step = _MaskedStep(cond, body, n_carry, n_cond, size, info.randomness,
+                       [abstract_of(c) for c in ins[n_carry : 2 * n_carry]])  # fmt: skip
+    outs = bind(
+        WHILE_REVERSE,
+        *ins,
+        count,
+        index,
+        *stacks,
+        body=step,
+        cond=None,
+        n_carry=n_carry,
+        n_cond=0,
+        n_closure=n_cond + n_closure,
+        **params,
+    )
+    return tuple(outs), (0,) * len(outs)
+
+
+def _reverse_jvp(tangents, out, *primals, body, cond, n_carry, n_cond, n_closure, **params):
+    """jvp of a while loop's backward pass (forward over reverse: hessian, jacfwd of grad): the backward
+    pass of the loop of the jvp'd step (carry and tangents, closure and tangents), seeded with the
+    cotangents' tangents on the carry and the cotangents on its tangent. For a step ``f``, a cotangent
+    ``(a, b)`` of ``(f(x), f'(x) t)`` pulls back to ``f'(x)ᵀ a + (f''(x) t)ᵀ b`` on ``x`` and ``f'(x)ᵀ b``
+    on ``t``: the tangent of this op's output and the output itself."""
+    n = n_carry
+    ct, carry = primals[:n], primals[n : 2 * n]
+    c_closure = primals[2 * n : 2 * n + n_cond]
+    b_closure = primals[2 * n + n_cond : 2 * n + n_cond + n_closure]
+    count, index, *stacks = primals[2 * n + n_cond + n_closure :]
+    t_ct, t_carry = tangents[:n], tangents[n : 2 * n]
+    t_b = tangents[2 * n + n_cond : 2 * n + n_cond + n_closure]
+    t_stacks = tangents[2 * n + n_cond + n_closure + 2 :]
+    fc = [k for k, c in enumerate(carry) if is_floating(c)]
+    fb = [k for k, b in enumerate(b_closure) if is_floating(b)]
+
+    def tangent(t, like):
+        return zeros_like(like) if t is None else t
+
+    inner = DualBody(body, n + n_closure, fc + [n + k for k in fb], fc)
+    step = _JvpWhileStep(inner, n, len(fc), n_closure, len(fb))
+    outs = bind(
+        WHILE_REVERSE,
+        *[tangent(t_ct[k], ct[k]) if k in fc else ct[k] for k in range(n)],
+        *[ct[k] for k in fc],
+        *carry,
+        *[tangent(t_carry[k], carry[k]) for k in fc],
+        *c_closure,
+        *b_closure,
+        *[tangent(t_b[k], b_closure[k]) for k in fb],
+        count,
+        index,
+        *stacks,
+        *[tangent(t_stacks[k], stacks[k]) for k in fc],
+        body=step,
+        cond=None if cond is None else _PrimalCond(cond, n, len(fc)),
+        n_carry=n + len(fc),
+        n_cond=n_cond,
+        n_closure=n_closure + len(fb),
+        **params,
+    )
+    on_carry, on_carry_t = outs[:n], outs[n : n + len(fc)]
+    on_c = outs[n + len(fc) : n + len(fc) + n_cond]
+    on_b = outs[n + len(fc) + n_cond : n + len(fc) + n_cond + n_closure]
+    on_b_t = outs[n + len(fc) + n_cond + n_closure :]
+    primal_carry, tangent_carry = list(on_carry), [None] * n
+    for k, c in zip(fc, on_carry_t):
+        primal_carry[k], tangent_carry[k] = c, on_carry[k]
+    primal_b, tangent_b = list(on_b), [None] * n_closure
+    for k, c in zip(fb, on_b_t):
+        primal_b[k], tangent_b[k] = c, on_b[k]
+    return (*primal_carry, *on_c, *primal_b), (*tangent_carry, *[None] * n_cond, *tangent_b)
+
+
+_reverse_jvp.computes_primal = True
 
 
 # the backward pass of a while loop as one op: its kernel runs the sweep on concrete values (the length
@@ -399,6 +539,8 @@ WHILE_REVERSE = Op(
     multiple_results=True,
     higher_order=lambda *args, **params: reverse_sweep(args, **params),
     abstract_eval=_reverse_abstract,
+    batch=_reverse_batch,
+    jvp=_reverse_jvp,
 )
 
 
