@@ -251,6 +251,10 @@ def w2(table, peers, quick):
     check("polyad jit", jitted(x), ref)
     t = measure(lambda: jitted(x), quick)
     table.add("W2", "polyad jit(grad)", t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written")
+    exact = pa.jit(g, math="exact")  # eager's results bit for bit: NumPy's functions between fused loops
+    check("polyad jit exact", exact(x), ref)
+    t = measure(lambda: exact(x), quick)
+    table.add("W2", 'polyad jit(grad, math="exact")', t, f"{t / tf:.2f}x forward, {t / th:.2f}x hand-written")
     if "torch" in peers:
         torch = peers["torch"]
         xt = torch.from_numpy(x)

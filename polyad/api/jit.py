@@ -4,7 +4,7 @@ A call flattens the arguments, builds the signature (tree structure; per array i
 and device; the values of static arguments and of non-array leaves) and looks it up in a bounded LRU cache.
 On a miss, ``polyad.graph.tracing.trace_graph`` records the function on abstract values (no data, so Python
 control flow on a traced value raises a ``ConcretizationError``), then the pipeline runs:
-``optimize`` -> ``fuse(graph, backend)`` -> ``reuse_buffers`` (``polyad.graph.compiler``) ->
+``optimize`` -> ``fuse(graph, backend, math)`` -> ``reuse_buffers`` (``polyad.graph.compiler``) ->
 ``Graph.compile``.
 
 Arguments that are tensors of active transforms (``pa.grad(pa.jit(f))``, ``pa.vmap(pa.jit(f))``, a jit
@@ -27,6 +27,7 @@ from polyad.api.arguments import check_callable, func_name, is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import BY_TYPE
 from polyad.graph import predispatch
+from polyad.graph.compiler.fusion import check_math
 from polyad.graph.ir import Const
 from polyad.graph.tracing import trace_graph
 from polyad.ops.common import ShapeDtype, bottom
@@ -40,6 +41,7 @@ def jit(
     static_argnums: int | Iterable[int] = (),
     static_argnames: str | Iterable[str] = (),
     donate_argnums: int | Iterable[int] = (),
+    math: str = "fast",
 ) -> "Jitted":
     """``func`` traced once per input signature and replayed as compiled straight-line code.
 
@@ -62,6 +64,14 @@ def jit(
 
     ``pa.jit`` composes with every transform both ways: ``pa.jit(pa.grad(f))`` compiles the gradient,
     ``pa.grad(pa.jit(f))`` (and jvp, vmap, the Jacobians) transforms the traced graph op by op.
+
+    Results may differ from eager ones in the last bits, as JAX's do: on NumPy arrays with Numba installed
+    (the ``jit`` extra), element-wise code fuses into one loop whose functions (exp, log, sin, tanh, pow,
+    erf...) are vectorised ones, each within 1 ulp (exp, log) or 2 ulps (the others) of the exact result
+    where NumPy's are within about 1 (the table per function and dtype is in the documentation's
+    "Compilation" page). ``math="exact"`` gives eager's results bit for bit: those functions then run as
+    NumPy calls between the fused loops, which hold only the correctly rounded arithmetic. Large fused
+    loops run on several cores when that was measured to pay (``POLYAD_FUSION_THREADS`` caps the threads).
 
     Args:
         func: a function of arrays (pytrees allowed, keyword arguments too), returning arrays, Python
@@ -89,7 +99,8 @@ def jit(
         array([1., 1.])
     """
     check_callable(func, "jit")
-    return Jitted(func, static_argnums, static_argnames, donate_argnums)
+    check_math(math, "jit")
+    return Jitted(func, static_argnums, static_argnames, donate_argnums, math)
 
 
 def _int_tuple(value, name):
@@ -106,18 +117,18 @@ def _str_tuple(value, name):
     return names
 
 
-def _pipeline(optimized, backend):
-    """``(fused graph, compiled code)`` of an optimised graph: fusion, then the bodies of its loops compiled
-    by this same pipeline, then in-place reuse of dead buffers last (the passes before it do not know
-    in-place ops), then code."""
-    fused = compiler.fuse(optimized, backend.name)
-    fused = compiler.compile_bodies(fused, lambda body: _compile_body(body, backend))
+def _pipeline(optimized, backend, math):
+    """``(fused graph, compiled code)`` of an optimised graph: fusion (its loops' functions by ``math``),
+    then the bodies of its loops compiled by this same pipeline, then in-place reuse of dead buffers last
+    (the passes before it do not know in-place ops), then code."""
+    fused = compiler.fuse(optimized, backend.name, math)
+    fused = compiler.compile_bodies(fused, lambda body: _compile_body(body, backend, math))
     fused = compiler.reuse_buffers(fused, backend.name)
     return fused, fused.compile(backend.name)
 
 
-def _compile_body(graph, backend):
-    _, compiled = _pipeline(compiler.optimize(graph), backend)
+def _compile_body(graph, backend, math):
+    _, compiled = _pipeline(compiler.optimize(graph), backend, math)
     return lambda *args: compiled.fn(*args)  # the flat arguments as they come: no tree, checked once
 
 
@@ -171,7 +182,7 @@ class Lowered:
 class Jitted:
     """A function compiled by ``pa.jit``: call it like the function. See ``pa.jit``."""
 
-    def __init__(self, func, static_argnums, static_argnames, donate_argnums):
+    def __init__(self, func, static_argnums, static_argnames, donate_argnums, math="fast"):
         nums = _int_tuple(static_argnums, "static_argnums")
         names = _str_tuple(static_argnames, "static_argnames")
         donate = _int_tuple(donate_argnums, "donate_argnums")
@@ -211,6 +222,7 @@ class Jitted:
         self.static_argnums = nums
         self.static_argnames = frozenset(names)
         self.donate_argnums = donate
+        self.math = math  # part of every cache key below through this object: one Jitted, one mode
         self._plain_call = not nums and not names  # no static arguments: the fast path
         self._where = f"pa.jit({func_name(func)})"
         self._cache = collections.OrderedDict()
@@ -223,7 +235,11 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if core.pre_dispatch_hook() is not None and predispatch.recording():
             # inside make_graph(pre_dispatch=True): one transform node, whose replay jits its body again
-            config = {"static_argnums": self.static_argnums, "static_argnames": tuple(self.static_argnames)}
+            config = {
+                "static_argnums": self.static_argnums,
+                "static_argnames": tuple(self.static_argnames),
+                "math": self.math,
+            }
             return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
         entry, leaves, mode = self._lookup(args, kwargs)
         if entry.lifted:
@@ -257,10 +273,11 @@ class Jitted:
         self._cache.clear()
 
     def __repr__(self):
-        return f"<pa.jit of {self.func!r}>"
+        mode = "" if self.math == "fast" else f", math={self.math!r}"
+        return f"<pa.jit of {self.func!r}{mode}>"
 
     def __reduce__(self):  # pickled (to a Dask worker): the function and options, not the compiled code
-        config = (self.static_argnums, tuple(self.static_argnames), self.donate_argnums)
+        config = (self.static_argnums, tuple(self.static_argnames), self.donate_argnums, self.math)
         return (_rebuilt, (self.func, *config))
 
     def __get__(self, obj, objtype=None):  # a jitted method binds like the function would
@@ -405,7 +422,7 @@ class Jitted:
         optimized = compiler.optimize(graph)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
             return _Entry(graph, optimized, None, None, lifted)
-        fused, compiled = _pipeline(optimized, backend)
+        fused, compiled = _pipeline(optimized, backend, self.math)
         return _Entry(graph, optimized, fused, compiled)
 
     def _leaf_label(self, args, kwargs, tree, i):
@@ -473,9 +490,13 @@ _VALUE_TYPES = (int, float, complex, str, bytes, slice, type(Ellipsis), type)
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses size maxsize")
 
 
-def _rebuilt(func, static_argnums, static_argnames, donate_argnums):
+def _rebuilt(func, static_argnums, static_argnames, donate_argnums, math="fast"):
     return jit(
-        func, static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums
+        func,
+        static_argnums=static_argnums,
+        static_argnames=static_argnames,
+        donate_argnums=donate_argnums,
+        math=math,
     )
 
 

@@ -24,7 +24,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent.parent  # the repository (
 MAX_LINES = 800
 # libraries a user may not have: importing them inside the function that needs them keeps them optional
 OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba", "matplotlib", "tqdm",
-            "sklearn", "array_api_strict", "networkx", "torch", "jax", "cloudpickle", "IPython"}  # fmt: skip
+            "sklearn", "array_api_strict", "networkx", "torch", "jax", "cloudpickle", "IPython",
+            "mpmath"}  # fmt: skip
 # lowest first; a module belongs to the first layer whose prefix matches its name
 LAYERS = [
     ("backends", ("polyad.backends",)),

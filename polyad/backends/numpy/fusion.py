@@ -5,6 +5,15 @@ group's outputs; sums are left to NumPy on the summand the loop wrote, so that t
 (pairwise summation). Numba is optional (the ``jit`` extra): without it ``available()`` is False and
 ``fuse`` leaves NumPy graphs as they are.
 
+Math (``spec.math``): with "fast" (the default of ``pa.jit``) the functions are the vectorisable ones of
+``vecmath.py`` (within an ulp or two of the exact result; LLVM vectorises the whole loop); sin, cos and tan
+count their arguments beyond the fast reduction and, if there are any, the call runs again with libm's
+functions for those three. With "exact" the loop only holds the ops listed in ``EXACT``, whose results are
+NumPy's bit for bit (the compiler leaves the others out of CPU groups: NumPy's own transcendental
+functions differ from libm's in the last bit here and there).
+
+Threads: large calls run in chunks on several cores when that is measured to pay (``fusion_threads.py``).
+
 The generated source is written to a file under the cache directory (``$POLYAD_CACHE_DIR``, default
 ``~/.cache/polyad``) so that Numba's own cache can keep the machine code between processes; where that
 directory cannot be written the source is compiled in memory.
@@ -19,11 +28,16 @@ import threading
 
 import numpy as np
 
-# Elements from which the loop runs on Numba's threads; None: always one thread. Measured on the 2-core VM
-# (scripts/bench_fusion.py, W2 at 4e6): one thread was faster than Numba's two under the machine's load,
-# and a parallel loop takes longer to compile.
-PARALLEL_MIN = None
-_COMPILED = {}  # (source, parallel) -> Numba dispatcher
+from . import fusion_threads
+
+MATH_MODES = ("fast", "exact")
+# ops whose code in the loop gives NumPy's result bit for bit (IEEE arithmetic, correctly rounded): the only
+# element-wise ops of a CPU group under math="exact"
+EXACT = frozenset(
+    {"add", "subtract", "multiply", "divide", "negative", "positive", "abs", "square", "reciprocal", "sign",
+     "sqrt", "broadcast_to"}
+)  # fmt: skip
+_COMPILED = {}  # source -> Numba dispatcher
 _LOCK = threading.Lock()
 
 
@@ -51,13 +65,27 @@ def _literal(value, dtype):
     return f"np.{dtype}({float(value)!r})"
 
 
-def source(spec):
-    """The Python source of ``spec``'s loop: ``fused(n, in0, in1, ..., out0, ...)``, where a full input is
-    a flat array of the group's ``n`` elements and a one-element input is read once before the loop."""
+def source(spec, libm=False):
+    """The Python source of ``spec``'s loop: ``fused(n, in0, in1, ..., out0, ...)`` over ``n`` elements,
+    where a full input and an output are flat arrays of those elements (a chunk's views, on threads) and
+    a one-element input is read once before the loop. The index runs from 0, so that LLVM knows it is not
+    negative: indexing from a ``start`` argument made Numba's wraparound of negative indices a gather.
+    It returns the count of arguments that the fast functions hand to libm (``vecmath.range_check``);
+    ``libm``: the source that computes those functions with libm instead (the second run when that count
+    is not zero)."""
     modes = [_mode(s, spec.shape) for s in spec.input_shapes]
     stored = _stored(spec)
-    params = ["n", *[f"in{k}" for k in range(len(modes))], *[f"out{k}" for k in range(len(stored))]]
-    lines = [f"def fused({', '.join(params)}):", f"    one = np.{spec.dtype}(1.0)"]
+    params = [
+        "n",
+        *[f"in{k}" for k in range(len(modes))],
+        *[f"out{k}" for k in range(len(stored))],
+    ]
+    lines = [
+        f"def fused({', '.join(params)}):",
+        f"    # math={spec.math!r}",
+        f"    one = np.{spec.dtype}(1.0)",
+    ]
+    lines.append("    outside = 0")
     literals = {}
     for st in spec.statements:
         for kind, value in st.args:
@@ -67,19 +95,57 @@ def source(spec):
     for k, mode in enumerate(modes):
         if mode == "one":
             lines.append(f"    s{k} = in{k}[0]")
-    lines.append("    for i in prange(n):")
+    lines.append("    for i in range(n):")
     for k, mode in enumerate(modes):
         if mode != "one":
             lines.append(f"        s{k} = in{k}[i]")
+    checked = set()  # arguments counted already (sin(x) and cos(x) count x once)
     for st in spec.statements:
         if st.cpu is None:
             continue  # a sum: NumPy reduces the stored summand
         names = [f"s{v}" if kind == "in" else f"t{v}" if kind == "t" else literals[v] for kind, v in st.args]
-        expr = st.cpu.format(*names).replace("(1.0 / ", "(one / ")
+        expr, check = _expression(st, names, spec, libm)
         lines.append(f"        t{st.target} = {expr}")
+        if check is not None and names[0] not in checked:
+            checked.add(names[0])
+            lines.append(f"        outside += {check}")
     for k, target in enumerate(stored):
         lines.append(f"        out{k}[i] = t{target}")
+    lines.append("    return outside")
     return "\n".join(lines) + "\n"
+
+
+def _expression(statement, names, spec, libm):
+    """``(text, check)``: the statement's expression in the loop, and the text counting an argument the
+    fast function leaves to libm (None if it never does)."""
+    plain = statement.cpu.format(*names).replace("(1.0 / ", "(one / ")
+    vm = _vecmath()
+    if spec.math != "fast" or statement.op not in vm.FUNCTIONS:
+        return plain, None
+    if statement.op == "pow" and statement.args[1][0] == "lit" and statement.args[1][1] in _POWERS:
+        return _POWERS[statement.args[1][1]].format(names[0]), None  # as exact as pow: no function call
+    if libm and statement.op in vm.REDUCED:
+        return vm.libm_expression(statement.op, spec.dtype, names), None
+    return vm.expression(statement.op, spec.dtype, names), vm.range_check(statement.op, spec.dtype, names[0])
+
+
+# literal exponents whose power is one correctly rounded operation (or none), as pow's result is
+_POWERS = {2: "({0} * {0})", 1: "{0}", 0: "one", -1: "(one / {0})"}
+_POWERS.update({float(k): v for k, v in _POWERS.items()})
+
+
+def _vecmath():
+    """The fast functions' module (it imports Numba: only kernel builders call this)."""
+    from . import vecmath
+
+    return vecmath
+
+
+def _size(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def _mode(shape, group_shape):
@@ -105,29 +171,41 @@ def _stored(spec):
     return stored
 
 
-def _compile(text, parallel):
-    key = (text, parallel)
+def _compile(text, cache=True):
+    """The Numba dispatcher of loop source ``text``; ``cache=False``: compiled in memory only (its LLVM IR
+    can then be inspected, which Numba refuses for code loaded from its cache)."""
+    key = (text, cache)
     fn = _COMPILED.get(key)
     if fn is not None:
         return fn
     with _LOCK:
         fn = _COMPILED.get(key)
         if fn is None:
-            fn = _COMPILED[key] = _build(text, parallel)
+            fn = _COMPILED[key] = _build(text, cache)
     return fn
 
 
-def _build(text, parallel):
+def _build(text, cache=True):
     numba = _numba()
-    header = "import numpy as np\nimport numba\nfrom numba import prange\n\n"
-    jit = "numba.njit(parallel={}, error_model='numpy', nogil=True, cache={})(fused)\n"
-    digest = hashlib.sha1(f"{parallel}\n{text}\n{numba.__version__}".encode()).hexdigest()[:20]
-    path = _cache_file(digest)
+    vm = _vecmath()
+    name = vm.MODULE_NAME
+    uses_vecmath = f"{name}." in text
+    if uses_vecmath:
+        vm.prepare(text)
+    header = "import math\nimport numpy as np\nimport numba\n"
+    if uses_vecmath:
+        header += f"from polyad.backends.numpy import vecmath as {name}\n"
+    header += "\n"
+    jit = "numba.njit(error_model='numpy', nogil=True, cache={})(fused)\n"
+    # the fast functions' source is part of the key: Numba's cache of a kernel does not see its callees change
+    versions = f"{numba.__version__}\n{_vecmath_digest() if uses_vecmath else ''}"
+    digest = hashlib.sha1(f"{text}\n{versions}".encode()).hexdigest()[:20]
+    path = _cache_file(digest) if cache else None
     if path is not None:
         try:
             if not os.path.exists(path):
                 with open(f"{path}.{os.getpid()}.tmp", "w") as f:
-                    f.write(header + text + "\n\nkernel = " + jit.format(parallel, True))
+                    f.write(header + text + "\n\nkernel = " + jit.format(True))
                 os.replace(f"{path}.{os.getpid()}.tmp", path)
             name = f"polyad_fused_{digest}"
             spec = importlib.util.spec_from_file_location(name, path)
@@ -138,8 +216,24 @@ def _build(text, parallel):
         except OSError:
             pass
     namespace = {}
-    exec(compile(header + text + "\n\nkernel = " + jit.format(parallel, False), "<fused>", "exec"), namespace)
+    exec(compile(header + text + "\n\nkernel = " + jit.format(False), "<fused>", "exec"), namespace)
     return namespace["kernel"]
+
+
+_VECMATH_DIGEST = []
+
+
+def _vecmath_digest():
+    """A hash of the fast functions' source files."""
+    if not _VECMATH_DIGEST:
+        folder = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha1()
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("vecmath") and name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(f.read())
+        _VECMATH_DIGEST.append(h.hexdigest())
+    return _VECMATH_DIGEST[0]
 
 
 def _cache_file(digest):
@@ -174,7 +268,8 @@ def kernel(spec, fallback):
         else:
             raise ValueError(f"fused CPU kernel: unknown output kind {kind!r}")
     multiple = len(results) > 1
-    parallel = PARALLEL_MIN is not None and n >= PARALLEL_MIN
+    checks = "outside +=" in text
+    runner = fusion_threads.Runner()
 
     def run(xp, *args):
         flat = []
@@ -185,7 +280,12 @@ def kernel(spec, fallback):
                 a = np.broadcast_to(a, shape)
             flat.append(np.ascontiguousarray(a).reshape(-1))
         outs = [np.empty(n, dtype) for _ in stored]
-        _compile(text, parallel)(n, *flat, *outs)
+        fused = _compile(text)
+        timeable = bool(fused.signatures)  # compiled already: a serial call's time is its work
+        outside = runner(_chunked(fused, flat, outs, modes, n), n, timeable)
+        if checks and outside:  # arguments beyond the fast reduction: the call again, with libm's
+            exact = _compile(source(spec, libm=True))
+            fusion_threads.Runner()(_chunked(exact, flat, outs, modes, n), n, False)
         values = []
         for how, where, params in results:
             if how == "stored":
@@ -195,6 +295,51 @@ def kernel(spec, fallback):
         return tuple(values) if multiple else values[0]
 
     run.source = text
+    return run
+
+
+def _chunked(fused, flat, outs, modes, n):
+    """``loop(start, stop)``: ``fused`` on the elements ``start`` to ``stop`` (views of the full inputs
+    and of the outputs; one-element inputs whole)."""
+
+    def loop(start, stop):
+        if start == 0 and stop == n:
+            return fused(n, *flat, *outs)
+        ins = [a if mode == "one" else a[start:stop] for a, mode in zip(flat, modes)]
+        return fused(stop - start, *ins, *[o[start:stop] for o in outs])
+
+    return loop
+
+
+def op_loop(op, dtype, cache=True):
+    """``op`` (a key of ``vecmath.FUNCTIONS``) over NumPy arrays of ``dtype`` through the expression the
+    fused loop gives it under math="fast", the second run with libm for large trigonometric arguments
+    included: ``f(*arrays, fallback=True) -> array`` (the accuracy tests and benchmarks call it; ``f.loop``
+    is the compiled loop; ``cache=False`` compiles it in memory, for its LLVM IR)."""
+    vm = _vecmath()
+    arity = 2 if op in ("pow", "logaddexp") else 1
+    names = [f"in{k}[i]" for k in range(arity)]
+    params = ", ".join(["n", *[f"in{k}" for k in range(arity)], "out0"])
+    check = vm.range_check(op, dtype, names[0])
+
+    def text(expr):
+        lines = [f"def fused({params}):", "    outside = 0", "    for i in range(n):"]
+        lines.append(f"        out0[i] = {expr}")
+        if check is not None:
+            lines.append(f"        outside += {check}")
+        return "\n".join([*lines, "    return outside"]) + "\n"
+
+    fast = _compile(text(vm.expression(op, dtype, names)), cache)
+    libm = _compile(text(vm.libm_expression(op, dtype, names)), cache) if check is not None else None
+
+    def run(*arrays, fallback=True):
+        arrays = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in np.broadcast_arrays(*arrays)]
+        out = np.empty(arrays[0].shape, dtype)
+        if fast(out.size, *arrays, out) and fallback and libm is not None:
+            libm(out.size, *arrays, out)
+        return out
+
+    run.loop = fast
     return run
 
 

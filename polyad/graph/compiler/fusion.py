@@ -17,10 +17,15 @@ is higher-order), so every derivative comes from the ops' own rules.
 Fusable ops, one table (``FUSABLE``): each row gives the Numba (CPU) and CUDA expression of the op; an op
 outside it is never fused. A group holds one floating dtype (float32 or float64: every member's output,
 every array input; Python int/float literals are cast to it, as NumPy's promotion does), so each fused
-kernel computes in the dtype eager code does, with the same correctly-rounded arithmetic and libm-grade
-functions (differences are float rounding of the transcendental functions, within an ulp or two).
-Sums keep eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairwise sum reduces
-it.
+kernel computes in the dtype eager code does, with the same correctly-rounded arithmetic. Sums keep
+eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairwise sum reduces it.
+
+``math`` chooses the CPU loop's functions. "fast" (the default): vectorisable ones
+(``polyad/backends/numpy/vecmath.py``), each within an ulp or two of the exact result, so a fused result may
+differ from eager NumPy's in the last bits (the documentation of ``pa.jit`` has the table). "exact": the
+CPU loop holds only the ops whose code gives NumPy's results bit for bit (the arithmetic,
+``polyad.backends.numpy.fusion.EXACT``); the transcendental functions stay NumPy calls between the
+groups. Other backends are not affected (their fused kernels call the same functions as their eager ops).
 
 Example:
     >>> import numpy as np, polyad as pa
@@ -75,11 +80,14 @@ FUSABLE = {
     "asinh": (1, "np.arcsinh({0})", "asinh({0})"),
     "acosh": (1, "np.arccosh({0})", "acosh({0})"),
     "atanh": (1, "np.arctanh({0})", "atanh({0})"),
+    "logaddexp": (2, "np.logaddexp({0}, {1})", "(fmax({0}, {1}) + log1p(exp(-fabs({0} - {1}))))"),  # CuPy's
+    "special.erf": (1, "math.erf({0})", "erf({0})"),
     # shape ops that are the identity on the elements of a group of their output's shape
     "broadcast_to": (1, "{0}", "{0}"),
 }
 REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
 FLOAT_DTYPES = ("float32", "float64")
+MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
 
 
 class Statement:
@@ -102,15 +110,17 @@ class Statement:
 class FusionSpec:
     """What a backend needs to generate a fused kernel: the group's element shape and dtype, the shapes
     of its inputs, the statements in order and its outputs, each ``(var id, kind, params)`` where kind is
-    "elementwise" (a value of the group's shape) or "sum" (a reduction, ``params`` its axis/keepdims)."""
+    "elementwise" (a value of the group's shape) or "sum" (a reduction, ``params`` its axis/keepdims), and
+    the math mode it was fused under."""
 
-    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes):
+    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes, math="fast"):
         self.shape = tuple(shape)
         self.dtype = dtype  # "float32" or "float64"
         self.input_shapes = [tuple(s) for s in input_shapes]
         self.statements = statements
         self.outputs = outputs
         self.out_shapes = [tuple(s) for s in out_shapes]
+        self.math = math  # the CPU loop's functions: "fast" (vecmath) or "exact" (see fuse)
 
     def summand_of(self, index):
         """The argument of the sum that produces output ``index``."""
@@ -129,7 +139,7 @@ def _backend_name(backend):
     return name
 
 
-def fuse(graph, backend=None):
+def fuse(graph, backend=None, math="fast"):
     """``graph`` with maximal element-wise(-then-sum) groups fused into one node each; same values.
 
     Args:
@@ -137,6 +147,9 @@ def fuse(graph, backend=None):
         backend: the backend the graph will be compiled for (a name or a Backend; None: the default). On
             "numpy" without Numba the graph is returned unchanged (a straight-line node would only add a
             call); elsewhere groups become nodes whose kernels are picked per device when they run.
+        math: "fast" (the CPU loop's functions are vectorised ones, within an ulp or two of eager's) or
+            "exact" (on "numpy", the transcendental functions stay out of groups, so every result is
+            eager NumPy's bit for bit).
 
     Returns:
         A new ``Graph`` computing the same outputs; nodes whose values nothing needs are dropped.
@@ -151,14 +164,27 @@ def fuse(graph, backend=None):
         True
     """
     check_graph(graph, "fuse(graph=...)")
+    check_math(math, "fuse")
     name = _backend_name(backend)
     if name == "numpy" and not cpu_fusion.available():
         return graph
     pruned = _prune(graph, name)
-    groups = _find_groups(pruned)
+    # under "exact" on NumPy only the ops whose loop code is NumPy's bit for bit may join a group
+    allowed = cpu_fusion.EXACT if math == "exact" and name == "numpy" else None
+    groups = _find_groups(pruned, allowed)
     if not any(len(g.members) > 1 for g in groups):
         return graph
-    return _rebuild(pruned, groups)
+    return _rebuild(pruned, groups, math)
+
+
+def check_math(math, where):
+    """``math`` if it is one of ``MATH_MODES``, else a ValueError naming ``where``'s argument."""
+    if not isinstance(math, str) or math not in MATH_MODES:
+        raise ValueError(
+            f'{where}(math={math!r}): math must be one of {", ".join(map(repr, MATH_MODES))} ("fast": '
+            "vectorised functions within an ulp or two of eager's; \"exact\": eager's results bit for bit)"
+        )
+    return math
 
 
 # ------------------------------------------------------------------------------------------ grouping
@@ -221,9 +247,12 @@ def _dtype_of(dtype):
     return name if name in FLOAT_DTYPES else None
 
 
-def _fusable(node):
-    """ "elementwise", "sum" or None: how ``node`` may take part in a group (its op, params, arguments)."""
+def _fusable(node, allowed=None):
+    """ "elementwise", "sum" or None: how ``node`` may take part in a group (its op, params, arguments);
+    ``allowed``: the element-wise ops that may (None: all of ``FUSABLE``)."""
     name = node.op.name
+    if allowed is not None and name not in allowed and name not in REDUCTIONS:
+        return None
     if name in KERNELS_OVERRIDDEN:  # a kernel swapped by library.override: generated code would ignore it
         return None
     if len(node.outputs) != 1 or node.op.multiple_results or _dtype_of(node.outputs[0].dtype) is None:
@@ -246,7 +275,7 @@ def _fusable(node):
     return "elementwise" if not node.params else None
 
 
-def _find_groups(graph):
+def _find_groups(graph, allowed=None):
     producer = {}  # var id -> node index
     group_of = {}  # node index -> _Group (resolve with _root)
     reduced = set()  # var ids that sums of a group produced: no member of that group reads them
@@ -255,7 +284,7 @@ def _find_groups(graph):
     for i, node in enumerate(graph.nodes):
         for o in node.outputs:
             producer[o.id] = i
-        kind = _fusable(node)
+        kind = _fusable(node, allowed)
         in_vars = [r for r in node.inputs if isinstance(r, Var)]
         group = None
         if kind is not None:
@@ -335,7 +364,7 @@ def _roots(groups):
 # ------------------------------------------------------------------------------------------ rebuilding
 
 
-def _rebuild(graph, groups):
+def _rebuild(graph, groups, math):
     nodes = graph.nodes
     member_of = {}
     for g in groups:
@@ -353,7 +382,7 @@ def _rebuild(graph, groups):
         if i not in member_of:
             units.append((i, node))
     for g in {id(g): g for g in member_of.values()}.values():
-        units.append((g.members[0], _fused_node(graph, g, readers, graph_outputs)))
+        units.append((g.members[0], _fused_node(graph, g, readers, graph_outputs, math)))
     units.sort(key=lambda u: u[0])
     return graph.replace(nodes=_topological([n for _, n in units]))
 
@@ -381,7 +410,7 @@ def _topological(nodes):
     return order
 
 
-def _fused_node(graph, group, readers, graph_outputs):
+def _fused_node(graph, group, readers, graph_outputs, math):
     members = [graph.nodes[i] for i in group.members]
     inside = {o.id for n in members for o in n.outputs}
     member_index = set(group.members)
@@ -416,6 +445,7 @@ def _fused_node(graph, group, readers, graph_outputs):
         statements,
         outputs,
         [v.shape for v in out_vars],
+        math,
     )
     op = _fused_op(spec, members, inputs, out_vars)
     return Node(op, list(inputs), {}, out_vars)
@@ -466,4 +496,4 @@ def _fused_op(spec, members, inputs, out_vars):
     return op
 
 
-__all__ = ["FUSABLE", "REDUCTIONS", "FusedOp", "FusionSpec", "fuse"]
+__all__ = ["FUSABLE", "MATH_MODES", "REDUCTIONS", "FusedOp", "FusionSpec", "check_math", "fuse"]
