@@ -8,7 +8,10 @@ under ``vmap``) differentiates through the iterations.
 
 Checks: ``E`` against SciPy's root finder; ``dE/dM`` and ``dE/de`` against the implicit function theorem
 (``dE/dM = 1 / (1 - e cos E)``, ``dE/de = sin E / (1 - e cos E)``); the steps each point took against a
-Python loop.
+Python loop; ``dE/dM`` against ``grad`` of that loop. ``grad`` differentiates the iterations that ran:
+after one Newton step or more that is the solution's derivative to the tolerance, but a loop that ran no
+step (its first guess exact, as at ``M = 0`` and ``M = pi``) gives the guess's derivative, so the loop
+takes at least one step.
 """
 
 import numpy as np
@@ -24,7 +27,7 @@ TOL = 1e-13
 def eccentric_anomaly(M, e):
     def keep_going(state):
         E, steps = state
-        return xp.abs(E - e * xp.sin(E) - M) > TOL
+        return (steps == 0) | (xp.abs(E - e * xp.sin(E) - M) > TOL)  # at least one step: see below
 
     def newton(state):
         E, steps = state
@@ -36,7 +39,7 @@ def eccentric_anomaly(M, e):
 
 def steps_by_python_loop(M, e):
     E, steps = M + e * np.sin(M), 0
-    while abs(E - e * np.sin(E) - M) > TOL:
+    while steps == 0 or abs(E - e * np.sin(E) - M) > TOL:
         E, steps = E - (E - e * np.sin(E) - M) / (1 - e * np.cos(E)), steps + 1
     return steps
 
@@ -55,6 +58,15 @@ def main():
     denominator = 1 - e * np.cos(reference)
     assert np.allclose(dE_dM, 1 / denominator, rtol=1e-9), np.max(np.abs(dE_dM - 1 / denominator))
     assert np.allclose(dE_de, np.sin(reference) / denominator, rtol=1e-9, atol=1e-12)
+
+    def by_python_loop(M):  # the same iterations unrolled by Python, for grad to differentiate
+        E, steps = M + e * xp.sin(M), 0
+        while steps == 0 or float(xp.abs(E - e * xp.sin(E) - M)) > TOL:
+            E, steps = E - (E - e * xp.sin(E) - M) / (1 - e * xp.cos(E)), steps + 1
+        return E
+
+    unrolled = np.array([float(pa.grad(by_python_loop)(m)) for m in M[::10]])
+    assert np.allclose(dE_dM[::10], unrolled, rtol=1e-12), np.max(np.abs(dE_dM[::10] - unrolled))
     python_steps = [steps_by_python_loop(m, e) for m in M]
     assert np.array_equal(steps, python_steps), "vmap should stop each point at its own step"
     print(f"{len(M)} points, Newton steps per point from {int(np.min(steps))} to {int(np.max(steps))}; "
