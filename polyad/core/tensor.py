@@ -484,7 +484,9 @@ class Tensor:
     __slots__ = ("_value", "_interp", "_aux")
     # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
     _sticky = True
-    # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
+    # NumPy and CuPy must not swallow a tensor into an object array: until the namespace installs NumPy's
+    # dispatch (polyad/ops/numpy: __array_ufunc__ computes NumPy's ufuncs and operators in polyad ops),
+    # NumPy defers to our reflected operators.
     __array_ufunc__ = None
     __array_priority__ = 1000
     _namespace = None  # polyad.xp, once it is assembled (install_namespace)
@@ -525,9 +527,10 @@ class Tensor:
 
     @property
     def T(self):
-        if self.ndim != 2:
-            raise ValueError(f"Tensor.T needs a 2-D tensor, got {self.ndim}-D; use .mT or permute_dims")
-        return self._namespace.permute_dims(self, (1, 0))
+        # NumPy's: the axes reversed, a 0-d or 1-d tensor itself (the standard defines only the 2-D case)
+        if self.ndim < 2:
+            return self
+        return self._namespace.permute_dims(self, tuple(range(self.ndim - 1, -1, -1)))
 
     def __array_namespace__(self, *, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
@@ -728,6 +731,12 @@ def install_namespace(namespace, methods):
     methods that bind its ops (``methods``: the Python operators, ``__getitem__``, ``__setitem__``...):
     called once, by ``polyad.xp`` when it has assembled the namespace, which sits above this layer."""
     Tensor._namespace = namespace
+    install_methods(methods)
+
+
+def install_methods(methods):
+    """Give ``Tensor`` the methods and properties ``methods`` (``{name: function or property}``): the
+    namespace's operators, and NumPy's methods and dispatch protocols (``polyad.ops.numpy.install``)."""
     for name, method in methods.items():
         setattr(Tensor, name, method)
 
