@@ -700,9 +700,23 @@ class FreshTensor(Tensor):
         return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array
+        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array;
+        # a write into it (out=, ufunc.at), or a transform's value among the arguments, is polyad's
+        handler = Tensor.__array_ufunc__
+        if handler is not None and (method == "at" or _polyad_values(inputs, kwargs)):
+            return handler(self, ufunc, method, *inputs, **kwargs)
         inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
         return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def _polyad_values(inputs, kwargs):
+    """Whether a ufunc call has a transform's tensor among its inputs or ``where``, or a tensor as ``out``."""
+    out = kwargs.get("out")
+    outs = out if isinstance(out, tuple) else (out,)
+    traced = (
+        i for i in (*inputs, kwargs.get("where")) if isinstance(i, Tensor) and type(i) is not FreshTensor
+    )
+    return any(isinstance(o, Tensor) for o in outs) or any(True for _ in traced)
 
 
 def fresh(array):

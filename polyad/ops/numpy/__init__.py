@@ -28,7 +28,7 @@ Example:
 
 from polyad.core import install_methods
 from polyad.ops.numpy import calculus, indexing, linalg, linear, maths, methods, protocol, shapes, ufuncs
-from polyad.ops.numpy.common import EXACT, FUNCTIONS, NONE_DISCRETE, NONE_METADATA, Entry
+from polyad.ops.numpy.common import EXACT, FUNCTIONS, NONE_DISCRETE, NONE_METADATA, ZERO, Entry
 from polyad.ops.numpy.methods import METHODS
 from polyad.ops.numpy.shapes import CONSTANT
 from polyad.ops.numpy.ufuncs import UFUNCS
@@ -48,5 +48,5 @@ def install():
     )
 
 
-__all__ = ["CONSTANT", "EXACT", "FUNCTIONS", "METHODS", "NONE_DISCRETE", "NONE_METADATA", "UFUNCS", "Entry",
-           "install"]  # fmt: skip
+__all__ = ["CONSTANT", "EXACT", "FUNCTIONS", "METHODS", "NONE_DISCRETE", "NONE_METADATA", "UFUNCS", "ZERO",
+           "Entry", "install"]  # fmt: skip

@@ -101,8 +101,8 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     y = floating(y)
     axis %= y.ndim
-    lo = y[(slice(None),) * axis + (slice(None, -1),)]
-    hi = y[(slice(None),) * axis + (slice(1, None),)]
+    lo = y[(slice(None),) * axis + (slice(None, -1), ...)]
+    hi = y[(slice(None),) * axis + (slice(1, None), ...)]
     if x is None:
         d = dx
     else:
@@ -227,7 +227,7 @@ def apply_along_axis(func1d, axis, arr_, *args, **kwargs):
     moved = pxp.moveaxis(a, axis, -1)
     outer_shape = tuple(moved.shape[:-1])
     rows = pxp.reshape(moved, (-1, moved.shape[-1]))
-    results = [arr(func1d(rows[i], *args, **kwargs)) for i in range(rows.shape[0])]
+    results = [arr(func1d(rows[i, ...], *args, **kwargs)) for i in range(rows.shape[0])]
     stacked = pxp.stack(results, axis=0)
     result_ndim = stacked.ndim - 1
     out = pxp.reshape(stacked, outer_shape + tuple(stacked.shape[1:]))

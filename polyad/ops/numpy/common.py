@@ -20,6 +20,7 @@ from polyad.core import Tensor
 EXACT = "exact"  # differentiable: every op it is made of has its rules (grad, jvp, vmap, jit follow)
 NONE_DISCRETE = "none: integer or boolean result"  # comparisons, indices, counts
 NONE_METADATA = "none: reads shape or dtype only"  # np.shape, np.ndim, np.result_type
+ZERO = "zero: piecewise constant, or an op without a derivative"  # np.spacing, np.nextafter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,12 +98,7 @@ def arrays(xs):
 
 def default_dtype(kind):
     """The default backend's default dtype of ``kind`` ("real floating", "integral", "complex floating")."""
-    info = pxp.__array_namespace_info__().default_dtypes()
-    return info[
-        {"real floating": "real floating", "integral": "integral", "complex floating": "complex floating"}[
-            kind
-        ]
-    ]
+    return pxp.__array_namespace_info__().default_dtypes()[kind]
 
 
 _PYTHON_TYPES = {float: "real floating", int: "integral", complex: "complex floating"}
@@ -117,6 +113,9 @@ def as_dtype(spec):
         return pxp.bool
     if spec in _PYTHON_TYPES:
         return default_dtype(_PYTHON_TYPES[spec])
+    for dtype in pxp.__array_namespace_info__().dtypes().values():  # already one of the backend's
+        if type(dtype) is type(spec) and dtype == spec:
+            return spec
     name = None
     if isinstance(spec, str) or getattr(spec, "__module__", None) == "numpy":
         try:
@@ -209,7 +208,7 @@ def sequence(values, name):
     """``values`` (a list or tuple of arrays, or one array split along its first axis, as NumPy's stacking
     functions take them) as a list of arrays."""
     if is_array(values):
-        return [values[i] for i in range(values.shape[0])]
+        return [values[i, ...] for i in range(values.shape[0])]
     if not isinstance(values, list | tuple):
         raise TypeError(f"np.{name} takes a sequence of arrays, got {type(values).__name__}")
     return arrays(values)

@@ -78,7 +78,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
         correction=_NO_VALUE):  # fmt: skip
     a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype)))
     ddof = ddof if correction is _NO_VALUE else correction
-    if where is True and mean is _NO_VALUE:
+    if where is True and mean is _NO_VALUE and not is_complex(a):
         return write_out(out, pxp.var(a, axis=axis_arg(axis), correction=ddof, keepdims=keepdims))
     center = mean if mean is not _NO_VALUE else mean_(a, axis, keepdims=True, where=where)
     deviation = a - center
@@ -91,7 +91,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 @implements("std", how="xp.std, or the square root of np.var")
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=_NO_VALUE,
         correction=_NO_VALUE):  # fmt: skip
-    if where is True and mean is _NO_VALUE:
+    if where is True and mean is _NO_VALUE and not is_complex(arr(a)):
         a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype)))
         ddof = ddof if correction is _NO_VALUE else correction
         return write_out(out, pxp.std(a, axis=axis_arg(axis), correction=ddof, keepdims=keepdims))
@@ -616,7 +616,7 @@ def lexsort(keys, axis=-1):
     keys = (
         [arr(k) for k in keys]
         if isinstance(keys, list | tuple)
-        else [arr(keys)[i] for i in range(arr(keys).shape[0])]
+        else [arr(keys)[i, ...] for i in range(arr(keys).shape[0])]
     )
     order = pxp.argsort(keys[0], axis=axis, stable=True)
     for key in keys[1:]:

@@ -2,9 +2,11 @@
 ``np.linalg.solve(A, t)``, ``np.einsum("ij,j", A, t)`` run polyad's implementation of the function
 (``common.FUNCTIONS``), so every transform follows them.
 
-Which arguments decide (``types``, NumPy's list of the argument types that override):
-- a tensor of a transform among them: polyad's implementation; a function polyad has none of raises
-  TypeError naming it, why, and what fits instead;
+NumPy calls this when one of the arguments it dispatches on is a polyad tensor (``np.take`` dispatches on
+``a``, not ``indices``: ``np.take(W, traced_index)`` with a NumPy ``W`` never reaches polyad). Then:
+- a tensor of a transform among any of the arguments (also those NumPy does not dispatch on, such as
+  ``np.fill_diagonal``'s ``val`` once ``a`` is a tensor): polyad's implementation; a function polyad has
+  none of raises TypeError naming it, why, and what fits instead;
 - only plain ``pa.Tensor``s (and arrays made inside a transform): polyad's implementation where there is
   one, else NumPy's own on the arrays underneath (nothing is carried, so nothing is lost);
 - only arrays made inside a transform (``FreshTensor``): NumPy's own on the arrays underneath, as their
@@ -86,15 +88,16 @@ def refused(func, tensor):
 def array_function(self, func, types, args, kwargs):
     """``Tensor.__array_function__``: NumPy's function ``func`` on polyad tensors, by polyad's
     implementation (see the module)."""
-    traced = [t for t in types if issubclass(t, Tensor) and t is not Tensor and t is not FreshTensor]
-    if not traced and all(t is FreshTensor or not issubclass(t, Tensor) for t in types):
+    # every argument counts, not only those NumPy dispatches on (np.fill_diagonal(a, val) names only a)
+    tensors = [a for a in _flat(args, kwargs) if isinstance(a, Tensor)]
+    traced = [t for t in tensors if type(t) is not Tensor and type(t) is not FreshTensor]
+    if not traced and all(type(t) is FreshTensor for t in tensors):
         return func(*_unwrap(args), **_unwrap(kwargs))  # constants made inside a transform: NumPy's own
     entry = entry_of(func)
     if entry is None or entry.impl is None:
         if not traced:
             return func(*_unwrap(args), **_unwrap(kwargs))  # plain tensors: nothing to carry
-        tensor = next(a for a in _flat(args, kwargs) if isinstance(a, Tensor) and type(a) in traced)
-        raise refused(func, tensor)
+        raise refused(func, traced[0])
     return entry.impl(*args, **kwargs)
 
 

@@ -101,7 +101,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
     return pxp.full(shape, fill_value, dtype=dtype, device=device or a.device)
 
 
-@implements("copy", "asarray_chkfinite", how="xp.asarray(copy=True)")
+@implements("copy", how="xp.asarray(copy=True)")
 def copy(a, order="K", subok=False, *args, **kwargs):
     return pxp.asarray(arr(a), copy=True)
 
@@ -180,7 +180,7 @@ def ravel(a, order="C"):
     return reshape(a, (-1,), order="F" if order == "F" else "C")
 
 
-@implements("transpose", "permute_dims", how="xp.permute_dims")
+@implements("transpose", how="xp.permute_dims")  # np.permute_dims is np.transpose
 def transpose(a, axes=None):
     a = arr(a)
     return reversed_axes(a) if axes is None else pxp.permute_dims(a, tuple(axes))
@@ -335,7 +335,7 @@ def _cast(x, dtype):
     return x if dtype is None else pxp.astype(x, as_dtype(dtype))
 
 
-@implements("concatenate", "concat", how="xp.concat")
+@implements("concatenate", how="xp.concat")  # np.concat is np.concatenate
 def concatenate(arrays_, axis=0, out=None, *, dtype=None, casting="same_kind"):
     return write_out(out, _cast(pxp.concat(sequence(arrays_, "concatenate"), axis=axis), dtype))
 
@@ -345,7 +345,7 @@ def stack(arrays_, axis=0, out=None, *, dtype=None, casting="same_kind"):
     return write_out(out, _cast(pxp.stack(sequence(arrays_, "stack"), axis=axis), dtype))
 
 
-@implements("vstack", "row_stack", how="xp.concat")
+@implements("vstack", how="xp.concat")
 def vstack(tup, *, dtype=None, casting="same_kind"):
     parts = [atleast_2d(a) for a in sequence(tup, "vstack")]
     return _cast(pxp.concat(parts, axis=0), dtype)
@@ -411,7 +411,7 @@ def _split(ary, indices_or_sections, axis, even):
     axis %= ary.ndim
     points = _split_points(ary.shape[axis], indices_or_sections, even)
     head = (slice(None),) * axis
-    return [ary[head + (slice(a, max(a, b)),)] for a, b in zip(points[:-1], points[1:])]
+    return [ary[head + (slice(a, max(a, b)), ...)] for a, b in zip(points[:-1], points[1:])]
 
 
 @implements("split", how="slices")
@@ -500,7 +500,9 @@ def insert(arr_, obj, values, axis=None):
         shape[axis] = count
         v = pxp.broadcast_to(v, tuple(shape))
         head = (slice(None),) * axis
-        return pxp.concat([a[head + (slice(0, index),)], v, a[head + (slice(index, None),)]], axis=axis)
+        return pxp.concat(
+            [a[head + (slice(0, index), ...)], v, a[head + (slice(index, None), ...)]], axis=axis
+        )
     positions = _host_indices(obj, n)
     count = len(positions)
     shape = list(a.shape)
@@ -520,10 +522,9 @@ def insert(arr_, obj, values, axis=None):
 # ------------------------------------------------------------------------------ padding
 
 
-def _pad_pairs(pad_width, ndim):
-    w = host_np.asarray(
-        pad_width.tolist() if isinstance(pad_width, Tensor) else pad_width, dtype=host_np.int64
-    )
+def _pad_pairs(pad_width, ndim, dtype=None):
+    """``pad_width`` (or ``constant_values``) as NumPy reads it: one (before, after) pair per axis."""
+    w = host_np.asarray(pad_width.tolist() if isinstance(pad_width, Tensor) else pad_width, dtype=dtype)
     return host_np.broadcast_to(w.reshape(-1, 2) if w.size == 2 * ndim else w, (ndim, 2)).tolist()
 
 
@@ -546,7 +547,7 @@ def _pad_source(n, before, after, mode):
 @implements("pad", how="xp.concat (constant) or xp.take (edge, wrap, reflect, symmetric)")
 def pad(array, pad_width, mode="constant", **kwargs):
     a = arr(array)
-    pairs = _pad_pairs(pad_width, a.ndim)
+    pairs = _pad_pairs(pad_width, a.ndim, host_np.int64)
     if mode == "constant":
         values = kwargs.pop("constant_values", 0)
         values = _pad_pairs(values, a.ndim) if not is_array(values) else [(values, values)] * a.ndim

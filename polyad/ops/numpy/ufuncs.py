@@ -15,10 +15,12 @@ import math
 
 import polyad.xp as pxp
 from polyad.core import Tensor
+from polyad.ops.elementwise import stop_gradient
 from polyad.ops.indexing import index_add, split_key
 from polyad.ops.numpy.common import (
     EXACT,
     NONE_DISCRETE,
+    ZERO,
     Entry,
     arr,
     astype,
@@ -45,7 +47,7 @@ _SAME = {
     "positive": "positive", "absolute": "abs", "sign": "sign", "square": "square", "conjugate": "conj",
     "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round", "floor_divide": "floor_divide",
     "remainder": "remainder", "power": "pow", "maximum": "maximum", "minimum": "minimum",
-    "copysign": "copysign", "nextafter": "nextafter", "matmul": "matmul", "reciprocal": "reciprocal",
+    "copysign": "copysign", "matmul": "matmul", "reciprocal": "reciprocal",
 }  # fmt: skip
 # floating functions: booleans and integers computed in the default float dtype, as NumPy does
 _FLOATING = {
@@ -112,8 +114,9 @@ def _heaviside(x1, x2):
 
 
 def _spacing(x):
+    # the distance to the next float away from zero: piecewise constant, its derivative zero
     x = floating(x)
-    return pxp.nextafter(x, pxp.copysign(pxp.full_like(x, math.inf), x)) - x
+    return stop_gradient(pxp.nextafter(x, pxp.copysign(pxp.full_like(x, math.inf), x)) - x)
 
 
 def _matvec(x1, x2):
@@ -147,7 +150,8 @@ _add("fmod", _fmod, how="x1 - x2 * trunc(x1 / x2)")
 _add("fmax", _fmax, how="xp.where(isnan ...), xp.maximum")
 _add("fmin", _fmin, how="xp.where(isnan ...), xp.minimum")
 _add("heaviside", _heaviside, how="xp.where")
-_add("spacing", _spacing, how="xp.nextafter(x, copysign(inf, x)) - x")
+_add("spacing", _spacing, ZERO, how="xp.nextafter(x, copysign(inf, x)) - x")
+_add("nextafter", pxp.nextafter, ZERO, how="xp.nextafter (an op without a derivative)")
 _add("matvec", _matvec, how="xp.matmul")
 _add("vecmat", _vecmat, how="xp.matmul of conj(x1)")
 _add("vecdot", _vecdot, how="xp.vecdot")
