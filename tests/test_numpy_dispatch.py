@@ -7,6 +7,7 @@ and the protocols' edges (what is refused, with which message, and what NumPy ke
 import numpy as np
 import pytest
 import test_ops
+
 from polyad.ops.numpy import FUNCTIONS, METHODS, UFUNCS
 from polyad.testing.op_table import Sampler
 from polyad.testing.table_numpy_more import NUMPY_TABLE

@@ -648,7 +648,8 @@ _NOT_ABSTRACT = {
                      "ndarray.nbytes", "ndarray.__contains__"), _PYTHON_VALUE),
     **dict.fromkeys(("where:nonzero", "nonzero", "flatnonzero", "argwhere", "compress", "extract", "unique",
                      "unique:distinct", "unique_values", "unique_counts", "unique_inverse", "unique_all",
-                     "intersect1d", "setdiff1d", "union1d", "ndarray.nonzero", "ndarray.compress"), _DATA_SHAPE),
+                     "intersect1d", "setdiff1d", "union1d", "ndarray.nonzero", "ndarray.compress"),
+                    _DATA_SHAPE),
     **dict.fromkeys(("place", "digitize", "bincount", "trim_zeros", "real_if_close", "linalg.lstsq"),
                     _READS_VALUES),
 }  # fmt: skip
