@@ -86,15 +86,23 @@ def _owner_checked(tensor, what):
     return interp
 
 
-def _refuse(tensor, what):
+def _refuse(tensor, what, hint=""):
     """Refuse an exit that would drop what a transform's tensor carries; a plain tensor passes."""
     interp = _owner_checked(tensor, what)
     if interp is not None:
         raise TypeError(
             f"{what} of a {type(tensor).__name__} (a value inside {interp.transform}) is refused: it would "
             f"drop the {interp.carries} the value carries. Compute on it with polyad.xp functions "
-            f"(pa.xp.asarray and pa.xp.from_dlpack keep it){interp.exit_hint}"
+            f"(pa.xp.asarray and pa.xp.from_dlpack keep it){interp.exit_hint}{hint}"
         )
+
+
+# NumPy converts a traced value where its own code takes one: say how to write it so that polyad sees it
+_NUMPY_HINT = (
+    ". NumPy converts it where a NumPy array's own method takes it (A.dot(x), A.take(i) with a NumPy A: "
+    "write np.dot(A, x) or A @ x), where np.array/np.asarray/np.ascontiguousarray or a C extension is given "
+    "it, and for an argument a NumPy function does not dispatch on (np.take(A, i) with a NumPy A)"
+)
 
 
 # ------------------------------------------------------------------------------ numbers handed out
@@ -636,7 +644,7 @@ class Tensor:
 
     # -- arrays: refused for a transform's tensor
     def __array__(self, dtype=None, copy=None):
-        _refuse(self, "np.asarray()")
+        _refuse(self, "np.asarray()", _NUMPY_HINT)
         v = self._scalar("np.asarray")
         return v.__array__() if dtype is None else v.__array__(dtype)
 

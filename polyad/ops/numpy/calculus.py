@@ -4,7 +4,7 @@ NumPy's signatures, as compositions of polyad ops: ``np.diff``, ``np.gradient``,
 """
 
 import polyad.xp as pxp
-from polyad.ops.numpy.common import arr, as_int, floating, implements, is_array, is_complex
+from polyad.ops.numpy.common import arr, as_int, floating, implements, is_array, is_complex, xp_of
 
 _NO_VALUE = None
 
@@ -200,9 +200,9 @@ def vander(x, N=None, increasing=False):
     for _ in range(n):
         columns.append(power)
         power = power * x
-    out = (
-        pxp.stack(columns, axis=1) if columns else pxp.zeros((x.shape[0], 0), dtype=x.dtype, device=x.device)
-    )
+    if not columns:
+        return xp_of(x).zeros((x.shape[0], 0), dtype=x.dtype, device=x.device)
+    out = pxp.stack(columns, axis=1)
     return out if increasing else pxp.flip(out, axis=1)
 
 

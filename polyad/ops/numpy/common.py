@@ -16,6 +16,7 @@ import polyad.dispatch as dispatch
 import polyad.xp as pxp
 from polyad.backends.host import np as host_np
 from polyad.core import Tensor
+from polyad.ops.common import bottom
 
 EXACT = "exact"  # differentiable: every op it is made of has its rules (grad, jvp, vmap, jit follow)
 NONE_DISCRETE = "none: integer or boolean result"  # comparisons, indices, counts
@@ -81,39 +82,58 @@ def is_array(x):
     return isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None
 
 
-def arr(x, dtype=None):
+def arr(x, dtype=None, like=None):
     """``x`` as something polyad's functions take as an array: tensors and backend arrays unchanged (cast to
     ``dtype`` if given), Python and NumPy scalars, lists and tuples (of tensors too) through ``xp.asarray``,
-    as NumPy converts them."""
+    as NumPy converts them; data without tensors on the library of ``like`` if given (the array it meets)."""
     if not is_array(x):
+        if like is not None and not _holds_tensor(x):
+            return xp_of(like).asarray(x, dtype=as_dtype(dtype, like), device=like.device)
         x = pxp.asarray(x, dtype=as_dtype(dtype))
     elif dtype is not None:
         x = astype(x, dtype)
     return x
 
 
+def _holds_tensor(x):
+    if isinstance(x, list | tuple):
+        return any(_holds_tensor(v) for v in x)
+    return isinstance(x, Tensor)
+
+
 def arrays(xs):
     return [arr(x) for x in xs]
 
 
-def default_dtype(kind):
-    """The default backend's default dtype of ``kind`` ("real floating", "integral", "complex floating")."""
-    return pxp.__array_namespace_info__().default_dtypes()[kind]
+def xp_of(like):
+    """The namespace of ``like``'s library (its backend's; polyad.xp's for a Python value or an abstract
+    tensor), to create constants there (index arrays, fills) and name its dtypes: polyad.xp's creation
+    functions pick the default backend for a device name two libraries share ("cpu")."""
+    backend = dispatch.backend_of_array(bottom(like)) if like is not None else None
+    return backend.xp if backend is not None else pxp
+
+
+def default_dtype(kind, like=None):
+    """The default dtype of ``kind`` ("real floating", "integral", "complex floating") of ``like``'s library
+    (the default backend's without ``like``)."""
+    return xp_of(like).__array_namespace_info__().default_dtypes()[kind]
 
 
 _PYTHON_TYPES = {float: "real floating", int: "integral", complex: "complex floating"}
 
 
-def as_dtype(spec):
+def as_dtype(spec, like=None):
     """A dtype as NumPy's functions take it (a dtype, a scalar type ``np.float32``, a Python type ``float``,
-    a string ``"float32"`` or ``"f8"``) as the default backend's dtype of that name; None stays None."""
+    a string ``"float32"`` or ``"f8"``) as the dtype of that name of ``like``'s library (the default
+    backend's without ``like``); None stays None."""
     if spec is None:
         return None
+    ns = xp_of(like)
     if spec is bool:
-        return pxp.bool
+        return ns.bool
     if spec in _PYTHON_TYPES:
-        return default_dtype(_PYTHON_TYPES[spec])
-    for dtype in pxp.__array_namespace_info__().dtypes().values():  # already one of the backend's
+        return default_dtype(_PYTHON_TYPES[spec], like)
+    for dtype in ns.__array_namespace_info__().dtypes().values():  # already one of the library's
         if type(dtype) is type(spec) and dtype == spec:
             return spec
     name = None
@@ -126,7 +146,7 @@ def as_dtype(spec):
         name = getattr(spec, "name", None) or str(spec)
     name = {"bool_": "bool"}.get(name, name)
     try:
-        return getattr(pxp, name)
+        return getattr(ns, name)
     except AttributeError:
         raise TypeError(
             f"dtype {spec!r} has no counterpart among polyad's dtypes ({', '.join(_NAMES)})"
@@ -138,7 +158,7 @@ _NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 
 def astype(x, dtype):
-    dtype = as_dtype(dtype)
+    dtype = as_dtype(dtype, x)
     return x if x.dtype == dtype else pxp.astype(x, dtype)
 
 
@@ -156,7 +176,7 @@ def floating(x):
     if not is_array(x):
         x = arr(x)
     if kind_of(x) in ("bool", "integral"):
-        return pxp.astype(x, default_dtype("real floating"))
+        return pxp.astype(x, default_dtype("real floating", x))
     return x
 
 

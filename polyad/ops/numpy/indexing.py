@@ -7,7 +7,7 @@ target of a traced value is refused (it could not hold the derivative or batch).
 
 import polyad.xp as pxp
 from polyad.core import Tensor
-from polyad.ops.numpy.common import NONE_DISCRETE, arr, implements, write_out
+from polyad.ops.numpy.common import NONE_DISCRETE, arr, implements, is_array, write_out, xp_of
 from polyad.ops.numpy.shapes import resize
 
 # ------------------------------------------------------------------------------ indexing
@@ -56,7 +56,7 @@ def _along_key(a, indices, axis):
         else:
             shape = [1] * a.ndim
             shape[d] = a.shape[d]
-            key.append(pxp.reshape(pxp.arange(a.shape[d], device=a.device), tuple(shape)))
+            key.append(pxp.reshape(xp_of(a).arange(a.shape[d], device=a.device), tuple(shape)))
     return tuple(key)
 
 
@@ -83,14 +83,14 @@ def put_along_axis(arr_, indices, values, axis):
 @implements("copyto", how="a functionalised write (dst[...] = src)")
 def copyto(dst, src, casting="same_kind", where=True):
     d = _target(dst, "copyto")
-    s = arr(src)
+    s = arr(src, like=d)
     d[...] = s if where is True else pxp.where(arr(where), s, d)
 
 
 @implements("putmask", how="a functionalised write with xp.where")
 def putmask(a, mask, values):
     t = _target(a, "putmask")
-    v = arr(values)
+    v = arr(values, like=t)
     if v.shape != t.shape:
         v = resize(v, t.shape)
     t[...] = pxp.where(arr(mask), v, t)
@@ -101,7 +101,7 @@ def place(arr_, mask, vals):
     t = _target(arr_, "place")
     m = arr(mask)
     count = int(pxp.count_nonzero(m))
-    t[m] = resize(arr(vals), (count,))
+    t[m] = resize(arr(vals, like=t), (count,))
 
 
 @implements("fill_diagonal", how="a functionalised write on the diagonal")
@@ -110,8 +110,8 @@ def fill_diagonal(a, val, wrap=False):
     n = min(t.shape)
     if wrap and t.ndim == 2 and t.shape[0] > t.shape[1] + 1:
         raise TypeError("np.fill_diagonal(wrap=True) of a tall matrix on a polyad tensor is not supported")
-    i = pxp.arange(n, device=t.device)
-    v = arr(val)
+    i = xp_of(t).arange(n, device=t.device)
+    v = arr(val, like=t)
     t[(i,) * t.ndim] = v if v.ndim == 0 else resize(v, (n,))
 
 
@@ -148,9 +148,10 @@ def argwhere(a):
 def select(condlist, choicelist, default=0):
     if len(condlist) != len(choicelist):
         raise ValueError("list of cases must be same length as list of conditions")
-    result = arr(default)
+    like = next((c for c in (*condlist, *choicelist) if is_array(c)), None)
+    result = arr(default, like=like)
     for cond, choice in reversed(list(zip(condlist, choicelist))):
-        result = pxp.where(arr(cond), arr(choice), result)
+        result = pxp.where(arr(cond, like=like), arr(choice, like=like), result)
     return result
 
 

@@ -14,6 +14,7 @@ from polyad.ops.numpy.common import (
     is_complex,
     refuse,
     write_out,
+    xp_of,
 )
 
 # ------------------------------------------------------------------------------ solves and decompositions
@@ -89,7 +90,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=None):
 def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     a = floating(A)
     if a.ndim < 2:
-        return pxp.astype(pxp.any(a != 0), pxp.int64)
+        return pxp.astype(pxp.any(a != 0), xp_of(a).int64)
     if tol is not None:
         return pxp.count_nonzero(pxp.linalg.svdvals(a) > tol, axis=-1)
     return pxp.linalg.matrix_rank(a, rtol=rtol)
@@ -122,7 +123,7 @@ def lstsq(a, b, rcond=None):
         residuals = pxp.sum(pxp.real(r * pxp.conj(r)) if is_complex(r) else r * r, axis=0)
         residuals = pxp.reshape(residuals, (1,)) if residuals.ndim == 0 else residuals
     else:
-        residuals = pxp.zeros((0,), dtype=s.dtype, device=s.device)
+        residuals = xp_of(s).zeros((0,), dtype=s.dtype, device=s.device)
     return x, residuals, rank, s
 
 

@@ -9,7 +9,7 @@ ever broadcast to the product of all the dimensions).
 import math
 
 import polyad.xp as pxp
-from polyad.ops.numpy.common import arr, as_dtype, implements, is_complex, write_out
+from polyad.ops.numpy.common import arr, as_dtype, implements, is_complex, write_out, xp_of
 from polyad.ops.numpy.shapes import moveaxis
 
 # ------------------------------------------------------------------------------ products
@@ -175,7 +175,7 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
         subscripts, ops = operands[0], list(operands[1:])
     else:
         subscripts, ops = _from_sublists(operands)
-    ops = [arr(op) if dtype is None else pxp.astype(arr(op), as_dtype(dtype)) for op in ops]
+    ops = [arr(op) if dtype is None else pxp.astype(arr(op), as_dtype(dtype, op)) for op in ops]
     inputs, arrow, output = subscripts.replace(" ", "").partition("->")
     terms = inputs.split(",")
     if len(terms) != len(ops):
@@ -214,11 +214,12 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
 def _convolve_full(a, v):
     """Full discrete linear convolution of two 1-D arrays: a gather of the zero-padded ``v`` times ``a``."""
     n, m = a.shape[0], v.shape[0]
-    zeros = pxp.zeros((n - 1,), dtype=v.dtype, device=v.device)
+    ns = xp_of(v)
+    zeros = ns.zeros((n - 1,), dtype=v.dtype, device=v.device)
     padded = pxp.concat([zeros, v, zeros])
-    k = pxp.reshape(pxp.arange(n + m - 1, device=v.device), (-1, 1))
-    j = pxp.reshape(pxp.arange(n, device=v.device), (1, -1))
-    gathered = pxp.reshape(pxp.take(padded, pxp.reshape(k + (n - 1) - j, (-1,))), (n + m - 1, n))
+    k = ns.reshape(ns.arange(n + m - 1, device=v.device), (-1, 1))
+    j = ns.reshape(ns.arange(n, device=v.device), (1, -1))
+    gathered = pxp.reshape(pxp.take(padded, ns.reshape(k + (n - 1) - j, (-1,))), (n + m - 1, n))
     return pxp.matmul(gathered, a)
 
 

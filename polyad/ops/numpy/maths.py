@@ -20,6 +20,7 @@ from polyad.ops.numpy.common import (
     is_array,
     is_complex,
     write_out,
+    xp_of,
 )
 
 _NO_VALUE = None  # NumPy's ``initial``/``where`` defaults: the user did not give them
@@ -36,14 +37,14 @@ def _with_initial(result, initial, combine):
 @implements("sum", how="xp.sum")
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO_VALUE, where=True):
     a = _masked(arr(a), where, 0)
-    result = pxp.sum(a, axis=axis_arg(axis), dtype=as_dtype(dtype), keepdims=keepdims)
+    result = pxp.sum(a, axis=axis_arg(axis), dtype=as_dtype(dtype, a), keepdims=keepdims)
     return write_out(out, _with_initial(result, initial, pxp.add))
 
 
 @implements("prod", how="xp.prod")
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO_VALUE, where=True):
     a = _masked(arr(a), where, 1)
-    result = pxp.prod(a, axis=axis_arg(axis), dtype=as_dtype(dtype), keepdims=keepdims)
+    result = pxp.prod(a, axis=axis_arg(axis), dtype=as_dtype(dtype, a), keepdims=keepdims)
     return write_out(out, _with_initial(result, initial, pxp.multiply))
 
 
@@ -59,7 +60,7 @@ def _count(a, axis, where):
 
 @implements("mean", how="xp.mean, or xp.sum / count with where=")
 def mean_(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
-    a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype)))
+    a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype, a)))
     if where is True:
         return write_out(out, pxp.mean(a, axis=axis_arg(axis), keepdims=keepdims))
     total = pxp.sum(_masked(a, where, 0), axis=axis_arg(axis), keepdims=True)
@@ -76,7 +77,7 @@ def _reduced(a, axis):
 @implements("var", how="xp.var (ddof: correction), or sums with where= or mean=")
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=_NO_VALUE,
         correction=_NO_VALUE):  # fmt: skip
-    a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype)))
+    a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype, a)))
     ddof = ddof if correction is _NO_VALUE else correction
     if where is True and mean is _NO_VALUE and not is_complex(a):
         return write_out(out, pxp.var(a, axis=axis_arg(axis), correction=ddof, keepdims=keepdims))
@@ -92,7 +93,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=_NO_VALUE,
         correction=_NO_VALUE):  # fmt: skip
     if where is True and mean is _NO_VALUE and not is_complex(arr(a)):
-        a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype)))
+        a = floating(arr(a) if dtype is None else pxp.astype(arr(a), as_dtype(dtype, a)))
         ddof = ddof if correction is _NO_VALUE else correction
         return write_out(out, pxp.std(a, axis=axis_arg(axis), correction=ddof, keepdims=keepdims))
     v = var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean, correction=correction)
@@ -167,7 +168,7 @@ def _cumulative(name):
         a = arr(a)
         if axis is None:
             a, axis = pxp.reshape(a, (-1,)), 0
-        return write_out(out, f(a, axis=axis, dtype=as_dtype(dtype)))
+        return write_out(out, f(a, axis=axis, dtype=as_dtype(dtype, a)))
 
     return cumulative
 
@@ -180,7 +181,7 @@ def _cumulative_standard(name):
     f = getattr(pxp, name)
 
     def cumulative(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
-        return write_out(out, f(arr(x), axis=axis, dtype=as_dtype(dtype), include_initial=include_initial))
+        return write_out(out, f(arr(x), axis=axis, dtype=as_dtype(dtype, x), include_initial=include_initial))
 
     return cumulative
 
@@ -291,11 +292,12 @@ def _quantile(a, q, axis, keepdims, method, ignore_nan):
     values = pxp.sort(moved, axis=-1)  # nan sort last
     n = values.shape[-1]
     nan = pxp.isnan(values)
-    count = pxp.sum(pxp.astype(pxp.logical_not(nan), pxp.int64), axis=-1, keepdims=True) if ignore_nan else n
+    int64 = xp_of(a).int64
+    count = pxp.sum(pxp.astype(pxp.logical_not(nan), int64), axis=-1, keepdims=True) if ignore_nan else n
     flat_q = pxp.reshape(q, (-1,))
     position = flat_q * (pxp.astype(count, q.dtype) - 1 if ignore_nan else float(n - 1))  # (..., k)
     position = pxp.clip(position, 0.0, None)
-    low = pxp.astype(pxp.floor(position), pxp.int64)
+    low = pxp.astype(pxp.floor(position), int64)
     high = pxp.minimum(low + 1, pxp.maximum(count - 1, 0) if ignore_nan else n - 1)
     frac = position - pxp.astype(low, position.dtype)
     lower = pxp.take_along_axis(values, pxp.broadcast_to(low, values.shape[:-1] + low.shape[-1:]), axis=-1)
@@ -459,10 +461,11 @@ def bincount(x, weights=None, minlength=0):
     index = pxp.reshape(arr(x), (-1,))
     n = max(int(pxp.max(index)) + 1 if index.shape[0] else 0, minlength)
     if weights is None:
-        values = pxp.ones(index.shape, dtype=pxp.int64, device=index.device)
+        values = xp_of(index).ones(index.shape, dtype=xp_of(index).int64, device=index.device)
     else:
         values = pxp.reshape(floating(weights), (-1,))
-    return scatter_add(pxp.zeros((n,), dtype=values.dtype, device=index.device), index, values, axis=0)
+    target = xp_of(index).zeros((n,), dtype=values.dtype, device=index.device)
+    return scatter_add(target, index, values, axis=0)
 
 
 # ------------------------------------------------------------------------------ element-wise helpers
@@ -556,13 +559,13 @@ def isneginf(x, out=None):
 @implements("iscomplex", derivative=NONE_DISCRETE, how="xp.imag != 0")
 def iscomplex(x):
     x = arr(x)
-    return pxp.imag(x) != 0 if is_complex(x) else pxp.zeros(x.shape, dtype=pxp.bool, device=x.device)
+    return pxp.imag(x) != 0 if is_complex(x) else pxp.zeros_like(x, dtype=xp_of(x).bool)
 
 
 @implements("isreal", derivative=NONE_DISCRETE, how="xp.imag == 0")
 def isreal(x):
     x = arr(x)
-    return pxp.imag(x) == 0 if is_complex(x) else pxp.ones(x.shape, dtype=pxp.bool, device=x.device)
+    return pxp.imag(x) == 0 if is_complex(x) else pxp.ones_like(x, dtype=xp_of(x).bool)
 
 
 @implements("real_if_close", how="xp.real where the imaginary parts are negligible")

@@ -43,7 +43,7 @@ def copy(self, order="C"):
 
 
 def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-    dtype = as_dtype(dtype)
+    dtype = as_dtype(dtype, self)
     return pxp.astype(self, dtype, copy=copy)
 
 

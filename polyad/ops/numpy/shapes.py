@@ -10,7 +10,7 @@ import math
 
 import polyad.xp as pxp
 from polyad.backends.host import np as host_np
-from polyad.core import Tensor
+from polyad.core import Tensor, fresh
 from polyad.ops.linalg.diagonals import diag_embed
 from polyad.ops.numpy.common import (
     NONE_DISCRETE,
@@ -26,6 +26,7 @@ from polyad.ops.numpy.common import (
     is_complex,
     sequence,
     write_out,
+    xp_of,
 )
 
 CONSTANT = "zero: a constant (values from no argument)"
@@ -77,12 +78,13 @@ def may_share_memory(a, b, max_work=None):
 def _like(fill):
     def like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
         a = arr(a)
-        dtype = as_dtype(dtype) or a.dtype
+        dtype = as_dtype(dtype, a) or a.dtype
+        if shape is None and device is None:
+            return (pxp.zeros_like if fill == 0 else pxp.ones_like)(a, dtype=dtype)
         shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
-        device = device or a.device
-        if fill == 0:
-            return pxp.zeros(shape, dtype=dtype, device=device)
-        return pxp.ones(shape, dtype=dtype, device=device)
+        ns = xp_of(a)
+        made = (ns.zeros if fill == 0 else ns.ones)(shape, dtype=dtype, device=device or a.device)
+        return fresh(made)  # writable inside a transform, as what polyad.xp creates
 
     return like
 
@@ -94,11 +96,11 @@ implements("ones_like", derivative=CONSTANT, how="xp.ones")(_like(1))
 @implements("full_like", how="xp.full_like, or the broadcast fill value")
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = arr(a)
-    dtype = as_dtype(dtype) or a.dtype
+    dtype = as_dtype(dtype, a) or a.dtype
     shape = tuple(a.shape) if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
     if is_array(fill_value):  # a traced fill value: its derivative flows to every element
         return pxp.astype(pxp.broadcast_to(fill_value, shape), dtype)
-    return pxp.full(shape, fill_value, dtype=dtype, device=device or a.device)
+    return fresh(xp_of(a).full(shape, fill_value, dtype=dtype, device=device or a.device))
 
 
 @implements("copy", how="xp.asarray(copy=True)")
@@ -113,7 +115,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if out.ndim > 1 and axis != 0:
         out = pxp.moveaxis(out, 0, axis)
     if dtype is not None:
-        out = pxp.astype(pxp.floor(out) if pxp.isdtype(as_dtype(dtype), "integral") else out, as_dtype(dtype))
+        dtype = as_dtype(dtype, out)
+        out = pxp.astype(pxp.floor(out) if pxp.isdtype(dtype, "integral") else out, dtype)
     if retstep:
         div = (num - 1) if endpoint else num
         step = (arr(stop) - arr(start)) / div if div > 0 else math.nan
@@ -124,7 +127,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 @implements("logspace", how="base ** xp.linspace")
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     out = pxp.pow(base, linspace(start, stop, num, endpoint=endpoint, axis=axis))
-    return out if dtype is None else pxp.astype(out, as_dtype(dtype))
+    return out if dtype is None else pxp.astype(out, as_dtype(dtype, out))
 
 
 @implements("geomspace", how="exp of xp.linspace of the logs, ends exact")
@@ -133,14 +136,14 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     sign = pxp.where(start < 0, -pxp.ones_like(start), pxp.ones_like(start))
     first, last = pxp.abs(start), pxp.abs(stop)
     out = pxp.exp(pxp.linspace(pxp.log(first), pxp.log(last), num, endpoint=endpoint))
-    i = pxp.reshape(pxp.arange(num, device=out.device), (num,) + (1,) * (out.ndim - 1))
+    i = pxp.reshape(xp_of(out).arange(num, device=out.device), (num,) + (1,) * (out.ndim - 1))
     out = pxp.where(i == 0, first + 0 * out, out)  # the ends exactly, as NumPy's
     if endpoint and num > 1:
         out = pxp.where(i == num - 1, last + 0 * out, out)
     out = sign * out
     if out.ndim > 1 and axis != 0:
         out = pxp.moveaxis(out, 0, axis)
-    return out if dtype is None else pxp.astype(out, as_dtype(dtype))
+    return out if dtype is None else pxp.astype(out, as_dtype(dtype, out))
 
 
 @implements("meshgrid", how="xp.meshgrid, or reshapes (sparse=True)")
@@ -323,8 +326,8 @@ def resize(a, new_shape):
     new_shape = (new_shape,) if isinstance(new_shape, int) else tuple(new_shape)
     n, flat = math.prod(new_shape), pxp.reshape(a, (-1,))
     if flat.shape[0] == 0 or n == 0:
-        return pxp.zeros(new_shape, dtype=a.dtype, device=a.device)
-    index = pxp.remainder(pxp.arange(n, device=a.device), flat.shape[0])
+        return fresh(xp_of(a).zeros(new_shape, dtype=a.dtype, device=a.device))
+    index = xp_of(a).arange(n, device=a.device) % flat.shape[0]
     return pxp.reshape(pxp.take(flat, index), new_shape)
 
 
@@ -332,7 +335,7 @@ def resize(a, new_shape):
 
 
 def _cast(x, dtype):
-    return x if dtype is None else pxp.astype(x, as_dtype(dtype))
+    return x if dtype is None else pxp.astype(x, as_dtype(dtype, x))
 
 
 @implements("concatenate", how="xp.concat")  # np.concat is np.concatenate
@@ -467,7 +470,8 @@ def _host_indices(obj, n):
 
 
 def _take_host(a, index, axis):
-    return pxp.take(a, pxp.asarray(index.tolist(), dtype=pxp.int64, device=a.device), axis=axis)
+    ns = xp_of(a)
+    return pxp.take(a, ns.asarray(index.tolist(), dtype=ns.int64, device=a.device), axis=axis)
 
 
 @implements("delete", how="xp.take of the kept positions")
@@ -557,7 +561,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
                 shape = list(a.shape)
                 shape[axis] = width
                 parts.append(pxp.astype(pxp.broadcast_to(arr(v), tuple(shape)), a.dtype) if is_array(v)
-                             else pxp.full(tuple(shape), v, dtype=a.dtype, device=a.device))  # fmt: skip
+                             else xp_of(a).full(tuple(shape), v, dtype=a.dtype, device=a.device))  # fmt: skip
             a = pxp.concat([parts[0], a, parts[1]], axis=axis)
         return a
     if mode not in ("edge", "wrap", "reflect", "symmetric") or kwargs.get("reflect_type", "even") != "even":
@@ -599,7 +603,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 @implements("trace", how="xp.sum of the diagonal")
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     d = diagonal(a, offset, axis1, axis2)
-    return write_out(out, pxp.sum(d, axis=-1, dtype=as_dtype(dtype)))
+    return write_out(out, pxp.sum(d, axis=-1, dtype=as_dtype(dtype, d)))
 
 
 def _tri(name):
@@ -621,7 +625,8 @@ implements("triu", how="xp.triu")(_tri("triu"))
 def _tri_indices(name):
     def indices(arr_, k=0):
         a = arr(arr_)
-        mask = getattr(pxp, name)(pxp.ones(a.shape[-2:], dtype=pxp.int64, device=a.device), k=k)
+        ns = xp_of(a)
+        mask = getattr(ns, name)(ns.ones(a.shape[-2:], dtype=ns.int64, device=a.device), k=k)
         return pxp.nonzero(mask)
 
     return indices
@@ -634,5 +639,5 @@ implements("tril_indices_from", derivative=NONE_DISCRETE, how="xp.nonzero of xp.
 @implements("diag_indices_from", derivative=NONE_DISCRETE, how="xp.arange")
 def diag_indices_from(arr_):
     a = arr(arr_)
-    i = pxp.arange(a.shape[0], device=a.device)
+    i = xp_of(a).arange(a.shape[0], device=a.device)
     return (i,) * a.ndim

@@ -28,6 +28,7 @@ from polyad.ops.numpy.common import (
     is_array,
     is_complex,
     write_out,
+    xp_of,
 )
 
 UFUNCS: dict[str, Entry] = {}  # ufunc.__name__ -> entry
@@ -83,7 +84,8 @@ _LN2 = math.log(2.0)
 
 def _float_power(x1, x2):
     x1, x2 = arr(x1), arr(x2)
-    dtype = pxp.complex128 if is_complex(x1) or is_complex(x2) else pxp.float64
+    ns = xp_of(x1 if is_array(x1) else x2)
+    dtype = ns.complex128 if is_complex(x1) or is_complex(x2) else ns.float64
     return pxp.pow(astype(x1, dtype), astype(x2, dtype))
 
 
