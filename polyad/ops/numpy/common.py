@@ -9,7 +9,9 @@ and what fits instead). The table is keyed ``(module, name)`` as NumPy's functio
 (``np.linalg.solve`` is ``("numpy.linalg", "solve")``), so this layer needs no NumPy import to match them.
 """
 
+import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable
 
 import polyad.dispatch as dispatch
@@ -76,6 +78,20 @@ def entry_of(func):
 
 # ------------------------------------------------------------------------------ arguments
 
+_CALL = threading.local()  # the array a NumPy call dispatched on: Python data in the call is made like it
+
+
+@contextlib.contextmanager
+def dispatched_on(tensor):
+    """While NumPy's function runs in polyad, lists and scalars among its arguments become arrays of
+    ``tensor``'s library and device (a CuPy tensor's ``np.take(t, [0, 2])`` takes CuPy indices)."""
+    previous = getattr(_CALL, "like", None)
+    _CALL.like = tensor
+    try:
+        yield
+    finally:
+        _CALL.like = previous
+
 
 def is_array(x):
     """Whether ``x`` is a polyad tensor or an array of a backend (not a list, scalar or None)."""
@@ -87,6 +103,7 @@ def arr(x, dtype=None, like=None):
     ``dtype`` if given), Python and NumPy scalars, lists and tuples (of tensors too) through ``xp.asarray``,
     as NumPy converts them; data without tensors on the library of ``like`` if given (the array it meets)."""
     if not is_array(x):
+        like = like if like is not None else getattr(_CALL, "like", None)
         if like is not None and not _holds_tensor(x):
             return xp_of(like).asarray(x, dtype=as_dtype(dtype, like), device=like.device)
         x = pxp.asarray(x, dtype=as_dtype(dtype))

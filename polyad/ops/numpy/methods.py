@@ -13,7 +13,16 @@ import polyad.xp as pxp
 from polyad.backends.host import np as host_np
 from polyad.ops.common import dtype_name
 from polyad.ops.numpy import indexing, linear, maths, shapes
-from polyad.ops.numpy.common import EXACT, FUNCTIONS, NONE_DISCRETE, NONE_METADATA, Entry, arr, as_dtype
+from polyad.ops.numpy.common import (
+    EXACT,
+    FUNCTIONS,
+    NONE_DISCRETE,
+    NONE_METADATA,
+    Entry,
+    arr,
+    as_dtype,
+    dispatched_on,
+)
 
 METHODS: dict[str, Entry] = {}  # ndarray method or attribute name -> entry
 
@@ -97,7 +106,11 @@ def _contains(self, value):
 
 
 def _self_first(function):
-    return lambda self, *args, **kwargs: function(self, *args, **kwargs)
+    def method(self, *args, **kwargs):
+        with dispatched_on(self):
+            return function(self, *args, **kwargs)
+
+    return method
 
 
 # the methods that are NumPy's function of the same name with the array first

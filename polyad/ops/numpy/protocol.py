@@ -17,7 +17,7 @@ import difflib
 
 import polyad.xp as pxp
 from polyad.core import FreshTensor, Tensor
-from polyad.ops.numpy.common import FUNCTIONS, entry_of, refuse
+from polyad.ops.numpy.common import FUNCTIONS, dispatched_on, entry_of, refuse
 
 # NumPy functions refused on traced values, each with the reason and what fits instead
 refuse("histogram", "bin counts are integers, with no derivative: count with np.bincount(np.digitize(x, "
@@ -98,7 +98,8 @@ def array_function(self, func, types, args, kwargs):
         if not traced:
             return func(*_unwrap(args), **_unwrap(kwargs))  # plain tensors: nothing to carry
         raise refused(func, traced[0])
-    return entry.impl(*args, **kwargs)
+    with dispatched_on(tensors[0]):
+        return entry.impl(*args, **kwargs)
 
 
 def _flat(args, kwargs):

@@ -24,6 +24,7 @@ from polyad.ops.numpy.common import (
     Entry,
     arr,
     astype,
+    dispatched_on,
     floating,
     is_array,
     is_complex,
@@ -264,9 +265,14 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if entry is None or entry.impl is None:
         why = entry.refused if entry is not None else "polyad has no counterpart"
         raise TypeError(f"np.{name} on a polyad tensor ({type(self).__name__}): {why}")
+    if method == "__call__" and not kwargs and not any(isinstance(x, list | tuple) for x in inputs):
+        return entry.impl(*inputs)  # NumPy's operators (W @ x) and plain calls: straight to the op
+    with dispatched_on(self):
+        return _dispatch(entry, name, method, inputs, kwargs)
+
+
+def _dispatch(entry, name, method, inputs, kwargs):
     if method == "__call__":
-        if not kwargs:  # NumPy's operators (W @ x) and plain calls: straight to the op
-            return entry.impl(*(arr(x) if isinstance(x, list | tuple) else x for x in inputs))
         return _call(entry, inputs, dict(kwargs))
     if method == "reduce" and name in _REDUCE:
         return _reduce(name, *inputs, **kwargs)
