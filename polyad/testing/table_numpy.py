@@ -149,6 +149,7 @@ ROWS = [
     ),
     row("iscomplexobj", lambda s: [S((s.float(2),)), S((s.complex(2),))]),
     row("isrealobj", lambda s: [S((s.float(2),)), S((s.complex(2),))]),
+    row("can_cast", lambda s: [S((s.float(2, dtype=s.xp.float32), "float64")), S((s.float(2), "float32"))]),
     row("may_share_memory", lambda s: [S((s.float(2), s.float(2)))]),
     row("shares_memory", lambda s: [S((s.float(2), s.float(2)))]),
     row("zeros_like", lambda s: [S((s.float(2, 3),)), S((s.float(2, 3),), {"shape": (4,)})]),
@@ -322,6 +323,11 @@ ROWS += [
         batch_fallback="a write through a boolean mask",
     ),
     row(
+        "put",
+        lambda s: [S((s.float(2, 3), s.xp.asarray([0, 4]), s.float(2)))],
+        call=inplace(lambda np_, x, i, v: np_.put(x, i, v)),
+    ),
+    row(
         "fill_diagonal",
         lambda s: [S((s.float(3, 3), s.float())), S((s.float(3, 4), s.float(3)))],
         call=inplace(lambda np_, x, v: np_.fill_diagonal(x, v)),
@@ -350,6 +356,11 @@ ROWS += [
         "extract",
         lambda s: [S((s.bool(2, 3), s.float(2, 3)))],
         known_failures={"vmap": "data-dependent length"},
+    ),
+    row(
+        "ravel_multi_index",
+        lambda s: [S(((s.int(4, high=3), s.int(4, high=4)), (3, 4)))],
+        call=lambda np_, i, shape: np_.ravel_multi_index(i, shape),
     ),
     row("unravel_index", lambda s: [S((s.int(4, high=12), (3, 4)))]),
 ]

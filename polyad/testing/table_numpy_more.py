@@ -282,6 +282,9 @@ ROWS += [
         ],
     ),
     row("polyval", lambda s: [S((s.float(3), s.float(4))), S((s.float(4), s.float()))]),
+    row("polyadd", lambda s: [S((s.float(3), s.float(2)))]),
+    row("polysub", lambda s: [S((s.float(2), s.float(4)))]),
+    row("unwrap", lambda s: [S((s.float(6) * 6,)), S((s.float(2, 5) * 6,), {"axis": 0})]),
     row("vander", lambda s: [S((s.float(4),)), S((s.float(3), 4), {"increasing": True})]),
     row("polyfit", lambda s: [S((s.xp.linspace(0.0, 1.0, 8), s.float(8), 2), diff_argnums=(1,))], rtol=1e-6),
     row(
@@ -643,7 +646,7 @@ _PYTHON_VALUE = "returns a Python value (an int, bool, tuple or dtype), not an a
 _DATA_SHAPE = "the result's shape depends on the data"
 _READS_VALUES = "reads values (int() or bool() of an array) to decide the result"
 _NOT_ABSTRACT = {
-    **dict.fromkeys(("shape", "ndim", "size", "result_type", "iscomplexobj", "isrealobj", "may_share_memory",
+    **dict.fromkeys(("shape", "ndim", "size", "result_type", "can_cast", "iscomplexobj", "isrealobj", "may_share_memory",
                      "shares_memory", "allclose", "array_equal", "array_equiv", "ndarray.itemsize",
                      "ndarray.nbytes", "ndarray.__contains__"), _PYTHON_VALUE),
     **dict.fromkeys(("where:nonzero", "nonzero", "flatnonzero", "argwhere", "compress", "extract", "unique",

@@ -192,6 +192,40 @@ def polyval(p, x):
     return y
 
 
+def _padded_coefficients(a1, a2):
+    a1, a2 = arr(a1), arr(a2)
+    n = max(a1.shape[0], a2.shape[0])
+    pad = [xp_of(a).zeros((n - a.shape[0],), dtype=a.dtype, device=a.device) for a in (a1, a2)]
+    return pxp.concat([pad[0], a1]), pxp.concat([pad[1], a2])
+
+
+@implements("polyadd", how="xp.concat (zeros in front), addition")
+def polyadd(a1, a2):
+    p, q = _padded_coefficients(a1, a2)
+    return p + q
+
+
+@implements("polysub", how="xp.concat (zeros in front), subtraction")
+def polysub(a1, a2):
+    p, q = _padded_coefficients(a1, a2)
+    return p - q
+
+
+@implements("unwrap", how="xp.diff, xp.remainder, xp.cumulative_sum")
+def unwrap(p, discont=None, axis=-1, *, period=6.283185307179586):
+    p = floating(p)
+    axis %= p.ndim
+    half = period / 2
+    discont = half if discont is None else max(discont, half)
+    d = pxp.diff(p, axis=axis)
+    wrapped = pxp.remainder(d + half, period) - half
+    wrapped = pxp.where((wrapped == -half) & (d > 0), half, wrapped)
+    correction = pxp.where(pxp.abs(d) < discont, 0.0, wrapped - d)
+    head = p[(slice(None),) * axis + (slice(0, 1), ...)]
+    return pxp.concat([head, p[(slice(None),) * axis + (slice(1, None), ...)] + pxp.cumulative_sum(correction, axis=axis)],
+                      axis=axis)  # fmt: skip
+
+
 @implements("vander", how="products of x, stacked")
 def vander(x, N=None, increasing=False):
     x = arr(x)

@@ -20,7 +20,7 @@ from polyad.backends.host import np as host_np
 from polyad.core import Tensor
 from polyad.ops.common import bottom
 
-EXACT = "exact"  # differentiable: every op it is made of has its rules (grad, jvp, vmap, jit follow)
+EXACT = "exact (the ops' own rules)"  # every op it is made of has its rules (grad, jvp, vmap, jit follow)
 NONE_DISCRETE = "none: integer or boolean result"  # comparisons, indices, counts
 NONE_METADATA = "none: reads shape or dtype only"  # np.shape, np.ndim, np.result_type
 ZERO = "zero: piecewise constant, or an op without a derivative"  # np.spacing, np.nextafter

@@ -82,7 +82,8 @@ def put_along_axis(arr_, indices, values, axis):
 
 @implements("copyto", how="a functionalised write (dst[...] = src)")
 def copyto(dst, src, casting="same_kind", where=True):
-    d = _target(dst, "copyto")
+    # np.full(shape, traced) lands here too: NumPy copies the fill value into a NumPy array it made
+    d = _target(dst, "copyto (np.full with a traced fill value: use np.full_like(x, value) or pa.xp.full)")
     s = arr(src, like=d)
     d[...] = s if where is True else pxp.where(arr(where), s, d)
 
@@ -102,6 +103,11 @@ def place(arr_, mask, vals):
     m = arr(mask)
     count = int(pxp.count_nonzero(m))
     t[m] = resize(arr(vals, like=t), (count,))
+
+
+@implements("put", how="a functionalised write at the flat indices")
+def put(a, ind, v, mode="raise"):
+    _target(a, "put").put(ind, v, mode)
 
 
 @implements("fill_diagonal", how="a functionalised write on the diagonal")
@@ -168,6 +174,19 @@ def compress(condition, a, axis=None, out=None):
 def extract(condition, arr_):
     a = pxp.reshape(arr(arr_), (-1,))
     return pxp.take(a, pxp.nonzero(pxp.reshape(arr(condition), (-1,)))[0])
+
+
+@implements("ravel_multi_index", derivative=NONE_DISCRETE, how="sums of index * stride")
+def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    if mode != "raise":
+        raise TypeError("np.ravel_multi_index(mode=...) on polyad tensors: mode='raise' only")
+    dims = tuple(dims)
+    indices = [arr(i) for i in multi_index]
+    flat, stride = 0, 1
+    for d in range(len(dims))[:: -1 if order == "C" else 1]:
+        flat = flat + indices[d] * stride
+        stride *= dims[d]
+    return flat
 
 
 @implements("unravel_index", derivative=NONE_DISCRETE, how="xp.floor_divide, xp.remainder")

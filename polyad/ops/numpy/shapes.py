@@ -66,6 +66,13 @@ def isrealobj(x):
     return not is_complex(arr(x))
 
 
+@implements("can_cast", derivative=NONE_METADATA, how="xp.can_cast of the dtypes")
+def can_cast(from_, to, casting="safe"):
+    if casting != "safe":
+        raise TypeError(f"np.can_cast(casting={casting!r}) on polyad tensors: 'safe' only, as the standard's")
+    return pxp.can_cast(from_.dtype if is_array(from_) else as_dtype(from_), as_dtype(to))
+
+
 @implements("may_share_memory", "shares_memory", derivative=NONE_METADATA, how="identity")
 def may_share_memory(a, b, max_work=None):
     # polyad's writes are out of place: two different tensors never share what a write changes

@@ -227,6 +227,22 @@ def _at(name, a, indices, b=None):
     a[...] = index_add(a, value, *key_arrays, key=structure)
 
 
+def method_support(name, method):
+    """How polyad computes ``np.<name>.<method>`` (a ufunc's reduce, accumulate, outer, at), or None."""
+    entry = UFUNCS.get(name)
+    if entry is None or entry.impl is None:
+        return None
+    if method == "reduce":
+        return f"xp.{_REDUCE[name]}" if name in _REDUCE else None
+    if method == "accumulate":
+        return f"xp.{_ACCUMULATE[name]}" if name in _ACCUMULATE else None
+    if method == "outer":
+        return f"{entry.how} of broadcast operands"
+    if method == "at":
+        return "index_add, then a functionalised write" if name in ("add", "subtract") else None
+    return None
+
+
 def _call(entry, inputs, kwargs):
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
