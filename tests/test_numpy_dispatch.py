@@ -236,3 +236,26 @@ def test_methods_follow_numpy_signatures():
     u.fill(7.0)
     np.testing.assert_allclose(u.concrete(), [7.0, 7.0, 7.0])
     assert 7.0 in u and 1.0 not in u
+
+
+def test_the_coverage_table_is_generated_from_the_dispatch_table(tmp_path):
+    """docs/numpy_coverage.py (run by ``make docs``) lists every entry of the dispatch table, with the
+    status the table gives it."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "docs" / "numpy_coverage.py"
+    spec = importlib.util.spec_from_file_location("numpy_coverage", path)
+    coverage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(coverage)
+    coverage.generate(tmp_path)
+    text = (tmp_path / "numpy_coverage.rst").read_text()
+    for entry in FUNCTIONS.values():
+        module = getattr(np, entry.name.split(".")[0], None) if "." in entry.name else np
+        if module is not None and hasattr(module, entry.name.split(".")[-1]):
+            assert f"``np.{entry.name}``" in text, entry.name
+    for name in UFUNCS:
+        assert f"``np.{name}``" in text, name
+    assert coverage.status("diag")[:2] == ("dispatches", FUNCTIONS[("numpy", "diag")].derivative)
+    assert coverage.status("linalg.eig")[0] == "refused" and coverage.status("asarray")[0] == "refused"
+    assert coverage.status("add.reduce")[0] == "dispatches" and coverage.status("zeros")[0] == "unchanged"

@@ -196,3 +196,18 @@ def test_programs_are_plain_numpy(program):
 
     source = inspect.getsource(program)
     assert "xp." not in source and "pa.xp" not in source
+
+
+def test_the_coming_from_numpy_example_runs():
+    """The first example of docs/coming-from-numpy.rst, as printed, with its gradient checked."""
+    import pathlib
+
+    page = pathlib.Path(__file__).resolve().parent.parent / "docs" / "coming-from-numpy.rst"
+    block = page.read_text().split(".. code-block:: python\n")[1].split("\nOutside")[0]
+    namespace = {}
+    exec("\n".join(line[3:] for line in block.splitlines()), namespace)  # noqa: S102
+    nll, X, y = namespace["nll"], namespace["X"], namespace["y"]
+    expected = _jacobian_fd(lambda p: nll(p, X, y), np.zeros(3))
+    np.testing.assert_allclose(namespace["g"], expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(namespace["H"], namespace["H"].T, rtol=1e-8)
+    assert namespace["per_set"].shape == (5,)

@@ -646,7 +646,8 @@ _PYTHON_VALUE = "returns a Python value (an int, bool, tuple or dtype), not an a
 _DATA_SHAPE = "the result's shape depends on the data"
 _READS_VALUES = "reads values (int() or bool() of an array) to decide the result"
 _NOT_ABSTRACT = {
-    **dict.fromkeys(("shape", "ndim", "size", "result_type", "can_cast", "iscomplexobj", "isrealobj", "may_share_memory",
+    **dict.fromkeys(("shape", "ndim", "size", "result_type", "can_cast", "iscomplexobj", "isrealobj",
+                     "may_share_memory",
                      "shares_memory", "allclose", "array_equal", "array_equiv", "ndarray.itemsize",
                      "ndarray.nbytes", "ndarray.__contains__"), _PYTHON_VALUE),
     **dict.fromkeys(("where:nonzero", "nonzero", "flatnonzero", "argwhere", "compress", "extract", "unique",

@@ -222,8 +222,8 @@ def unwrap(p, discont=None, axis=-1, *, period=6.283185307179586):
     wrapped = pxp.where((wrapped == -half) & (d > 0), half, wrapped)
     correction = pxp.where(pxp.abs(d) < discont, 0.0, wrapped - d)
     head = p[(slice(None),) * axis + (slice(0, 1), ...)]
-    return pxp.concat([head, p[(slice(None),) * axis + (slice(1, None), ...)] + pxp.cumulative_sum(correction, axis=axis)],
-                      axis=axis)  # fmt: skip
+    rest = p[(slice(None),) * axis + (slice(1, None), ...)]
+    return pxp.concat([head, rest + pxp.cumulative_sum(correction, axis=axis)], axis=axis)
 
 
 @implements("vander", how="products of x, stacked")
