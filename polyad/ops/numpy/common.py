@@ -9,7 +9,6 @@ and what fits instead). The table is keyed ``(module, name)`` as NumPy's functio
 (``np.linalg.solve`` is ``("numpy.linalg", "solve")``), so this layer needs no NumPy import to match them.
 """
 
-import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import polyad.dispatch as dispatch
 import polyad.xp as pxp
 from polyad.backends.host import np as host_np
 from polyad.core import Tensor
-from polyad.ops.common import bottom
+from polyad.ops.common import bottom, dtype_kind
 
 EXACT = "exact (the ops' own rules)"  # every op it is made of has its rules (grad, jvp, vmap, jit follow)
 NONE_DISCRETE = "none: integer or boolean result"  # comparisons, indices, counts
@@ -81,16 +80,21 @@ def entry_of(func):
 _CALL = threading.local()  # the array a NumPy call dispatched on: Python data in the call is made like it
 
 
-@contextlib.contextmanager
-def dispatched_on(tensor):
+class dispatched_on:  # noqa: N801  (a context manager, named as one)
     """While NumPy's function runs in polyad, lists and scalars among its arguments become arrays of
     ``tensor``'s library and device (a CuPy tensor's ``np.take(t, [0, 2])`` takes CuPy indices)."""
-    previous = getattr(_CALL, "like", None)
-    _CALL.like = tensor
-    try:
-        yield
-    finally:
-        _CALL.like = previous
+
+    __slots__ = ("tensor", "previous")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __enter__(self):
+        self.previous = getattr(_CALL, "like", None)
+        _CALL.like = self.tensor
+
+    def __exit__(self, *exc):
+        _CALL.like = self.previous
 
 
 def is_array(x):
@@ -179,26 +183,26 @@ def astype(x, dtype):
     return x if x.dtype == dtype else pxp.astype(x, dtype)
 
 
+_KIND_NAMES = {"b": "bool", "i": "integral", "f": "real floating", "c": "complex floating"}
+
+
 def kind_of(x):
-    """ "bool", "integral", "real floating" or "complex floating" of an array's dtype."""
-    for kind in ("bool", "integral", "real floating", "complex floating"):
-        if pxp.isdtype(x.dtype, kind):
-            return kind
-    raise TypeError(f"dtype {x.dtype} is of no numeric kind")
+    """The kind of an array's dtype: "bool", "integral", "real floating" or "complex floating"."""
+    return _KIND_NAMES[dtype_kind(x.dtype)]
 
 
 def floating(x):
     """``x`` as NumPy's floating functions see it: booleans and integers in the default float dtype (NumPy
     computes ``np.sqrt`` of integers in float64), floats and complex numbers unchanged."""
-    if not is_array(x):
+    if not isinstance(x, Tensor) and not is_array(x):
         x = arr(x)
-    if kind_of(x) in ("bool", "integral"):
+    if dtype_kind(x.dtype) in "bi":  # the hot path of np.exp(t) and the like: one cached lookup
         return pxp.astype(x, default_dtype("real floating", x))
     return x
 
 
 def is_complex(x):
-    return pxp.isdtype(x.dtype, "complex floating")
+    return dtype_kind(x.dtype) == "c"
 
 
 def flat_or(x, axis):

@@ -70,7 +70,15 @@ _DISCRETE = {
 
 
 def _floating_args(f):
-    return lambda *xs: f(*(floating(x) if is_array(x) else x for x in xs))
+    def unary_or_binary(x, *more):
+        # integers and booleans to the default float (NumPy's np.sqrt(2)): one cached dtype lookup each
+        x = floating(x) if isinstance(x, Tensor) or is_array(x) else x
+        if not more:
+            return f(x)
+        (y,) = more
+        return f(x, floating(y) if isinstance(y, Tensor) or is_array(y) else y)
+
+    return unary_or_binary
 
 
 for _np_name, _name in _SAME.items():
@@ -281,8 +289,12 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if entry is None or entry.impl is None:
         why = entry.refused if entry is not None else "polyad has no counterpart"
         raise TypeError(f"np.{name} on a polyad tensor ({type(self).__name__}): {why}")
-    if method == "__call__" and not kwargs and not any(isinstance(x, list | tuple) for x in inputs):
-        return entry.impl(*inputs)  # NumPy's operators (W @ x) and plain calls: straight to the op
+    if method == "__call__" and not kwargs:  # NumPy's operators (W @ x) and plain calls: straight to the op
+        for x in inputs:
+            if isinstance(x, list | tuple):
+                break
+        else:
+            return entry.impl(*inputs)
     with dispatched_on(self):
         return _dispatch(entry, name, method, inputs, kwargs)
 
