@@ -160,3 +160,14 @@ def test_jit_example_runs():
     np.testing.assert_allclose(scope["g"], fd, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(scope["per_row"], [loss(w, r, order=1) for r in x], rtol=1e-12)
     assert scope["step"].cache_info().size == 1
+
+
+def test_numpy_code_example_runs():
+    scope = {}
+    exec(block("def energy(u, kappa)"), scope)
+    energy, u = scope["energy"], scope["u"]
+    eps = 1e-6
+    fd = np.array([(energy(u + eps * e, 2.0) - energy(u - eps * e, 2.0)) / (2 * eps) for e in np.eye(6)])
+    np.testing.assert_allclose(scope["g"], fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(scope["H"], scope["H"].T, atol=1e-12)
+    assert scope["batch"].shape == (4,)

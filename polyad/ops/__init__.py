@@ -24,6 +24,9 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 13. ``fft``
 14. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
     ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
+15. ``numpy``: NumPy's API on polyad tensors (its functions, ufuncs and array methods), no ops of its own:
+    each NumPy function is a composition of the namespace's, so it imports ``polyad.xp`` (assembled from
+    the families above); ``polyad/__init__.py`` installs it on ``Tensor``
 
 Ops whose derivatives need each other live in the same file.
 """
