@@ -2,8 +2,9 @@
 
 The build is strict (``-W --keep-going`` in the Makefile, ``nitpicky`` here): a broken cross-reference
 or a malformed docstring fails it. Before Sphinx reads the sources, ``xp_reference.generate`` writes the
-namespace's table (each function linked to its page in the Array API standard) into docs/_generated/,
-and the Makefile runs the gallery scripts, whose figures land in docs/_generated/gallery/.
+namespace's table (each function linked to its page in the Array API standard) and
+``numpy_coverage.generate`` the NumPy coverage table (from polyad's own NumPy dispatch table) into
+docs/_generated/, and the Makefile runs the gallery scripts, whose figures land in docs/_generated/gallery/.
 """
 
 import pathlib
@@ -12,6 +13,7 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import numpy_coverage  # noqa: E402
 import xp_reference  # noqa: E402
 
 import polyad  # noqa: E402
@@ -52,3 +54,4 @@ nitpicky = True
 nitpick_ignore_regex = [("py:class", r"(typing|collections\.abc|types)\.[A-Za-z]+")]
 
 xp_reference.generate(HERE / "_generated")
+numpy_coverage.generate(HERE / "_generated")  # "Coming from NumPy"'s table, from polyad.ops.numpy's tables

@@ -33,12 +33,14 @@ from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_devi
 from polyad.graph import Graph
 from polyad.library import custom_op
 from polyad.moved import install_moved_paths
+from polyad.ops import numpy as numpy_api
 from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
 from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.transforms.sparsity import SparsityFallbackWarning
 
 fused = custom_ops  # the former name of polyad.custom_ops
+numpy_api.install()  # NumPy's methods and functions on every tensor (polyad/ops/numpy)
 install_moved_paths()
 
 __version__ = "0.1.0"

@@ -47,8 +47,11 @@ def test_tensor_metadata(bxp):
     assert t.ndim == 2 and t.size == 6 and len(t) == 2
     assert t.mT.shape == (3, 2) and t.T.shape == (3, 2)
     assert_close(t.mT, bxp.matrix_transpose(raw))
-    with pytest.raises(ValueError, match="2-D"):
-        _ = pa.Tensor(bxp.ones((2, 2, 2))).T
+    # .T as NumPy's: the axes reversed for any ndim (the standard defines only 2-D), a 1-D tensor itself
+    cube = bxp.reshape(bxp.arange(24, dtype=bxp.float64), (2, 3, 4))
+    assert_close(pa.Tensor(cube).T, bxp.permute_dims(cube, (2, 1, 0)))
+    vector = pa.Tensor(bxp.arange(3, dtype=bxp.float64))
+    assert vector.T is vector
     zero_d = pa.Tensor(bxp.asarray(1.0))
     assert zero_d.shape == () and zero_d.ndim == 0 and zero_d.size == 1
     with pytest.raises(TypeError):

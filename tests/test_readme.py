@@ -208,3 +208,14 @@ def test_loops_example_matches_the_unrolled_loop_and_the_closed_form():
     np.testing.assert_allclose(scope["dk"], (unrolled(k + h) - unrolled(k - h)) / (2 * h), rtol=1e-7)
     np.testing.assert_allclose(scope["slopes"], 1 / (2 * np.sqrt([2.0, 9.0, 100.0])), rtol=1e-10)
     np.testing.assert_allclose(scope["clipped"], [-1.0, np.sin(1.0)])
+
+
+def test_numpy_code_example_runs():
+    scope = {}
+    exec(block("def energy(u, kappa)"), scope)
+    energy, u = scope["energy"], scope["u"]
+    eps = 1e-6
+    fd = np.array([(energy(u + eps * e, 2.0) - energy(u - eps * e, 2.0)) / (2 * eps) for e in np.eye(6)])
+    np.testing.assert_allclose(scope["g"], fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(scope["H"], scope["H"].T, atol=1e-12)
+    assert scope["batch"].shape == (4,)

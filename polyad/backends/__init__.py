@@ -30,8 +30,9 @@ Its fields:
   ``set_state(state)`` (``polyad.random`` builds one per backend from it).
 - ``defer_to(tensor_type)`` or None: called by the core, once, with polyad's Tensor type; afterwards the
   library's binary operators must return NotImplemented for such operands, so that Python calls the
-  tensor's reflected operator (``W @ x`` with a raw array ``W``). NumPy and CuPy need nothing (Tensor
-  sets ``__array_ufunc__ = None``); array_api_strict patches its ``Array``.
+  tensor's reflected operator (``W @ x`` with a raw array ``W``). NumPy and CuPy need nothing (their
+  operators call NumPy's ufunc, which Tensor's ``__array_ufunc__`` computes in polyad ops); Dask defers
+  to an operand with its own ``__array_ufunc__``; array_api_strict patches its ``Array``.
 - ``to_numpy(array) -> numpy.ndarray``: a NumPy copy (tests compare every backend against NumPy).
 - ``accepts``: names of other backends whose arrays this library's functions take as operands as they
   are (Dask takes NumPy arrays, each as one chunk): a call mixing the two runs on this backend. Default

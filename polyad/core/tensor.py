@@ -87,15 +87,23 @@ def _owner_checked(tensor, what):
     return interp
 
 
-def _refuse(tensor, what):
+def _refuse(tensor, what, hint=""):
     """Refuse an exit that would drop what a transform's tensor carries; a plain tensor passes."""
     interp = _owner_checked(tensor, what)
     if interp is not None:
         raise TypeError(
             f"{what} of a {type(tensor).__name__} (a value inside {interp.transform}) is refused: it would "
             f"drop the {interp.carries} the value carries. Compute on it with polyad.xp functions "
-            f"(pa.xp.asarray and pa.xp.from_dlpack keep it){interp.exit_hint}"
+            f"(pa.xp.asarray and pa.xp.from_dlpack keep it){interp.exit_hint}{hint}"
         )
+
+
+# NumPy converts a traced value where its own code takes one: say how to write it so that polyad sees it
+_NUMPY_HINT = (
+    ". NumPy converts it where a NumPy array's own method takes it (A.dot(x), A.take(i) with a NumPy A: "
+    "write np.dot(A, x) or A @ x), where np.array/np.asarray/np.ascontiguousarray or a C extension is given "
+    "it, and for an argument a NumPy function does not dispatch on (np.take(A, i) with a NumPy A)"
+)
 
 
 # ------------------------------------------------------------------------------ numbers handed out
@@ -485,7 +493,9 @@ class Tensor:
     __slots__ = ("_value", "_interp", "_aux")
     # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
     _sticky = True
-    # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
+    # NumPy and CuPy must not swallow a tensor into an object array: until the namespace installs NumPy's
+    # dispatch (polyad/ops/numpy: __array_ufunc__ computes NumPy's ufuncs and operators in polyad ops),
+    # NumPy defers to our reflected operators.
     __array_ufunc__ = None
     __array_priority__ = 1000
     _namespace = None  # polyad.xp, once it is assembled (install_namespace)
@@ -526,9 +536,10 @@ class Tensor:
 
     @property
     def T(self):
-        if self.ndim != 2:
-            raise ValueError(f"Tensor.T needs a 2-D tensor, got {self.ndim}-D; use .mT or permute_dims")
-        return self._namespace.permute_dims(self, (1, 0))
+        # NumPy's: the axes reversed, a 0-d or 1-d tensor itself (the standard defines only the 2-D case)
+        if self.ndim < 2:
+            return self
+        return self._namespace.permute_dims(self, tuple(range(self.ndim - 1, -1, -1)))
 
     def __array_namespace__(self, *, api_version=None):
         if api_version is not None and api_version not in standard.SUPPORTED_VERSIONS:
@@ -637,7 +648,7 @@ class Tensor:
 
     # -- arrays: refused for a transform's tensor
     def __array__(self, dtype=None, copy=None):
-        _refuse(self, "np.asarray()")
+        _refuse(self, "np.asarray()", _NUMPY_HINT)
         v = self._scalar("np.asarray")
         return v.__array__() if dtype is None else v.__array__(dtype)
 
@@ -701,9 +712,23 @@ class FreshTensor(Tensor):
         return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array
+        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array;
+        # a write into it (out=, ufunc.at), or a transform's value among the arguments, is polyad's
+        handler = Tensor.__array_ufunc__
+        if handler is not None and (method == "at" or _polyad_values(inputs, kwargs)):
+            return handler(self, ufunc, method, *inputs, **kwargs)
         inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
         return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def _polyad_values(inputs, kwargs):
+    """Whether a ufunc call has a transform's tensor among its inputs or ``where``, or a tensor as ``out``."""
+    out = kwargs.get("out")
+    outs = out if isinstance(out, tuple) else (out,)
+    traced = (
+        i for i in (*inputs, kwargs.get("where")) if isinstance(i, Tensor) and type(i) is not FreshTensor
+    )
+    return any(isinstance(o, Tensor) for o in outs) or any(True for _ in traced)
 
 
 def fresh(array):
@@ -732,6 +757,12 @@ def install_namespace(namespace, methods):
     methods that bind its ops (``methods``: the Python operators, ``__getitem__``, ``__setitem__``...):
     called once, by ``polyad.xp`` when it has assembled the namespace, which sits above this layer."""
     Tensor._namespace = namespace
+    install_methods(methods)
+
+
+def install_methods(methods):
+    """Give ``Tensor`` the methods and properties ``methods`` (``{name: function or property}``): the
+    namespace's operators, and NumPy's methods and dispatch protocols (``polyad.ops.numpy.install``)."""
     for name, method in methods.items():
         setattr(Tensor, name, method)
 

@@ -29,6 +29,9 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 15. ``dct``: SciPy's discrete cosine and sine transforms, added to ``polyad.xp.fft`` (its "cpu" kernel
     calls SciPy through ``special.shared.host_call``)
 16. ``sets``: ``isin`` (the ``unique_*`` functions are in ``searching``)
+17. ``numpy``: NumPy's API on polyad tensors (its functions, ufuncs and array methods), no ops of its own:
+    each NumPy function is a composition of the namespace's, so it imports ``polyad.xp`` (assembled from
+    the families above); ``polyad/__init__.py`` installs it on ``Tensor``
 
 Ops whose derivatives need each other live in the same file.
 """

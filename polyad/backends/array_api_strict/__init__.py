@@ -17,8 +17,8 @@ _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 def _defer_to(tensor_type):
     """Make Array's operators return NotImplemented for a ``tensor_type`` operand, so Python calls the
-    tensor's reflected operator (``W @ x`` with a raw array ``W``), as NumPy does through
-    ``__array_ufunc__ = None``. array_api_strict otherwise raises TypeError for any operand that is not
+    tensor's reflected operator (``W @ x`` with a raw array ``W``; NumPy reaches polyad through the
+    tensor's ``__array_ufunc__``). array_api_strict otherwise raises TypeError for any operand that is not
     its own Array. Called by polyad's core with its Tensor type."""
     if getattr(_Array, "_polyad_defers_to", None) is tensor_type:
         return

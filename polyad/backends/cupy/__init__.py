@@ -30,7 +30,7 @@ def load():
         devices=lambda: [cupy.cuda.Device(i) for i in range(count)],
         generator=random.Generator,
         to_numpy=cupy.asnumpy,
-        kernels=kernels.KERNELS,  # operator deferral: none needed, Tensor sets __array_ufunc__ = None
+        kernels=kernels.KERNELS,  # operators: CuPy calls NumPy's ufunc, then Tensor's __array_ufunc__
         version=cupy.__version__,
         native=cupy,
         fused_kernels=fusion.kernels,

@@ -43,7 +43,7 @@ def load():
         to_numpy=extras.to_numpy,
         accepts=("numpy",),  # NumPy arrays (constants, index arrays) join Dask graphs as single chunks
         map_host=extras.map_host,
-        kernels=kernels.KERNELS,  # operator deferral: none needed, Dask defers to __array_ufunc__ = None
+        kernels=kernels.KERNELS,  # operators: Dask defers to Tensor's own __array_ufunc__
         version=dask.__version__,
         native=da,
     )

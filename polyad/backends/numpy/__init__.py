@@ -23,7 +23,7 @@ def load():
         devices=lambda: ["cpu"],
         generator=random.Generator,
         to_numpy=np.asarray,
-        kernels=kernels.KERNELS,  # operator deferral: none needed, Tensor sets __array_ufunc__ = None
+        kernels=kernels.KERNELS,  # operator deferral: none needed, NumPy calls Tensor's __array_ufunc__
         version=np.__version__,
         native=np,
         fused_kernels=fusion.kernels,
