@@ -463,12 +463,13 @@ _NUMBER_TYPES = frozenset((float, TracedFloat, TracedComplex))  # what polyad ha
 class Tensor:
     """A polyad tensor: a backend array (or a lower-level tensor) seen through one transform level.
 
-    Every tensor has the same three slots, so that an in-place update can turn a tensor into another
-    kind (``__setitem__`` writing a batched value into an unbatched tensor changes its class):
+    Every tensor has the same slots, so that an in-place update can turn a tensor into another kind
+    (``__setitem__`` writing a batched value into an unbatched tensor changes its class):
 
     - ``_value``: the backend array, or the lower-level tensor, underneath;
     - ``_interp``: the interpreter of the level this tensor belongs to (None for a plain tensor);
-    - ``_aux``: per-transform data (tape node, tangent, batch dimension).
+    - ``_aux``: per-transform data (tape node, tangent, batch dimension);
+    - ``_alias``: the views it has, or the base it is a view of (``polyad.ops.views``), else None.
 
     A plain ``Tensor(array)`` lives at level 0 and makes any backend array speak polyad's namespace.
     Conversions and copies (``float``, ``item``, ``np.asarray``, DLPack, pickle, ``deepcopy``...) are
@@ -481,7 +482,10 @@ class Tensor:
         (3,)
     """
 
-    __slots__ = ("_value", "_interp", "_aux")
+    # ``_alias``: what ``x`` shares memory with, as NumPy's views do (None for most tensors): a view's base
+    # and how to reach it, or a base's live views (``polyad.ops.views``). ``_become`` keeps it: the object
+    # is the same array after an in-place write.
+    __slots__ = ("_value", "_interp", "_aux", "_alias", "__weakref__")
     # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
     _sticky = True
     # NumPy and CuPy must not swallow a tensor into an object array: defer to our reflected operators.
@@ -493,6 +497,7 @@ class Tensor:
         self._value = value
         self._interp = interp
         self._aux = aux
+        self._alias = None
 
     # -- metadata (the batching tensor overrides shape)
     @property
