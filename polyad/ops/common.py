@@ -11,7 +11,6 @@ shared rules need: ``unbroadcast``, ``move_to_front``, ``broadcast_batch``, ...)
 - ``unary_batch``: ops that act element by element on one array keep its batch dimension.
 """
 
-
 import polyad.dispatch as dispatch
 from polyad.core import Op, Tensor, bind, fresh
 

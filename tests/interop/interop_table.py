@@ -116,11 +116,6 @@ FLOAT_ARITHMETIC = Fail(
     "an exact float, so the arithmetic is invisible to polyad; grad raises DerivativeLostWarning (an error "
     "in this suite) instead of a zero gradient, jvp refuses the float output",
 )
-SQRT_AT_ZERO = Fail(
-    "polyad",
-    "sqrt's derivative at 0 is infinite: the zero tangent of the diagonal (set to 0 before sqrt) times "
-    "inf is nan where the function is constant (JAX and PyTorch give nan too)",
-)
 # the libraries' side
 SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
 SKLEARN_FLOAT_RESULT = Fail(
@@ -129,11 +124,6 @@ SKLEARN_FLOAT_RESULT = Fail(
     "vmap raises ConcretizationError (vmap(chunk_size=1) loops)",
 )
 SKLEARN_NUMPY_ONLY = Fail("scikit-learn", "no array API path: the function converts with np.ravel/np.asarray")
-SKLEARN_NAN_BRANCH = Fail(
-    "scikit-learn",
-    "_incremental_mean_and_var computes 0/0 = nan in a term it then overwrites; reverse mode sends a "
-    "zero cotangent through that term, and 0 * nan is nan (as in JAX and PyTorch)",
-)
 
 
 def _on(fail, *transforms):
@@ -279,7 +269,6 @@ SKLEARN_PAIRWISE = [
         f"sklearn.metrics.pairwise.{f.__name__}",
         f,
         _mat(5, 3, 0.1, 1.0),
-        known_failures=_on(SQRT_AT_ZERO, "jvp") if f is pairwise.euclidean_distances else {},
     )
     for f in (
         pairwise.cosine_similarity,
@@ -314,7 +303,6 @@ SKLEARN_ESTIMATORS = [
         _fit_transform(preprocessing.StandardScaler),
         _mat(),
         fast=True,
-        known_failures=_on(SKLEARN_NAN_BRANCH, "grad"),
     ),
     Row(
         "sklearn.preprocessing.MinMaxScaler",

@@ -18,6 +18,18 @@ def index_add(target, key, values):
     return out
 
 
+def product_without_nan(g, d, divide=False):
+    """``g * d`` (``g / d``) of NumPy arrays when it holds no NaN, else None, decided by one sum (a NaN, or
+    inf - inf, makes it NaN). The zero-safe products of ``polyad.ops.zero_safe`` then need no mask; None
+    tells them to build it (and NumPy's warnings for the NaNs they avoid stay silent)."""
+    if not isinstance(g, np.ndarray | np.generic) or not isinstance(d, np.ndarray | np.generic | float):
+        return None
+    with np.errstate(invalid="ignore"):
+        out = g / d if divide else g * d
+        nan = np.isnan(np.add.reduce(out, axis=None))
+    return None if nan else out
+
+
 # NumPy 2 already conforms for these; calling them directly skips array-api-compat's wrappers, which
 # matter on the per-op hot path (sign is in abs's VJP, zeros_like seeds every cotangent).
 sign = np.sign
