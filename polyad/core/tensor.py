@@ -33,15 +33,16 @@ The namespace (``polyad.xp``) gives the class its operators and indexing once it
 """
 
 import math
-import sys
 import threading
 import warnings
 
 import polyad.backends as backends
+from polyad.core.call_sites import classify
 from polyad.core.levels import transform_active
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()
+_OWN_FILES = (__file__,)  # where a number is handed out, the user's call is the first frame outside
 
 
 class DerivativeLostWarning(UserWarning):
@@ -116,9 +117,8 @@ def _live_changed():
         listener(bool(LIVE))
 
 
-def _remember(number, tensor, what, depth):
-    frame = sys._getframe(depth + 1)
-    note = [what, f"{frame.f_code.co_filename}:{frame.f_lineno}", False]
+def _remember(number, tensor, what):
+    note = _note(tensor, what)
     interp = tensor._interp
     with _LOCK:
         LIVE[id(number)] = (number, tensor, note)
@@ -216,40 +216,65 @@ def _weak_dtype(t, dtype):
     return t
 
 
+def _carries_derivative(t):
+    """Whether tensor ``t`` carries a derivative at some level (a tape entry, a tangent)."""
+    while isinstance(t, Tensor):
+        interp = t._interp
+        if interp is not None and interp.differentiates and t._aux is not None:
+            return True
+        t = t._value
+    return False
+
+
+def _note(tensor, what):
+    """``[what, where, came_back, lossy]`` for a number handed out for ``tensor``: where the user's code
+    converted it, and whether that use can lose a derivative (the value carries one and the code uses the
+    number for more than a comparison, a branch, an integer or a message: ``call_sites.classify``)."""
+    where, callee, control = classify(0, skip=_OWN_FILES)
+    if callee is not None and what == "float()" and callee != "float":
+        what = f"{callee}()"  # math.log(x) converts x by float(): name what the code called
+    return [what, where, False, not control and _carries_derivative(tensor)]
+
+
 def check_lost(interp, what, depends):
-    """Warn when a differentiating transform's outputs do not depend on its inputs (``depends`` False)
-    while a number taken from one of its values never came back: the zero derivative may be a lost one."""
-    if depends or not interp.numbers:
+    """Warn, as the transform ends, for each number taken from one of its values that carried a
+    derivative, was used for more than control flow, and never came back to polyad: its derivative was
+    lost (``depends``: whether the outputs depend on the inputs at all, for the message)."""
+    if not interp.numbers:
         return
-    lost = [LIVE[i][2] for i in interp.numbers if i in LIVE and not LIVE[i][2][2]]
+    lost = [LIVE[i][2] for i in interp.numbers if i in LIVE and not LIVE[i][2][2] and LIVE[i][2][3]]
     if lost:
-        kind, where, _ = lost[0]
-        more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+        kind, where = lost[0][:2]
+        more = (
+            f" (and {len(lost) - 1} more: {', '.join(f'{n[0]} at {n[1]}' for n in lost[1:4])})"
+            if len(lost) > 1
+            else ""
+        )
+        result = "the output does not depend on the inputs" if not depends else "the derivative misses it"
         warnings.warn(
-            f"{what}: the output does not depend on the inputs, and {kind} at {where}{more} turned a traced "
-            "value into a Python number that never came back to polyad. If the output was computed from it "
-            "by Python arithmetic or math functions, its derivative was lost: compute with polyad.xp on the "
-            "value, or hand the number itself back (return it, or pass it to an xp function). Harmless if "
-            "the number only chose a branch",
+            f"{what}: a derivative was lost: {kind} at {where}{more} turned a value carrying a derivative "
+            f"into a Python number, which the code then computed with and which never came back to polyad "
+            f"({result}). Compute with polyad.xp on the value instead (xp.log for math.log, ...), or hand "
+            "the number itself back (return it, or pass it to an xp function). A number used only to compare "
+            "or branch is fine and not reported",
             DerivativeLostWarning,
             stacklevel=4,
         )
 
 
 def _warn_complex(t):
-    """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned."""
-    while isinstance(t, Tensor):
-        interp = t._interp
-        if interp is not None and interp.differentiates:
-            warnings.warn(
-                f"complex() of a value inside {interp.transform} gives a plain number: CPython rebuilds "
-                "it, so polyad cannot recognise it where it comes back and no derivative flows through "
-                "it; use .item() (a TracedComplex, which keeps it) or polyad.xp functions",
-                DerivativeLostWarning,
-                stacklevel=3,
-            )
-            return
-        t = t._value
+    """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned. Warned
+    where the value carries a derivative and the code computes with the number."""
+    if not _note(t, "complex()")[3]:
+        return
+    interp = t._interp
+    warnings.warn(
+        f"complex() of a value inside {interp.transform} gives a plain number: CPython rebuilds it, so "
+        "polyad cannot recognise it where it comes back and no derivative flows through it; use .item() (a "
+        "TracedComplex, which keeps it) or polyad.xp functions",
+        DerivativeLostWarning,
+        stacklevel=3,
+    )
 
 
 def _python_number(t, what):
@@ -259,10 +284,10 @@ def _python_number(t, what):
     return complex(v) if complex_ else float(v), complex_
 
 
-def handed_out(value, t, what, depth=1):
+def handed_out(value, t, what):
     """``value`` (an exact float) as a fresh object polyad remembers as ``t``'s number."""
     value = value * 1.0  # a fresh object: no other use of an equal number is mistaken for it (keeps -0.0)
-    _remember(value, t, what, depth + 1)
+    _remember(value, t, what)
     return value
 
 
@@ -295,8 +320,12 @@ def _arithmetic(name):
         if o is NotImplemented:
             return NotImplemented
         out = getattr(t, name)(o)
+        if isinstance(other, _TracedNumber) and other is not self:
+            other._note[2] = True  # its derivative goes on in the result, which carries this one's note
         if out is NotImplemented or not isinstance(other, int | float | complex):
-            return out  # with an array: the array result
+            if out is not NotImplemented:
+                self._note[2] = True  # with an array: the array result carries the derivative on
+            return out
         return _traced_result(out, self)
 
     method.__name__ = name
@@ -409,6 +438,8 @@ class _TracedNumber:
             )
         a, b = (_operand(i) for i in inputs)
         out = getattr(a, name)(b) if isinstance(a, Tensor) else getattr(b, "__r" + name[2:])(a)
+        for i in traced[1:] if all(isinstance(i, int | float | complex) for i in inputs) else traced:
+            i._note[2] = True  # carried on by the result (a tensor; a traced number keeps the first's note)
         return (
             _traced_result(out, traced[0])
             if all(isinstance(i, int | float | complex) for i in inputs)
@@ -610,7 +641,7 @@ class Tensor:
             return _to_python(xp, t._scalar("item") if isinstance(t, Tensor) else t)
         value, complex_ = _python_number(t, "item")
         n = (TracedComplex if complex_ else TracedFloat)._make(value, t, None)
-        n._note = _remember(n, t, "item()", 1)
+        n._note = _remember(n, t, "item()")
         return n
 
     def tolist(self):
