@@ -47,8 +47,10 @@ class TracingInterpreter(GraphInterpreter):
         self.where = where
         self.names = names
         self.lifted = []  # (tensor of an enclosing transform the function closes over, its input Var)
+        self.closed = []  # (backend array the function closes over, its input Var)
         self._dtypes = {}
         self._lifted_ids = {}
+        self._closed_ids = {}
 
     def new_var(self, aval):
         dtype = self._dtypes.get(aval.dtype)
@@ -69,6 +71,17 @@ class TracingInterpreter(GraphInterpreter):
             traced = self.new_var(ShapeDtype(a.shape, a.dtype, getattr(bottom(a), "device", None)))
             self._lifted_ids[id(a)] = traced  # ``lifted`` keeps ``a`` alive: its id stays its own
             self.lifted.append((a, traced._aux))
+        return traced._value, traced._aux
+
+    def closed_over(self, array):
+        """A backend array the function closes over: an input of the graph, passed at each call, so that
+        an in-place change to it between calls is seen, as eagerly (a constant would be read once, and
+        folded at compile time). Arrays made while tracing stay constants."""
+        traced = self._closed_ids.get(id(array))
+        if traced is None:
+            traced = self.new_var(ShapeDtype(tuple(array.shape), array.dtype, getattr(array, "device", None)))
+            self._closed_ids[id(array)] = traced  # ``closed`` keeps ``array`` alive: its id stays its own
+            self.closed.append((array, traced._aux))
         return traced._value, traced._aux
 
     def const_value(self, array):
@@ -111,11 +124,12 @@ class TracingInterpreter(GraphInterpreter):
 
 
 def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
-    """``(graph, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals`` (ShapeDtypes,
-    flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded through its
-    ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``lifted`` lists the tensors of
-    enclosing transforms that ``func`` closes over: they are the graph's last inputs (its ``in_tree`` has
-    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors."""
+    """``(graph, closed, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals``
+    (ShapeDtypes, flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded
+    through its ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``closed`` lists the
+    backend arrays ``func`` closes over, ``lifted`` the tensors of enclosing transforms it closes over:
+    they are the graph's last inputs, in that order (its ``in_tree`` has them as extra leaves), to be
+    passed at each call. ``names``: a name per input, for errors."""
     with new_level(TracingInterpreter, backend, where, {}) as interp:
         ins = [interp.new_var(a) for a in avals]
         if names is not None:
@@ -123,8 +137,8 @@ def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None):
         out = func(*optree.tree_unflatten(in_tree, ins))
         out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         outputs = [interp.ref(o)[1] for o in out_flat]
-    inputs = [t._aux for t in ins] + [var for _, var in interp.lifted]
-    if interp.lifted:
+    inputs = [t._aux for t in ins] + [var for _, var in interp.closed] + [var for _, var in interp.lifted]
+    if interp.lifted or interp.closed:
         in_tree = optree.tree_structure(tuple(range(len(inputs))))
     graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
-    return graph, [t for t, _ in interp.lifted]
+    return graph, [a for a, _ in interp.closed], [t for t, _ in interp.lifted]

@@ -33,55 +33,75 @@ def masked_factor(xp, g, d, divide):
     return xp.where(m, d, xp.asarray(fill, dtype=d.dtype, device=d.device))
 
 
-def zero_safe_kernel(xp, g, d, *, divide=False):
-    """``g * d`` (``g / d``) with the factor masked where ``g`` is 0; where the backend can tell cheaply
-    that the plain product holds no NaN (``product_without_nan``), that product, which then equals it."""
-    if not hasattr(d, "shape"):
-        d = xp.asarray(d, dtype=g.dtype, device=g.device)
-    plain = getattr(xp, "product_without_nan", None)
-    if plain is not None:
-        out = plain(g, d, divide)
-        if out is not None:
-            return out
-    f = masked_factor(xp, g, d, divide)
-    return g / f if divide else g * f
+def _kernel(divide):
+    def kernel(xp, g, d):
+        """``g * d`` (``g / d``) with the factor masked where ``g`` is 0; where the backend can tell
+        cheaply that the plain product holds no NaN (``product_without_nan``), that product, which then
+        equals it."""
+        if not hasattr(d, "shape"):
+            d = xp.asarray(d, dtype=g.dtype, device=g.device)
+        plain = getattr(xp, "product_without_nan", None)
+        if plain is not None:
+            out = plain(g, d, divide)
+            if out is not None:
+                return out
+        f = masked_factor(xp, g, d, divide)
+        return g / f if divide else g * f
+
+    return kernel
 
 
-def _vjp(ct, y, g, d, *, divide=False):
-    if divide:  # y = g / d: dy/dg = 1 / d, dy/dd = -y / d, each zero where the mask took the element
-        return (
-            lambda: unbroadcast(zero_safe_divide(ct, conj_if_complex(d)), g),
-            lambda: unbroadcast(-zero_safe_divide(ct * conj_if_complex(y), conj_if_complex(d)), d),
-        )
+def _multiply_vjp(ct, y, g, d):
     return (
         lambda: unbroadcast(zero_safe_multiply(ct, conj_if_complex(d)), g),
         lambda: unbroadcast(ct * conj_if_complex(g), d),  # where the mask took d, g is 0
     )
 
 
-def _jvp(ts, y, g, d, *, divide=False):
+def _multiply_jvp(ts, y, g, d):
     tg, td = ts
-    out = None
-    if tg is not None:
-        out = zero_safe_divide(tg, d) if divide else zero_safe_multiply(tg, d)
+    out = None if tg is None else zero_safe_multiply(tg, d)
     if td is not None:
-        dd = -zero_safe_divide(y * td, d) if divide else g * td
+        out = g * td if out is None else out + g * td
+    return broadcast_to_out(out, y)
+
+
+def _divide_vjp(ct, y, g, d):
+    # y = g / d: dy/dg = 1 / d, dy/dd = -y / d, each zero where the mask took the element
+    return (
+        lambda: unbroadcast(zero_safe_divide(ct, conj_if_complex(d)), g),
+        lambda: unbroadcast(-zero_safe_divide(ct * conj_if_complex(y), conj_if_complex(d)), d),
+    )
+
+
+def _divide_jvp(ts, y, g, d):
+    tg, td = ts
+    out = None if tg is None else zero_safe_divide(tg, d)
+    if td is not None:
+        dd = -zero_safe_divide(y * td, d)
         out = dd if out is None else out + dd
     return broadcast_to_out(out, y)
 
 
-_zero_safe = define("zero_safe_product", zero_safe_kernel, abstract_eval=ABSTRACT_SAME, vjp=_vjp, jvp=_jvp)
-_zero_safe.register_rule("batch", broadcast_batch(_zero_safe))
+_multiply = define(
+    "zero_safe_multiply", _kernel(False), abstract_eval=ABSTRACT_SAME, vjp=_multiply_vjp, jvp=_multiply_jvp
+)
+_multiply.register_rule("batch", broadcast_batch(_multiply))
+_divide = define(
+    "zero_safe_divide", _kernel(True), abstract_eval=ABSTRACT_SAME, vjp=_divide_vjp, jvp=_divide_jvp
+)
+_divide.register_rule("batch", broadcast_batch(_divide))
 
 
 def zero_safe_multiply(g, d):
     """``g * d``, exactly 0 where ``g`` is 0 even where ``d`` is infinite or NaN (see the module)."""
-    return bind(_zero_safe, g, d, divide=False)
+    return bind(_multiply, g, d)
 
 
 def zero_safe_divide(g, d):
     """``g / d``, exactly 0 where ``g`` is 0 even where ``d`` is 0 or NaN (see the module)."""
-    return bind(_zero_safe, g, d, divide=True)
+    return bind(_divide, g, d)
 
 
-zero_safe_multiply.op = zero_safe_divide.op = _zero_safe
+zero_safe_multiply.op = _multiply
+zero_safe_divide.op = _divide
