@@ -525,6 +525,11 @@ class Tensor:
     _namespace = None  # polyad.xp, once it is assembled (install_namespace)
 
     def __init__(self, value, interp=None, aux=None):
+        if interp is None and not hasattr(value, "shape"):  # a user's pa.Tensor(...): say what it takes
+            raise TypeError(
+                f"pa.Tensor(value): value must be an array of a backend (numpy.ndarray, ...) or a polyad "
+                f"tensor, got {type(value).__name__}; make one with pa.xp.asarray(value)"
+            )
         self._value = value
         self._interp = interp
         self._aux = aux

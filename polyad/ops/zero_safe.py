@@ -15,6 +15,9 @@ input use these ops. On NumPy the kernel forms the plain product and builds the 
 product holds a NaN (the backend's ``product_without_nan``: one sum), so the cost elsewhere is that sum.
 """
 
+import cmath
+import math
+
 from polyad.core import bind
 from polyad.ops.base import broadcast_batch, broadcast_to_out, conj_if_complex, unbroadcast
 from polyad.ops.common import ABSTRACT_SAME, define
@@ -38,8 +41,14 @@ def _kernel(divide):
         """``g * d`` (``g / d``) with the factor masked where ``g`` is 0; where the backend can tell
         cheaply that the plain product holds no NaN (``product_without_nan``), that product, which then
         equals it."""
-        if not hasattr(d, "shape"):
-            d = xp.asarray(d, dtype=g.dtype, device=g.device)
+        if not hasattr(d, "shape"):  # a Python number keeps its weak type: no array of it
+            if divide:
+                out = g / d if d != 0 else g * math.copysign(math.inf, d.real)
+            else:
+                out = g * d
+            if cmath.isfinite(d) and not (divide and d == 0):
+                return out
+            return xp.where(g != 0, out, xp.zeros_like(out))
         plain = getattr(xp, "product_without_nan", None)
         if plain is not None:
             out = plain(g, d, divide)
