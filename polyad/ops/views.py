@@ -235,18 +235,29 @@ def getitem(x, key):
 
 def reshape(x, /, shape, *, copy=None):
     """Reshape ``x`` to ``shape`` (one entry may be -1); a view of ``x`` where NumPy's would be one."""
-    out = _reshape(x, shape, copy=copy)
     if copy or not isinstance(x, Tensor):
-        return out
-    new_shape = tuple(out.shape)
+        return _reshape(x, shape, copy=copy)
+    new_shape = _resolved(tuple(shape), x.size)
     if not _reshapes_in_place(x, new_shape):
         if copy is False:
             raise ValueError(
                 f"reshape(copy=False): a view of shape {tuple(x.shape)} with these strides cannot be "
                 f"reshaped to {new_shape} without a copy (as in NumPy)"
             )
-        return out
-    return _record(x, out, ("reshape", tuple(x.shape), new_shape))
+        return _reshape(x, shape, copy=copy)
+    out = _reshape(x, shape, copy=copy)
+    return _record(x, out, ("reshape", tuple(x.shape), tuple(out.shape)))
+
+
+def _resolved(shape, size):
+    """``shape`` with its -1 entry (if any) computed from ``size``."""
+    if -1 not in shape:
+        return shape
+    known = 1
+    for d in shape:
+        if d != -1:
+            known *= d
+    return tuple((size // known if known else 0) if d == -1 else d for d in shape)
 
 
 def permute_dims(x, /, axes):

@@ -70,8 +70,9 @@ def _multiply_vjp(ct, y, g, d):
 def _multiply_jvp(ts, y, g, d):
     tg, td = ts
     out = None if tg is None else zero_safe_multiply(tg, d)
-    if td is not None:
-        out = g * td if out is None else out + g * td
+    if td is not None:  # where g is 0 the factor was masked: no change of it counts (0, not 0 * inf)
+        dd = zero_safe_multiply(g, td)
+        out = dd if out is None else out + dd
     return broadcast_to_out(out, y)
 
 
@@ -87,7 +88,7 @@ def _divide_jvp(ts, y, g, d):
     tg, td = ts
     out = None if tg is None else zero_safe_divide(tg, d)
     if td is not None:
-        dd = -zero_safe_divide(y * td, d)
+        dd = -zero_safe_divide(zero_safe_multiply(y, td), d)
         out = dd if out is None else out + dd
     return broadcast_to_out(out, y)
 
