@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.integrate as integrate
 import scipy.optimize as optimize
+import scipy.signal as signal
 import scipy.special as special
 import scipy.stats as stats
 import sklearn.decomposition as decomposition
@@ -117,6 +118,13 @@ FLOAT_ARITHMETIC = Fail(
     "in this suite) instead of a zero gradient, jvp refuses the float output",
 )
 # the libraries' side
+SCIPY_MATH_ON_VALUE = Fail(
+    "scipy",
+    "math.log(abs(lmb)) of the traced lmb: CPython computes a plain float, so the term's derivative is "
+    "lost; polyad reports it (DerivativeLostWarning naming math.log and the line, an error in this suite) "
+    "instead of returning a wrong derivative, and vmap's examples give different numbers "
+    "(ConcretizationError)",
+)
 SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
 SKLEARN_FLOAT_RESULT = Fail(
     "scikit-learn",
@@ -221,7 +229,38 @@ SCIPY_STATS = [
     ),
 ]
 
+
+def _signal_and_kernel(n=16, k=3):
+    return lambda rng: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, k))
+
+
+def _boxcox_inputs(rng):
+    return rng.uniform(0.4, 1.6, ()), rng.uniform(0.2, 3.0, 8)
+
+
 SCIPY_OTHER = [
+    # writes through views: ``part = ret[..., :k]; part += overlap`` (its values were wrong before polyad
+    # followed views)
+    Row("scipy.signal.oaconvolve", signal.oaconvolve, _signal_and_kernel(), argnums=(0, 1), fast=True),
+    Row(
+        "scipy.signal.oaconvolve(mode='same')",
+        lambda a, k: signal.oaconvolve(a, k, mode="same"),
+        _signal_and_kernel(),
+        argnums=(0, 1),
+    ),
+    Row(
+        "scipy.signal.oaconvolve(mode='valid')",
+        lambda a, k: signal.oaconvolve(a, k, mode="valid"),
+        _signal_and_kernel(19, 5),
+        argnums=(0, 1),
+    ),
+    Row(
+        "scipy.stats.boxcox_llf",
+        lambda lmb, data: stats.boxcox_llf(lmb, data),
+        _boxcox_inputs,
+        argnums=(0, 1),
+        known_failures=_on(SCIPY_MATH_ON_VALUE),
+    ),
     Row("scipy.integrate.trapezoid", integrate.trapezoid, _vec()),
     Row("scipy.integrate.simpson", integrate.simpson, _vec(7), known_failures=_on(SCIPY_NUMPY_ONLY)),
     Row("scipy.optimize.rosen", optimize.rosen, _vec(4)),
