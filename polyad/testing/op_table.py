@@ -65,13 +65,21 @@ class OpInfo:
     sequence_arg: bool = False  # the function takes its arrays as one sequence (stack, concat)
     # the device types with a kernel (None: any, by a generic kernel); on others the dispatcher refuses
     device_types: tuple | None = None
+    # a program of namespace calls, ``program(xp, *args, **kwargs)``, in place of one function: the row
+    # runs it with ``polyad.xp`` and its reference is the same program on the backend's own namespace
+    # (the view-mutation rows of table_views.py)
+    program: Callable | None = None
 
     def function(self):
+        if self.program is not None:
+            return lambda *a, **k: self.program(pxp, *a, **k)
         return self._pack(_resolve(pxp, self.name))
 
     def reference(self, xp):
         if self.ref is not None:
             return lambda *a, **k: self.ref(xp, *a, **k)
+        if self.program is not None:
+            return lambda *a, **k: self.program(xp, *a, **k)
         return self._pack(_resolve(xp, self.name))
 
     def _pack(self, f):
@@ -165,7 +173,7 @@ def _prod(shape):
 
 
 FAMILIES = ("elementwise", "creation", "dtypes", "manipulation", "indexing", "reductions", "searching",
-            "linalg", "fft", "special")  # fmt: skip
+            "linalg", "fft", "special", "views")  # fmt: skip
 
 
 def _collect():
