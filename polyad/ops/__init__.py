@@ -11,7 +11,9 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
    ``broadcast_to``, ``sum``, ``stack``, ``take_index``...) with those rules (``unbroadcast``,
    ``move_to_front``, the reduction rules), closed under their own rules (``broadcast_to`` and ``sum`` are
    each other's transpose, ``stack`` and ``unstack`` too). Each family re-exports its ops that live here.
-4. ``families``: ``unary`` and ``binary``, which define element-wise ops from their derivatives.
+4. ``zero_safe``: ``zero_safe_multiply`` and ``zero_safe_divide``, the products of rules whose derivative
+   can be infinite (a zero cotangent stays zero). ``families``: ``unary`` and ``binary``, which define
+   element-wise ops from their derivatives.
 5. ``elementwise``
 6. ``dtypes``
 7. ``creation`` (``to_device`` asks ``dtypes`` which backend owns a dtype)
@@ -24,6 +26,8 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 13. ``fft``
 14. ``special``, a package like ``linalg``: ``shared``, ``elementary``, ``errors``, ``gammas``,
     ``bessels``, ``reductions`` (the special functions of ``polyad.xp.special``)
+15. ``views``: the namespace functions that make views (``reshape``, ``permute_dims``, ...), indexing
+    and in-place writes through views, as NumPy's alias (``polyad.xp`` installs them)
 
 Ops whose derivatives need each other live in the same file.
 """
