@@ -330,7 +330,9 @@ _last_occurrence = define(
     _last_occurrence_kernel,
     abstract_eval=ABSTRACT_BOOL,
     nondiff=True,
-    batch=lambda info, dims, p: (bind(_last_occurrence, move_to_front(p, dims[0])), 0),
+    batch=lambda info, dims, p: (
+        NotImplemented if ndim_of(p) == 1 else (bind(_last_occurrence, move_to_front(p, dims[0])), 0)
+    ),  # a 0-d example has no last axis: the loop gives eager's error
 )
 
 

@@ -173,7 +173,7 @@ def _prod(shape):
 
 
 FAMILIES = ("elementwise", "creation", "dtypes", "manipulation", "indexing", "reductions", "searching",
-            "linalg", "fft", "special", "views")  # fmt: skip
+            "linalg", "fft", "special", "views", "rules")  # fmt: skip
 
 
 def _collect():
