@@ -26,7 +26,7 @@ shape, a cast across kinds). The cost to code that never writes through a view i
 made (a small object and a weak reference) and one attribute test per in-place write.
 """
 
-import weakref
+from weakref import ref as _ref
 
 from polyad.core import Tensor, bind
 from polyad.ops import indexing
@@ -44,46 +44,28 @@ from polyad.ops.manipulation import squeeze as _squeeze
 # ------------------------------------------------------------------------------ the records
 
 
-class Views:
-    """On a base tensor (``_alias``): weak references to the views made of it."""
+class Views(list):
+    """On a base tensor (``_alias``): weak references to the views made of it (dead ones pruned as the
+    list grows). A view's ``_alias`` is the tuple ``(base, steps)``: the steps that make it from the
+    base (``("index", key)``, ``("reshape", in_shape, out_shape)``, ``("permute", axes)``, ``("flip",
+    axes)``). Plain list and tuple: recording a view is on the path of every slice."""
 
-    __slots__ = ("refs", "limit")
-
-    def __init__(self):
-        self.refs = []
-        self.limit = 8  # prune dead references when the list grows past this
-
-    def add(self, view):
-        self.refs.append(weakref.ref(view))
-        if len(self.refs) > self.limit:
-            self.refs = [r for r in self.refs if r() is not None]
-            self.limit = 2 * len(self.refs) + 8
+    __slots__ = ("limit",)
 
     def live(self):
         out = []
-        for r in self.refs:
+        for r in self:
             t = r()
             if t is not None:
                 out.append(t)
         return out
 
 
-class ViewOf:
-    """On a view (``_alias``): its base, and the steps that make it from the base (tuples:
-    ``("index", key)``, ``("reshape", in_shape, out_shape)``, ``("permute", axes)``, ``("flip", axes)``)."""
-
-    __slots__ = ("base", "steps")
-
-    def __init__(self, base, steps):
-        self.base = base
-        self.steps = steps
-
-
 def base_and_steps(x):
     """``(base, steps)`` of a tensor: its base and steps if it is a view, else itself and no steps."""
     link = x._alias
-    if type(link) is ViewOf:
-        return link.base, link.steps
+    if type(link) is tuple:
+        return link
     return x, ()
 
 
@@ -91,12 +73,21 @@ def _record(x, out, step):
     """``out``, made from tensor ``x`` by ``step``, remembered as a view of ``x``'s base."""
     if out is x or not isinstance(out, Tensor):
         return out
-    base, steps = base_and_steps(x)
-    link = base._alias
-    if link is None:
-        link = base._alias = Views()
-    out._alias = ViewOf(base, steps + (step,))
-    link.add(out)
+    link = x._alias
+    if type(link) is tuple:  # a view of a view: of the same base
+        base = link[0]
+        out._alias = (base, link[1] + (step,))
+        views = base._alias
+    else:
+        out._alias = (x, (step,))
+        views = link
+        if views is None:
+            views = x._alias = Views()
+            views.limit = 8
+    views.append(_ref(out))
+    if len(views) > views.limit:  # prune the dead: amortised, the list stays about twice the live ones
+        views[:] = [r for r in views if r() is not None]
+        views.limit = 2 * len(views) + 8
     return out
 
 
@@ -150,7 +141,7 @@ def _written_back(base, steps, new):
 def _refresh(base, views):
     """Each of ``views`` made again from ``base`` (which was written)."""
     for v in views:
-        v._become(_replay_all(base, v._alias.steps))
+        v._become(_replay_all(base, v._alias[1]))
 
 
 # ------------------------------------------------------------------------------ writes
@@ -184,10 +175,10 @@ def write(t, new, what):
     link = t._alias
     if link is None:
         return t._become(new)
-    if type(link) is ViewOf:
+    if type(link) is tuple:
         new = _check_write(t, new, what)
-        base = link.base
-        base._become(_written_back(base, link.steps, new))
+        base = link[0]
+        base._become(_written_back(base, link[1], new))
         views = base._alias.live()
     else:
         views = link.live()
@@ -210,25 +201,28 @@ def setitem(x, key, value):
 
 def _is_view_at(value, x, structure):
     link = value._alias
-    if type(link) is not ViewOf:
+    if type(link) is not tuple:
         return False
     base, steps = base_and_steps(x)
-    return link.base is base and link.steps == steps + (("index", structure),)
+    return link[0] is base and link[1] == steps + (("index", structure),)
 
 
 # ------------------------------------------------------------------------------ functions that make views
 
 
-def _is_element(structure, ndim):
-    """Whether a basic key names one element with an int per axis (NumPy returns a scalar copy)."""
-    return len(structure) == ndim and all(type(k) is int for k in structure)
+def _is_element(structure, x):
+    """Whether a basic key names one element of ``x`` with an int per axis (NumPy returns a scalar copy)."""
+    for k in structure:
+        if type(k) is not int:
+            return False
+    return len(structure) == x.ndim
 
 
 def getitem(x, key):
     """``x[key]`` (``Tensor.__getitem__``): a basic index of a tensor is a view of it."""
     structure, arrays = indexing.split_key(key)
     out = bind(indexing.getitem_op, x, *arrays, key=structure)
-    if arrays or not isinstance(x, Tensor) or _is_element(structure, x.ndim):
+    if arrays or not isinstance(x, Tensor) or _is_element(structure, x):
         return out
     return _record(x, out, ("index", structure))
 
@@ -237,6 +231,9 @@ def reshape(x, /, shape, *, copy=None):
     """Reshape ``x`` to ``shape`` (one entry may be -1); a view of ``x`` where NumPy's would be one."""
     if copy or not isinstance(x, Tensor):
         return _reshape(x, shape, copy=copy)
+    if type(x._alias) is not tuple:  # a base (taken C-contiguous): every reshape is a view of it
+        out = _reshape(x, shape, copy=copy)
+        return _record(x, out, ("reshape", x.shape, out.shape))
     new_shape = _resolved(tuple(shape), x.size)
     if not _reshapes_in_place(x, new_shape):
         if copy is False:
@@ -265,8 +262,11 @@ def permute_dims(x, /, axes):
     out = _permute_dims(x, axes)
     if not isinstance(x, Tensor):
         return out
-    n = x.ndim
-    return _record(x, out, ("permute", tuple(normalize_axis(a, n) for a in axes)))
+    axes = tuple(axes)
+    if min(axes, default=0) < 0:
+        n = len(axes)  # a permutation names every axis
+        axes = tuple(normalize_axis(a, n) for a in axes)
+    return _record(x, out, ("permute", axes))
 
 
 def matrix_transpose(x, /):

@@ -21,13 +21,12 @@ def index_add(target, key, values):
 def product_without_nan(g, d, divide=False):
     """``g * d`` (``g / d``) of NumPy arrays when it holds no NaN, else None, decided by one sum (a NaN, or
     inf - inf, makes it NaN). The zero-safe products of ``polyad.ops.zero_safe`` then need no mask; None
-    tells them to build it (and NumPy's warnings for the NaNs they avoid stay silent)."""
+    tells them to build it. (Where the product makes a NaN, NumPy warns as the plain product always did.)"""
     if not isinstance(g, np.ndarray | np.generic) or not isinstance(d, np.ndarray | np.generic | float):
         return None
-    with np.errstate(invalid="ignore"):
-        out = g / d if divide else g * d
-        nan = np.isnan(np.add.reduce(out, axis=None))
-    return None if nan else out
+    out = g / d if divide else g * d
+    total = np.add.reduce(out, None)
+    return None if total != total else out
 
 
 # NumPy 2 already conforms for these; calling them directly skips array-api-compat's wrappers, which
