@@ -23,8 +23,9 @@ the same for ops).
   (CPython rebuilds the number it returns): inside grad or jvp it warns. ``item()`` and ``tolist()`` return
   ``TracedFloat``/``TracedComplex``, numbers whose arithmetic with numbers and arrays stays traced.
   Python arithmetic on a ``float()`` result, and ``math`` functions of any of them, make plain numbers
-  polyad cannot see: a differentiating transform whose output then does not depend on its inputs warns
-  (``DerivativeLostWarning``), naming the conversion. Printing, formatting and comparing are fine.
+  polyad cannot see: such a number of a value carrying a derivative that never comes back is reported as
+  the transform ends (``DerivativeLostWarning``, naming the conversion and the line), unless the code
+  only compares, branches on, rounds or prints it (``call_sites.classify`` reads the converting call).
 - vmap: a conversion of a batched value whose examples all agree returns the common value, so a branch
   on it is the same for every example and exact (``BatchedTensor._scalar``); else a ConcretizationError.
 
@@ -46,9 +47,9 @@ _OWN_FILES = (__file__,)  # where a number is handed out, the user's call is the
 
 
 class DerivativeLostWarning(UserWarning):
-    """A differentiating transform's output does not depend on its inputs, while a number taken from one
-    of its values (``float()``, ``item()``...) never came back to polyad: if the output was computed from
-    that number, its derivative was lost."""
+    """A number taken from a value carrying a derivative (``float()``, ``math.log(x)``, ``item()``...) was
+    computed with and never came back to polyad: its derivative was lost. Raised as the transform ends,
+    naming the conversion and the line; uses that only compare or branch are not reported."""
 
 
 class ConcretizationError(TypeError):
