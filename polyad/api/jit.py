@@ -193,6 +193,11 @@ class Lowered:
         return self.as_text()
 
 
+def _device(x):
+    """The device of array ``x`` as a part of a cache key (hashable)."""
+    return dispatch.device_key(getattr(x, "device", None))
+
+
 class Jitted:
     """A function compiled by ``pa.jit``: call it like the function. See ``pa.jit``."""
 
@@ -315,7 +320,7 @@ class Jitted:
                 b = BY_TYPE.get(type(x))
                 if b is None:
                     break
-                sig.append((type(x), x.shape, x.dtype, getattr(x, "device", None)))  # the type: its backend
+                sig.append((type(x), x.shape, x.dtype, _device(x)))  # the type: its backend
             else:
                 key = tuple(sig)
                 entry = self._cache.get(key)
@@ -338,12 +343,12 @@ class Jitted:
             if b is None and not isinstance(x, Tensor):
                 b = dispatch.backend_of_array(x)  # a type not seen yet, or not an array (None)
             if b is not None:
-                sig.append((b, x.shape, x.dtype, getattr(x, "device", None)))
+                sig.append((b, x.shape, x.dtype, _device(x)))
                 leaves.append(x)
                 backend = b
             elif isinstance(x, Tensor):
                 b, array = _backend_under(x)
-                sig.append((b, x.shape, x.dtype, getattr(array, "device", None)))
+                sig.append((b, x.shape, x.dtype, _device(array)))
                 if x._interp is None or type(x) is FreshTensor:
                     if mode is _COMPILED and type(x) is not FreshTensor:
                         mode = _PLAIN

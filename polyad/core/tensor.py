@@ -627,7 +627,13 @@ class Tensor:
 
     def __index__(self):
         _owner_checked(self, "operator.index()")
-        return self._scalar("index").__index__()
+        v = self._scalar("index")
+        if hasattr(v, "__index__"):
+            return v.__index__()
+        # CuPy's 0-d arrays have no __index__: an integer one converts by int(), as NumPy's would
+        if not self.__array_namespace__().isdtype(self.dtype, "integral"):
+            raise TypeError(f"only an integer array can be an index, got one of dtype {self.dtype}")
+        return int(v)
 
     def __float__(self):
         interp = _owner_checked(self, "float()")
