@@ -16,7 +16,9 @@ class Generator:
     """One seeded stream. ``dtype`` is a CuPy (NumPy) dtype; ``device`` a ``cupy.cuda.Device`` or None."""
 
     def __init__(self, seed):
-        self._key, self._count = int(seed), 0
+        # None: fresh entropy, as NumPy's default_rng(None)
+        self._key = numpy.random.SeedSequence().entropy if seed is None else int(seed)
+        self._count = 0
 
     def _next(self):
         seed = numpy.random.SeedSequence((self._key, self._count)).generate_state(1)[0]
