@@ -131,7 +131,7 @@ class _Walk:
         self.found.append(Residual(tuple(value.shape), value.dtype, nbytes, where))
 
     def tape(self, interp, prefix):
-        for op, params, _parents, primals, out, _ids in interp.tape:
+        for op, params, _parents, primals, _out, _ids in interp.tape:
             name = f"{prefix}op {op.name!r}"
             for k, p in enumerate(primals):
                 self.array(p, f"{name} argument {k}")
