@@ -121,6 +121,13 @@ for _n, _t in JACOBIANS.items():
     site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t: t(f_vec)(b))
     site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
 site("jacrev.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.jacrev(f_vec, chunk_size=b)(X))
+for _n, _t in {
+    "saved_residuals": pa.saved_residuals,
+    "print_saved_residuals": pa.print_saved_residuals,
+}.items():
+    site(f"{_n}.func", NOT_CALLABLE, "func")(lambda b, t=_t: t(b, X))
+    site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b, X))
+    site(f"{_n}.args", [None, "x", 3], "array")(lambda b, t=_t: t(f_scalar, b))
 
 SPARSE = {
     "jacobian_sparsity": pa.jacobian_sparsity,

@@ -53,7 +53,15 @@ def saved_residuals(func, *args, **kwargs) -> list[Residual]:
         >>> [(r.nbytes, r.where) for r in res]
         [(8000, 'argument 0'), (8000, "op 'multiply' argument 0"), (8000, "op 'sum' argument 0")]
     """
+    name = getattr(func, "__name__", "func")
+    if not callable(func):
+        raise TypeError(f"saved_residuals(func, ...): func must be callable, got {type(func).__name__}")
     diff = [i for i, a in enumerate(args) if _is_arrays(a)]
+    if not diff:
+        raise TypeError(
+            f"saved_residuals({name}, ...): no positional argument is an array (or a pytree of arrays), so "
+            f"nothing is differentiated; got {', '.join(type(a).__name__ for a in args) or 'none'}"
+        )
 
     def of_arrays(*arrays):
         full = list(args)
@@ -61,7 +69,7 @@ def saved_residuals(func, *args, **kwargs) -> list[Residual]:
             full[i] = a
         return func(*full, **kwargs)
 
-    what = f"saved_residuals({getattr(func, '__name__', 'func')})"
+    what = f"saved_residuals({name})"
     out, _backward, _aux, interp = run_vjp(of_arrays, tuple(args[i] for i in diff), False, what)
     walk = _Walk()
     for o in optree.tree_leaves(out):  # the outputs are the caller's, not residuals
