@@ -26,6 +26,7 @@ from polyad.chunking.cluster import DistributedError, distributed
 from polyad.chunking.plan import ChunkPlan
 from polyad.control.checkpoint import checkpoint
 from polyad.control.conditionals import cond, switch
+from polyad.control.custom_derivatives import CustomDerivativeError, custom_jvp, custom_vjp
 from polyad.control.loops import fori_loop, map, scan
 from polyad.control.while_loop import while_loop
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
@@ -80,6 +81,9 @@ __all__ = [
     "ConcretizationError",
     "checkpoint",
     "cond",
+    "custom_jvp",
+    "custom_vjp",
+    "CustomDerivativeError",
     "fori_loop",
     "map",
     "scan",
