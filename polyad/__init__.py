@@ -27,6 +27,7 @@ from polyad.chunking.plan import ChunkPlan
 from polyad.control.checkpoint import checkpoint
 from polyad.control.conditionals import cond, switch
 from polyad.control.custom_derivatives import CustomDerivativeError, custom_jvp, custom_vjp
+from polyad.control.implicit import ImplicitError, custom_linear_solve, custom_root
 from polyad.control.loops import fori_loop, map, scan
 from polyad.control.while_loop import while_loop
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
@@ -82,6 +83,9 @@ __all__ = [
     "checkpoint",
     "cond",
     "custom_jvp",
+    "custom_linear_solve",
+    "custom_root",
+    "ImplicitError",
     "custom_vjp",
     "CustomDerivativeError",
     "fori_loop",

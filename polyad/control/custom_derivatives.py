@@ -29,7 +29,7 @@ import optree
 import polyad.dispatch as dispatch
 from polyad.control.closure import substituted, trace, unaliased
 from polyad.control.loops import as_array, func_name
-from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, transform_active
+from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, plain, transform_active
 from polyad.ops.base import astype, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.common import ShapeDtype, bottom, dtype_name, is_complex, is_floating, shape_of
 from polyad.ops.fills import zeros_like
@@ -157,8 +157,9 @@ class Rules:
 
         return self._call(values, call)
 
-    def jvp(self, values, tangents):
-        """``(outputs, output tangents)``, flat, from the user's JVP rule (zeros for None tangents)."""
+    def jvp(self, values, tangents, then=None):
+        """``(outputs, output tangents)``, flat, from the user's JVP rule (zeros for None tangents);
+        ``then(outputs, tangents)`` instead, computed while the closure still stands for ``values``."""
         where = f"{self.where}'s jvp rule"
 
         def call(args):
@@ -176,7 +177,7 @@ class Rules:
             t_leaves = _flat_matching(result[1], self.out_tree, where, "tangent_out")
             touts = [conform(t, o, where, f"the tangent of output {k}") for k, (t, o) in
                      enumerate(zip(t_leaves, outs))]  # fmt: skip
-            return outs, touts
+            return (outs, touts) if then is None else then(outs, touts)
 
         return self._call(values, call)
 
@@ -227,7 +228,7 @@ class Rules:
 
 
 def _kernel(xp_, *values, rules, **params):
-    return tuple(rules.primal(list(values)))
+    return tuple(plain(o) for o in rules.primal(list(values)))
 
 
 def _abstract(xp_, *avals, rules, **params):
@@ -294,14 +295,17 @@ def _transposed_jvp(rules, values, g):
     """The cotangents of the arguments by transposing the JVP rule: its tangent map (linear in the
     tangents) recorded at a new reverse level from zero tangents, then pulled back from ``g``."""
     n = rules.n_args
+
+    def backward(outs, touts):  # run while the closed-over objects stand for what was recorded
+        seeds = {}
+        for t, gi in zip(touts, g):
+            if isinstance(t, Tensor) and t._interp is interp and t._aux is not None and gi is not None:
+                seeds[t._aux] = gi if t._aux not in seeds else seeds[t._aux] + gi
+        return interp.backward(seeds, consume=True)
+
     with new_level(ReverseInterpreter) as interp:
-        leaves = [interp.new_leaf(zeros_like(v)) if is_floating(v) else None for v in values[:n]]
-        _, touts = rules.jvp(values, leaves)
-    seeds = {}
-    for t, gi in zip(touts, g):
-        if isinstance(t, Tensor) and t._interp is interp and t._aux is not None and gi is not None:
-            seeds[t._aux] = gi if t._aux not in seeds else seeds[t._aux] + gi
-    ct = interp.backward(seeds, consume=True)
+        leaves = [interp.new_leaf(plain(zeros_like(v))) if is_floating(v) else None for v in values[:n]]
+        ct = rules.jvp(values, leaves, then=backward)
     return [None if leaf is None else ct.get(leaf._aux) for leaf in leaves]
 
 
@@ -358,7 +362,7 @@ def _bwd_batch(info, dims, *args, rules, residuals, floats, n_out):
 
 BWD_CALL = Op(
     "custom_derivative_bwd",
-    lambda xp_, *args, **params: _run_bwd(*args, **params),
+    lambda xp_, *args, **params: tuple(plain(o) for o in _run_bwd(*args, **params)),
     multiple_results=True,
     higher_order=_run_bwd,
     batch=_bwd_batch,
@@ -389,7 +393,9 @@ class BatchedRules:
             self.out_avals = [ShapeDtype((size, *a.shape), a.dtype, a.device) for a in rules.out_avals]
 
     def _wrap(self, interp, values, dims):
-        return [v if d is None or v is None else BatchedTensor(v, interp, d) for v, d in zip(values, dims)]
+        return [
+            v if d is None or v is None else BatchedTensor(plain(v), interp, d) for v, d in zip(values, dims)
+        ]
 
     def _level(self):
         return new_level(BatchInterpreter, self.size, self.randomness)
@@ -399,13 +405,16 @@ class BatchedRules:
             outs = self.rules.primal(self._wrap(interp, values, self.dims))
             return [batch_front(o, interp, self.size) for o in outs]
 
-    def jvp(self, values, tangents):
+    def jvp(self, values, tangents, then=None):
         with self._level() as interp:
-            outs, touts = self.rules.jvp(
-                self._wrap(interp, values, self.dims), self._wrap(interp, tangents, self.dims)
-            )
-            outs = [batch_front(o, interp, self.size) for o in outs]
-            return outs, [None if t is None else batch_front(t, interp, self.size) for t in touts]
+
+            def front(outs, touts):
+                outs = [batch_front(o, interp, self.size) for o in outs]
+                touts = [None if t is None else batch_front(t, interp, self.size) for t in touts]
+                return (outs, touts) if then is None else then(outs, touts)
+
+            wrapped = self._wrap(interp, values, self.dims), self._wrap(interp, tangents, self.dims)
+            return self.rules.jvp(*wrapped, then=front)
 
     def fwd(self, values):
         with self._level() as interp:
