@@ -168,6 +168,7 @@ class LinearProblem:
         self.m, self.solver_closures = m, tuple(solver_closures)
         self.aux_tree = None
         self.keep_aux = has_aux  # a derivative's solve drops the aux its solver still returns
+        self._derivative = None
 
     @property
     def n(self):
@@ -223,12 +224,17 @@ class LinearProblem:
         return problem
 
     def without_aux(self):
-        if not self.keep_aux:
-            return self
-        problem = LinearProblem(self.matvec, self.solve, self.transpose_solve, self.symmetric, self.tree,
-                                self.has_aux, self.where, self.m, self.solver_closures)  # fmt: skip
-        problem.keep_aux = False
-        return problem
+        """The problem a derivative solves (a tangent or adjoint system): no aux among its outputs, and
+        each solver's ``derivative`` attribute in its place where it has one (``polyad.sparse.linalg``'s
+        solvers check there that the primal solve converged)."""
+        if self._derivative is None:
+            solve, transpose = (getattr(f, "derivative", f) for f in (self.solve, self.transpose_solve))
+            problem = LinearProblem(self.matvec, solve, transpose, self.symmetric, self.tree, self.has_aux,
+                                    self.where, self.m, self.solver_closures)  # fmt: skip
+            problem.keep_aux = False
+            problem._derivative = problem
+            self._derivative = problem
+        return self._derivative
 
 
 def _ls_kernel(xp_, *args, problem):
@@ -335,7 +341,7 @@ class BatchedProblem:
         return self if self.symmetric else self._like(self.inner.transposed())
 
     def without_aux(self):
-        return self if not self.keep_aux else self._like(self.inner.without_aux())
+        return self._like(self.inner.without_aux())
 
     def linearized(self):  # a root's tangent system: its closure values are x (batched at 0), then the root's
         return self._like(self.inner.linearized(), (0,) * self.n + self.dims)
