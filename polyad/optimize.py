@@ -25,6 +25,7 @@ Example:
 
 import numpy as np
 
+import polyad.dispatch as dispatch
 from polyad.api.grad import grad
 from polyad.api.jacobians import jacfwd
 from polyad.api.jvp import jvp
@@ -40,7 +41,7 @@ from polyad.api.solver_support import (
 )
 from polyad.control.implicit import ImplicitError, custom_root
 from polyad.core import Tensor
-from polyad.ops.common import is_floating
+from polyad.ops.common import bottom, is_floating
 from polyad.xp import asarray, float64
 
 # scipy.optimize's methods for root_scalar that use f' (newton without fprime is the secant method)
@@ -50,6 +51,10 @@ _NEEDS_FPRIME = ("newton", "halley")
 def _as_float_array(x, like=None):
     """``x`` (a Python number, a NumPy or backend array, a tensor) as an array of a floating dtype."""
     if isinstance(x, Tensor) or hasattr(x, "__array_namespace__"):
+        if like is not None and not isinstance(x, Tensor):
+            owner, wanted = dispatch.backend_of_array(x), dispatch.backend_of_array(bottom(like))
+            if wanted is not None and owner is not wanted:  # a NumPy x0 for array_api_strict arguments
+                return from_host(to_host(x), like)
         return x if is_floating(x) else asarray(x, dtype=float64)
     dtype = like.dtype if like is not None and hasattr(like, "dtype") and is_floating(like) else float64
     return asarray(x, dtype=dtype)
@@ -161,7 +166,8 @@ def _host_callable(fn, like, args):
 
 
 def _vector_problem(x0, args, where):
-    guess = _as_float_array(x0, _dtype_source(args, x0))
+    like = _dtype_source(args, None)
+    guess = _as_float_array(x0, _dtype_source((), x0) if like is None else like)
     return guess, tuple(guess.shape)
 
 
@@ -200,7 +206,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
     guess, shape = _vector_problem(x0, args, where)
-    found = []
+    found, host_x = [], []
 
     def solve(residual, x):
         def host_f(z):
@@ -223,6 +229,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
                       options=options)  # fmt: skip
         convergence.record(res.success, res.message)
         found.append(res)
+        host_x.append(np.array(res.x))  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
     x = custom_root(lambda x: fun(x, *args), guess, solve, tangent_solver(linear_solver, convergence, where))
@@ -315,7 +322,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
     guess, shape = _vector_problem(x0, args, where)
-    found = []
+    found, host_x = [], []
     method_name = (method or "").lower() if isinstance(method, str) else method
 
     def solve(gradient, x):
@@ -353,6 +360,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
         res = so.minimize(host_fun, to_host(x).reshape(-1), **kw)
         convergence.record(res.success, res.message)
         found.append(res)
+        host_x.append(np.array(res.x))  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
     tangent = tangent_solver(linear_solver, convergence, where)
@@ -364,7 +372,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
                 "it needs the constraints' multipliers (not implemented)"
             )
         if bounds is not None:
-            _check_bounds_inactive(found[-1].x, bounds, where)
+            _check_bounds_inactive(host_x[-1], bounds, where)
         return tangent(g, v)
 
     x = custom_root(lambda w: grad(lambda v: fun(v, *args))(w), guess, solve, checked_tangent)
@@ -435,7 +443,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
     kwargs = dict(kwargs or {})
     convergence = Convergence(where, on_failure)
     guess, shape = _vector_problem(x0, args, where)
-    found = []
+    found, host_x = [], []
 
     def residuals(v):
         return fun(v, *args, **kwargs)
@@ -457,6 +465,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
         res = so.least_squares(host_fun, to_host(x).reshape(-1), jac=j, **kw)
         convergence.record(res.success, res.message)
         found.append(res)
+        host_x.append(np.array(res.x))  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
     tangent = tangent_solver(linear_solver, convergence, where)
@@ -466,7 +475,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
         if loss != "linear":
             raise ImplicitError(f"{where}: derivatives are implemented for loss='linear' only, got {loss!r}")
         if not finite:
-            _check_bounds_inactive(found[-1].x, list(zip(*np.broadcast_arrays(*bounds))), where)
+            _check_bounds_inactive(host_x[-1], list(zip(*np.broadcast_arrays(*bounds))), where)
         return tangent(g, v)
 
     def cost(v):

@@ -222,12 +222,12 @@ def test_rules_needing_concrete_values_run_per_example_under_vmap():
     host_sqrt.defvjp(fwd, bwd)
     assert_close(pa.grad(host_sqrt)(xp.asarray(4.0)), xp.asarray(0.25), **TOL)
     a = arr([4.0, 9.0, 16.0])
-    with pytest.warns(LoopFallbackWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LoopFallbackWarning)  # (warned once per process and op)
         got = pa.vmap(pa.grad(host_sqrt))(a)
-    assert_close(got, arr([0.25, 1 / 6, 0.125]), **TOL)
-    with pytest.warns(LoopFallbackWarning):
+        assert_close(got, arr([0.25, 1 / 6, 0.125]), **TOL)
         got = pa.grad(lambda a: xp.sum(pa.vmap(host_sqrt)(a)))(a)
-    assert_close(got, arr([0.25, 1 / 6, 0.125]), **TOL)
+        assert_close(got, arr([0.25, 1 / 6, 0.125]), **TOL)
 
 
 def test_under_jit_the_call_is_one_node_with_its_rules():

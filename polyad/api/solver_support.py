@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 import polyad.dispatch as dispatch
+import polyad.xp as xp
 from polyad.api.jacobians import jacfwd
 from polyad.core import ConcretizationError, plain
 from polyad.ops.common import bottom, shape_of
@@ -123,7 +124,6 @@ def tangent_solver(linear_solver, convergence, where):
         convergence.check()
         if callable(linear_solver):
             return linear_solver(g, y)
-        xp = y.__array_namespace__()
         shape = tuple(shape_of(y))
         if linear_solver == "dense":
             n = 1
