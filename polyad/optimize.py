@@ -10,7 +10,8 @@ theorem (``polyad.custom_root``): one linear solve at the solution, whatever Sci
 (``hessian``). ``x0`` carries no derivative. A solver that did not converge makes every derivative raise
 ``SolverNotConvergedError`` with SciPy's message (``on_failure="warn"``: a warning instead); the primal
 result comes back as SciPy gives it. The tangent system is solved densely (``linear_solver="dense"``: the
-Jacobian by ``jacfwd``) or matrix-free (``"cg"``, ``"gmres"``, ``"bicgstab"``, or a callable
+Jacobian by ``jacfwd``), by a sparse direct solve (``"sparse"``: the Jacobian by ``sparse_jacfwd``,
+factorised by SuperLU), or matrix-free (``"cg"``, ``"gmres"``, ``"bicgstab"``, or a callable
 ``linear_solver(matvec, b)``).
 
 Example:
@@ -182,8 +183,8 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         method, tol, callback, options: as SciPy's.
         jac: as SciPy's; None gives SciPy polyad's Jacobian (``jacfwd``) for the methods that take one.
         linear_solver: how the tangent system ``(dfun/dx) dx = -(dfun/dargs) dargs`` is solved: "dense"
-            (the Jacobian, ``xp.linalg.solve``), "gmres", "bicgstab" (matrix-free), or a callable
-            ``linear_solver(matvec, b)``.
+            (the Jacobian, ``xp.linalg.solve``), "sparse" (``sparse_jacfwd`` and SuperLU: large sparse
+            problems), "gmres", "bicgstab" (matrix-free), or a callable ``linear_solver(matvec, b)``.
         on_failure: "raise" (default) or "warn": what a derivative does if SciPy did not converge.
 
     Returns:
@@ -297,7 +298,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
         jac, hess, hessp: as SciPy's; when None SciPy gets polyad's gradient, and, for methods that use
             them, polyad's Hessian ("trust-exact", "dogleg") or Hessian-vector product ("Newton-CG",
             "trust-ncg", "trust-krylov").
-        linear_solver: "dense", "cg", "gmres", "bicgstab", or ``linear_solver(matvec, b)``.
+        linear_solver: "dense", "sparse", "cg", "gmres", "bicgstab", or ``linear_solver(matvec, b)``.
         on_failure: "raise" (default) or "warn": what a derivative does if SciPy did not converge.
 
     Returns:

@@ -107,7 +107,7 @@ def test_root_and_fixed_point_against_closed_forms():
     assert_close(x_of(p), arr([2.0, 6.0]), **TIGHT)
     assert_close(pa.jacrev(x_of)(p), expected, **TIGHT)
     assert_close(pa.jacfwd(x_of)(p), expected, **TIGHT)
-    for solver in ("gmres", "bicgstab"):
+    for solver in ("sparse", "gmres", "bicgstab"):
 
         def x_by(p, solver=solver):
             def fun(x, p):

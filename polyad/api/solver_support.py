@@ -13,10 +13,11 @@ import numpy as np
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.api.jacobians import jacfwd
+from polyad.api.sparse import sparse_jacfwd
 from polyad.core import ConcretizationError, plain
 from polyad.ops.common import bottom, shape_of
 
-LINEAR_SOLVERS = ("dense", "cg", "gmres", "bicgstab")
+LINEAR_SOLVERS = ("dense", "sparse", "cg", "gmres", "bicgstab")
 ON_FAILURE = ("raise", "warn")
 
 
@@ -114,10 +115,35 @@ def krylov(method, matvec, b, *, rtol=1e-10, atol=0.0, maxiter=None, M=None, x0=
     return backend.xp.asarray(np.reshape(x * scale, shape), dtype=b.dtype), int(info)
 
 
+def sparse_direct(g, y, where):
+    """``g(x) = y`` solved by the sparse Jacobian of ``g`` (``sparse_jacfwd``: its pattern found by the
+    sparsity transform, one JVP per colour) factorised by SuperLU (cupyx's for CuPy arrays; not run on a
+    GPU yet)."""
+    y = plain(y)
+    backend = dispatch.backend_of_array(y)
+    if backend is None:  # vmap: the caller runs the solve per example
+        raise ConcretizationError(f"{where}: a sparse tangent solve runs on plain arrays")
+    shape, n = tuple(shape_of(y)), int(np.prod(tuple(shape_of(y))))
+
+    def g_flat(v):
+        return xp.reshape(g(xp.reshape(v, shape)), (n,))
+
+    jac = sparse_jacfwd(g_flat)(xp.reshape(y, (n,)))
+    if backend.name == "cupy":
+        import cupyx.scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
+
+        return xp.reshape(spla.splu(jac.tocsc()).solve(xp.reshape(y, (n,))), shape)
+    import scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
+
+    x = spla.splu(jac.tocsc()).solve(to_host(y).reshape(n))
+    return backend.xp.asarray(np.reshape(x, shape), dtype=y.dtype)
+
+
 def tangent_solver(linear_solver, convergence, where):
     """``tangent_solve(g, y)`` for ``custom_root``: solves ``g(x) = y`` for a linear ``g`` on arrays of
     ``y``'s shape, after checking the primal solve converged. "dense": the Jacobian of ``g`` (by
-    ``jacfwd``) and ``xp.linalg.solve``; "cg" (a symmetric ``g``: a Hessian), "gmres", "bicgstab":
+    ``jacfwd``) and ``xp.linalg.solve``; "sparse": its sparse Jacobian (``sparse_jacfwd``) and SuperLU;
+    "cg" (a symmetric ``g``: a Hessian), "gmres", "bicgstab":
     matrix-free Krylov solves (``krylov``); a callable: ``linear_solver(g, y)``."""
 
     def solve(g, y):
@@ -125,6 +151,8 @@ def tangent_solver(linear_solver, convergence, where):
         if callable(linear_solver):
             return linear_solver(g, y)
         shape = tuple(shape_of(y))
+        if linear_solver == "sparse":
+            return sparse_direct(g, y, where)
         if linear_solver == "dense":
             n = 1
             for s in shape:
