@@ -6,7 +6,7 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 import types
 from typing import Any
 
-from polyad import config, custom_ops, dispatch, library, linalg, random, xp
+from polyad import config, custom_ops, dispatch, library, linalg, optimize, random, sparse, xp
 from polyad.api.eval_shape import eval_shape
 from polyad.api.grad import enable_grad, grad, grad_and_value, linearize, no_grad, value_and_grad, vjp
 from polyad.api.graphs import call_delegate, make_graph
@@ -109,6 +109,8 @@ __all__ = [
     "make_graph",
     "custom_op",
     "library",
+    "optimize",
+    "sparse",
     "linalg",
     "custom_ops",
     "enable_grad",
