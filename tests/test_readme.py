@@ -227,6 +227,6 @@ def test_solvers_example_matches_closed_forms():
     exec(block("optimize.root_scalar"), scope)
     np.testing.assert_allclose([scope["dx_da"], scope["dx_db"]], [-0.25, 0.25], atol=1e-10)
     np.testing.assert_allclose(scope["d2x_db2"], -0.09375, atol=1e-10)
-    X, y, w = scope["X"], scope["y"], scope["ridge"](np.float64(0.5))
+    X, w = scope["X"], scope["ridge"](np.float64(0.5))
     closed = -np.linalg.solve(X.T @ X + 0.5 * np.eye(3), w)
     np.testing.assert_allclose(scope["dw_dlam"], closed, rtol=1e-6)

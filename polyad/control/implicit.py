@@ -26,7 +26,7 @@ from polyad.control.closure import substituted, trace, unaliased
 from polyad.control.custom_derivatives import batch_front, cell_tensors
 from polyad.control.loops import as_array, func_name
 from polyad.core import Op, Tensor, bind, new_level, plain, transform_active
-from polyad.ops.base import move_to_front
+from polyad.ops.base import expand_dims, move_to_front, take_index
 from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
@@ -350,6 +350,10 @@ class BatchedProblem:
 def _batch_rule(op):
     def batch(info, dims, *args, problem):
         n, size = problem.n, info.batch_size
+        if size == 1:  # one example (jacfwd of a scalar): the op on it, no batch to run the solver over
+            one = [a if d is None else take_index(a, 0, axis=d) for a, d in zip(args, dims)]
+            outs = bind(op, *one, problem=problem)
+            return tuple(expand_dims(o, axis=0) for o in outs), (0,) * len(outs)
         unknowns = [with_batch_at(a, d, size) for a, d in zip(args[:n], dims[:n])]
         rest = [a if d is None else move_to_front(a, d) for a, d in zip(args[n:], dims[n:])]
         batched = BatchedProblem(problem, [None if d is None else 0 for d in dims[n:]], size, info.randomness)
