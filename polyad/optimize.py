@@ -72,8 +72,15 @@ def _dtype_source(args, x0):
     return None
 
 
-def _result(result, **solution):
-    """SciPy's result object with the differentiable solution in place of its own."""
+def _result(found, **solution):
+    """SciPy's result object (the last solve's) with the differentiable solution in place of its own.
+    Under ``pa.jit``'s tracing no solve has run: a result with the solution only, its report unknown."""
+    if not found:
+        import scipy.optimize as so  # noqa: PLC0415  (optional)
+
+        return so.OptimizeResult(**solution, success=None, converged=None,
+                                 message="traced by pa.jit: SciPy's report is not available")  # fmt: skip
+    result = found[-1]
     for k, v in solution.items():
         setattr(result, k, v)
         try:
@@ -147,11 +154,11 @@ def root_scalar(f, args=(), method=None, bracket=None, fprime=None, fprime2=None
             kw["fprime2"] = given_fprime2
         res = so.root_scalar(host_f, **kw)
         convergence.record(res.converged, res.flag)
-        found.append(res)
+        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
         return from_host(np.asarray(res.root), x)
 
     root = custom_root(lambda x: f(x, *args), guess, solve, tangent_solver("dense", convergence, where))
-    return _result(found[-1], root=root)
+    return _result(found, root=root)
 
 
 def _host_callable(fn, like, args):
@@ -229,12 +236,12 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         res = so.root(host_f, to_host(x).reshape(-1), method=method, jac=j, tol=tol, callback=callback,
                       options=options)  # fmt: skip
         convergence.record(res.success, res.message)
-        found.append(res)
-        host_x.append(np.array(res.x))  # the result object's x becomes the traced solution
+        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
     x = custom_root(lambda x: fun(x, *args), guess, solve, tangent_solver(linear_solver, convergence, where))
-    return _result(found[-1], x=x)
+    return _result(found, x=x)
 
 
 def fixed_point(func, x0, args=(), xtol=1e-08, maxiter=500, method="del2"):
@@ -360,8 +367,8 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
             kw["hessp"] = host_hessp
         res = so.minimize(host_fun, to_host(x).reshape(-1), **kw)
         convergence.record(res.success, res.message)
-        found.append(res)
-        host_x.append(np.array(res.x))  # the result object's x becomes the traced solution
+        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
     tangent = tangent_solver(linear_solver, convergence, where)
@@ -377,7 +384,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
         return tangent(g, v)
 
     x = custom_root(lambda w: grad(lambda v: fun(v, *args))(w), guess, solve, checked_tangent)
-    return _result(found[-1], x=x)
+    return _result(found, x=x)
 
 
 def _host_any(fn, shape, like, args):
@@ -465,8 +472,8 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
             kw["x_scale"] = x_scale
         res = so.least_squares(host_fun, to_host(x).reshape(-1), jac=j, **kw)
         convergence.record(res.success, res.message)
-        found.append(res)
-        host_x.append(np.array(res.x))  # the result object's x becomes the traced solution
+        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
     tangent = tangent_solver(linear_solver, convergence, where)
@@ -483,7 +490,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
         return 0.5 * _sum_sq(residuals(v))
 
     x = custom_root(lambda w: grad(cost)(w), guess, solve, checked_tangent)
-    return _result(found[-1], x=x)
+    return _result(found, x=x)
 
 
 def _sum_sq(r):

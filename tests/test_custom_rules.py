@@ -235,3 +235,10 @@ def test_under_jit_the_call_is_one_node_with_its_rules():
     assert_close(f(X), arr(2.0 * np.cos(to_numpy(X))), **TOL)
     g = pa.jit(lambda x: sin2(x) * 2.0)
     assert_close(g(X), 2.0 * xp.sin(X), **TOL)
+
+
+def test_custom_vjp_under_jit():
+    h = pa.jit(pa.grad(lambda x, y: xp.sum(mul3(x, y))))
+    y = arr([2.0, -1.0, 0.5])
+    assert_close(h(X, y), 3.0 * y, **TOL)
+    assert_close(h(y, X), 3.0 * X, **TOL)  # a second call of the compiled function

@@ -258,3 +258,14 @@ def test_root_with_pytree_unknowns_and_parameters():
     # y = sqrt(p) q: dy/dp = q / (2 sqrt p) = 0.75, dy/dq = sqrt p = 2
     assert_close(dp, xp.asarray(0.75, dtype=xp.float64), **TOL)
     assert_close(dq, xp.asarray(2.0, dtype=xp.float64), **TOL)
+
+
+def test_root_under_jit_and_eval_shape():
+    compiled = pa.jit(pa.grad(cubic_root, argnums=(0, 1)))
+    assert_close(
+        compiled(A0, B0), (xp.asarray(-0.25, dtype=xp.float64), xp.asarray(0.25, dtype=xp.float64)), **TOL
+    )
+    b = xp.asarray(10.0, dtype=xp.float64)
+    assert_close(compiled(A0, b)[1], xp.asarray(1.0 / 13.0, dtype=xp.float64), **TOL)
+    shape = pa.eval_shape(cubic_root, A0, B0)
+    assert shape.shape == () and shape.dtype == xp.float64

@@ -273,3 +273,22 @@ def test_float32_preconditioned_cg_gradient_at_a_tiny_cotangent():
         errors.append(np.linalg.norm(g / scale - exact) / np.linalg.norm(exact))
     assert errors[0] < 1e-4 and errors[1] < 1e-4, errors
     assert errors[1] < 3.0 * errors[0] + 1e-6, errors
+
+
+def test_under_jit_each_call_solves_and_checks_its_own_convergence():
+    def root(b):
+        return optimize.root_scalar(
+            lambda x, b: x**3 + x - b, args=(b,), method="newton", x0=1.0, maxiter=8
+        ).root
+
+    compiled = pa.jit(pa.grad(root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # SciPy's note that newton stopped early
+        assert_close(compiled(scalar(2.0)), scalar(0.25), **TIGHT)
+        with raises_cleanly(optimize.SolverNotConvergedError, "did not converge"):
+            compiled(scalar(1e12))  # eight Newton steps from 1 do not reach 1e4
+        assert_close(compiled(scalar(10.0)), scalar(1.0 / 13.0), **TIGHT)  # a new call, a new report
+    res = pa.jit(
+        lambda b: optimize.root_scalar(lambda x, b: x**3 + x - b, args=(b,), bracket=(0.0, 5.0)).root
+    )
+    assert_close(res(scalar(2.0)), scalar(1.0), rtol=1e-10, atol=1e-10)

@@ -50,18 +50,24 @@ def check_choice(value, choices, name, where):
 
 class Convergence:
     """The primal solver's outcome, kept for its derivatives: ``record(ok, message)`` after each solve
-    (vmap's per-example loop records one per example); ``check()`` before each derivative."""
+    (vmap's per-example loop records one per example); ``check()`` before each derivative. The first
+    record after a check starts a new evaluation (``pa.jit`` reuses one record for every call)."""
 
     def __init__(self, where, on_failure):
         check_choice(on_failure, ON_FAILURE, "on_failure", where)
         self.where, self.on_failure = where, on_failure
         self.failures = []
+        self.checked = False
 
     def record(self, ok, message):
+        if self.checked:  # a new evaluation (a compiled function solves again at every call)
+            self.failures.clear()
+            self.checked = False
         if not ok:
             self.failures.append(str(message))
 
     def check(self):
+        self.checked = True
         if not self.failures:
             return
         text = (

@@ -360,9 +360,15 @@ def _bwd_batch(info, dims, *args, rules, residuals, floats, n_out):
     return outs, (0,) * len(outs)
 
 
+def _bwd_abstract(xp_, *avals, floats, **params):
+    device = next((a.device for a in avals if isinstance(a, ShapeDtype)), None)
+    return tuple(ShapeDtype(tuple(avals[k].shape), avals[k].dtype, device) for k in floats)
+
+
 BWD_CALL = Op(
     "custom_derivative_bwd",
     lambda xp_, *args, **params: tuple(plain(o) for o in _run_bwd(*args, **params)),
+    abstract_eval=_bwd_abstract,
     multiple_results=True,
     higher_order=_run_bwd,
     batch=_bwd_batch,
