@@ -292,3 +292,15 @@ def test_under_jit_each_call_solves_and_checks_its_own_convergence():
         lambda b: optimize.root_scalar(lambda x, b: x**3 + x - b, args=(b,), bracket=(0.0, 5.0)).root
     )
     assert_close(res(scalar(2.0)), scalar(1.0), rtol=1e-10, atol=1e-10)
+
+
+def test_sparsity_patterns_of_the_solver_ops():
+    A = sp.diags([np.ones(5), 2.0 * np.ones(6), np.ones(5)], [-1, 0, 1]).tocsr()
+    ones = xp.ones(6, dtype=xp.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pa.SparsityFallbackWarning)
+        pattern = pa.jacobian_sparsity(lambda v: splinalg.operator_matvec(A, v))(ones).toarray()
+        assert (pattern == (A.toarray() != 0)).all()
+        assert pa.jacobian_sparsity(lambda b: splinalg.spsolve(A, b))(ones).toarray().all()  # A^-1 is dense
+    J = pa.sparse_jacfwd(lambda v: splinalg.operator_matvec(A, v))(ones)
+    assert_close(xp.asarray(J.toarray().tolist(), dtype=xp.float64), arr(A.toarray()), **TIGHT)

@@ -32,6 +32,8 @@ from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 from polyad.transforms.forward import DualTensor, ForwardInterpreter
 from polyad.transforms.reverse import ReverseInterpreter
+from polyad.transforms.sparsity import SPARSITY
+from polyad.transforms.sparsity_rules import ALL
 
 
 class ImplicitError(TypeError):
@@ -380,6 +382,23 @@ LINEAR_SOLVE = Op(
 LINEAR_SOLVE.register_rule("batch", _batch_rule(LINEAR_SOLVE))
 
 
+def _sparsity_rule(from_unknowns):
+    """Every solution element may depend on every element of ``b`` (``from_unknowns``: a linear solve;
+    a root's initial guess carries none) and of what the function closes over (a solve couples them:
+    conservative, never a missed non-zero); nothing on the solvers' own values; the aux on nothing."""
+
+    def rule(traced, out, *args, problem):
+        n, m = problem.n, problem.m
+        first = 0 if from_unknowns else n
+        deps = tuple(ALL if first <= k < n + m else None for k in range(len(args)))
+        return [deps if k < n else (None,) * len(args) for k in range(len(out))]
+
+    return rule
+
+
+LINEAR_SOLVE.register_rule(SPARSITY, _sparsity_rule(True))
+
+
 def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False, has_aux=False):
     """``x`` with ``matvec(x) = b``, computed by ``solve`` and differentiated implicitly, as
     ``jax.lax.custom_linear_solve``.
@@ -556,6 +575,7 @@ ROOT = Op(
     higher_order=None,
 )
 ROOT.register_rule("batch", _batch_rule(ROOT))
+ROOT.register_rule(SPARSITY, _sparsity_rule(False))
 
 
 def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):

@@ -40,6 +40,8 @@ from polyad.core import Op, Tensor, bind, plain
 from polyad.ops.base import moveaxis, reshape
 from polyad.ops.common import ShapeDtype, bottom, shape_of
 from polyad.transforms.batching import BatchedTensor
+from polyad.transforms.sparsity import SPARSITY
+from polyad.transforms.sparsity_rules import ALL, scipy_sparse
 
 # ------------------------------------------------------------------------------ a constant operator as an op
 
@@ -83,6 +85,18 @@ def _batch(info, dims, v, *, matrix):
     return reshape(out, (matrix.shape[0], *shape[1:])), len(shape) - 1
 
 
+def _sparsity(traced, out, v, *, matrix):
+    """Output element (i, ...) depends on v's (j, ...) where ``matrix[i, j]`` is stored (a sparse
+    matrix, 1-D ``v``); every element on every element otherwise (a LinearOperator)."""
+    if not hasattr(matrix, "tocsr") or len(tuple(v.shape)) != 1:
+        return (ALL,)
+    csr = matrix.tocsr()
+    if _is_cupy_sparse(csr):
+        csr = csr.get()
+    return (scipy_sparse().csr_array((np.ones(len(csr.indices), np.float32), csr.indices, csr.indptr),
+                                     shape=csr.shape),)  # fmt: skip
+
+
 OPERATOR_MATVEC = Op(
     "sparse_operator_matvec",
     _kernel,
@@ -91,6 +105,7 @@ OPERATOR_MATVEC = Op(
     vjp=_vjp,
     batch=_batch,
 )
+OPERATOR_MATVEC.register_rule(SPARSITY, _sparsity)
 
 
 def operator_matvec(matrix, v):
