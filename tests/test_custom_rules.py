@@ -242,3 +242,31 @@ def test_custom_vjp_under_jit():
     y = arr([2.0, -1.0, 0.5])
     assert_close(h(X, y), 3.0 * y, **TOL)
     assert_close(h(y, X), 3.0 * X, **TOL)  # a second call of the compiled function
+
+
+def test_rules_needing_concrete_values_under_an_enclosing_vmap():
+    import math
+
+    def host_sqrt_value(a):
+        return xp.asarray(math.sqrt(float(a)), dtype=xp.float64)
+
+    @pa.custom_vjp
+    def root_v(a):
+        return host_sqrt_value(a)
+
+    # fwd and bwd both read concrete values: vmap(grad) reaches them with the examples batched
+    root_v.defvjp(lambda a: (host_sqrt_value(a), float(a)), lambda a, g: (g / (2.0 * math.sqrt(a)),))
+
+    @pa.custom_jvp
+    def root_j(a):
+        return host_sqrt_value(a)
+
+    root_j.defjvp(lambda p, t: (host_sqrt_value(p[0]), t[0] / (2.0 * math.sqrt(float(p[0])))))
+    a = arr([4.0, 9.0, 16.0])
+    expected = arr([0.25, 1 / 6, 0.125])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LoopFallbackWarning)
+        assert_close(pa.vmap(pa.grad(root_v))(a), expected, **TOL)
+        assert_close(pa.vmap(lambda a: pa.jvp(root_j, (a,), (xp.ones_like(a),))[1])(a), expected, **TOL)
+        assert_close(pa.vmap(pa.grad(root_j))(a), expected, **TOL)
+        assert_close(pa.jacfwd(lambda a: pa.vmap(root_j)(a))(a), arr(np.diag(to_numpy(expected))), **TOL)

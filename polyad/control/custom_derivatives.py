@@ -29,6 +29,7 @@ import optree
 import polyad.dispatch as dispatch
 from polyad.control.closure import substituted, trace, unaliased
 from polyad.control.loops import as_array, func_name
+from polyad.control.rule_calls import CustomDerivativeError, call_fwd, call_jvp, has_batched
 from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, plain, transform_active
 from polyad.ops.base import astype, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.common import ShapeDtype, bottom, dtype_name, is_complex, is_floating, shape_of
@@ -36,13 +37,6 @@ from polyad.ops.fills import zeros_like
 from polyad.ops.reductions import sum as sum_of
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter, LoopFallbackWarning
 from polyad.transforms.reverse import ReverseInterpreter
-
-
-class CustomDerivativeError(TypeError):
-    """A custom rule returned something polyad cannot use as a derivative, or a derivative was asked
-    that the rules do not give (with respect to a closed-over value; forward mode of a VJP-only
-    function)."""
-
 
 # ------------------------------------------------------------------------------ checks
 
@@ -252,7 +246,10 @@ def _jvp(tangents, out, *values, rules, **params):
                 "VJP rule; give it one with defjvp (a function may carry both)"
             )
         raise CustomDerivativeError(f"{rules.where}: no derivative rule was defined (defjvp or defvjp)")
-    outs, touts = rules.jvp(list(values), list(tangents[:n]))
+    if has_batched(list(values) + list(tangents)):  # an enclosing vmap: the rule as an op it can loop
+        outs, touts = call_jvp(rules, list(values), list(tangents[:n]))
+    else:
+        outs, touts = rules.jvp(list(values), list(tangents[:n]))
     return tuple(outs), tuple(touts)
 
 
@@ -261,7 +258,10 @@ _jvp.computes_primal = True
 
 def _vjp_forward(*values, rules, **params):
     if rules.has_vjp:
-        outs, residuals = rules.fwd(list(values))
+        if has_batched(values):  # an enclosing vmap: the rule as an op it can loop over
+            outs, residuals = call_fwd(rules, list(values))
+        else:
+            outs, residuals = rules.fwd(list(values))
         return tuple(outs), residuals
     if not rules.has_jvp:
         raise CustomDerivativeError(f"{rules.where}: no derivative rule was defined (defjvp or defvjp)")
@@ -279,6 +279,12 @@ def _vjp(g, out, *values, rules, residuals, **params):
         floats = tuple(k for k, v in enumerate(values[:n]) if is_floating(v))
         out = bind(BWD_CALL, *values, *[leaves[k] for k in arrays], *g, rules=rules,
                    residuals=(tree, tuple(arrays), tuple(static)), floats=floats, n_out=len(g))  # fmt: skip
+        cts = [None] * n
+        for k, c in zip(floats, out):
+            cts[k] = c
+    elif has_batched(list(values) + list(g)):  # an enclosing vmap: the transposition as an op it can loop
+        floats = tuple(k for k, v in enumerate(values[:n]) if is_floating(v))
+        out = bind(BWD_CALL, *values, *g, rules=rules, residuals=None, floats=floats, n_out=len(g))
         cts = [None] * n
         for k, c in zip(floats, out):
             cts[k] = c
@@ -336,7 +342,12 @@ _vjp.forward = _vjp_forward
 def _run_bwd(*args, rules, residuals, floats, n_out):
     """The user's ``bwd`` as an op of its own (``BWD_CALL``), so that an enclosing vmap that cannot batch
     it (a rule that needs concrete values) runs it once per example, and enclosing derivatives see its
-    ops (its body). Arguments: the values, the residuals' arrays, the output cotangents."""
+    ops (its body). Arguments: the values, the residuals' arrays, the output cotangents; ``residuals``
+    None: the transposition of the JVP rule instead (a function without a VJP rule)."""
+    if residuals is None:  # a JVP rule's transposition (no VJP rule)
+        values, g = args[: len(args) - n_out], args[len(args) - n_out :]
+        cts = _transposed_jvp(rules, list(values), list(g))
+        return tuple(zeros_like(values[k]) if cts[k] is None else cts[k] for k in floats)
     tree, arrays, static = residuals
     n_values = len(args) - len(arrays) - n_out
     values, res, g = args[:n_values], args[n_values : n_values + len(arrays)], args[n_values + len(arrays) :]
