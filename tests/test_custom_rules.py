@@ -270,3 +270,37 @@ def test_rules_needing_concrete_values_under_an_enclosing_vmap():
         assert_close(pa.vmap(lambda a: pa.jvp(root_j, (a,), (xp.ones_like(a),))[1])(a), expected, **TOL)
         assert_close(pa.vmap(pa.grad(root_j))(a), expected, **TOL)
         assert_close(pa.jacfwd(lambda a: pa.vmap(root_j)(a))(a), arr(np.diag(to_numpy(expected))), **TOL)
+
+
+def test_a_rule_closing_over_a_traced_value_the_function_does_not_is_refused():
+    class Holder:
+        pass
+
+    holder = Holder()
+
+    @pa.custom_jvp
+    def f(x):
+        return x * 2.0
+
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * holder.k))  # holder.k: reached by the rule only
+
+    def g(x, k):
+        holder.k = k
+        return xp.sum(f(x))
+
+    one = xp.asarray(1.0, dtype=xp.float64)
+    with raises_cleanly(pa.CustomDerivativeError, "closes over"):
+        pa.jvp(g, (X, xp.asarray(3.0, dtype=xp.float64)), (xp.ones_like(X), one))
+
+    def returns_closure(k):
+        @pa.custom_vjp
+        def h(x):
+            return x * k, k
+
+        h.defvjp(lambda x: (h(x), k), lambda k_, g: (g[0] * k_,))
+        out, kk = h(X)
+        return xp.sum(out) + xp.sum(kk)
+
+    # a closed-over value returned as it is comes out as the value it stands for (each example's own)
+    got = pa.vmap(returns_closure)(arr([1.0, 2.0]))
+    assert_close(got, arr([float(xp.sum(X)) + 1.0, 2.0 * float(xp.sum(X)) + 2.0]), **TOL)

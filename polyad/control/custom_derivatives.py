@@ -90,6 +90,11 @@ def _flat_matching(tree_value, tree, where, what):
     return leaves
 
 
+def _level(x):
+    """The level of a transform's tensor (0 for anything else)."""
+    return x._interp.level if isinstance(x, Tensor) and x._interp is not None else 0
+
+
 def closure_error(where):
     """The error for a derivative asked with respect to a value ``where``'s function closes over."""
     return CustomDerivativeError(
@@ -123,11 +128,21 @@ class Rules:
             out.append(self.nondiff[i] if i in self.nondiff else diff.pop(0))
         return out
 
-    def _call(self, values, call):
+    def _call(self, values, call, extra=()):
+        """``call(argument values)`` with the closure standing for its values; its result may hold no
+        tensor of a level above every value it was given (``extra``: the tangents, residuals and
+        cotangents): such a tensor came from a traced value the rule closes over that the function does
+        not (a derivative about to be mixed up with the transform running the rule)."""
+        top = max((_level(x) for x in optree.tree_leaves([values, extra], none_is_leaf=False)), default=0)
         values = unaliased(self.closures, values) if self.closures else list(values)
         n = self.n_args
-        with substituted(self.closures, values[n:], self.where):
-            return call(values[:n])
+        with substituted(self.closures, values[n:], self.where) as stand_ins:
+            result = call(values[:n])
+            if stand_ins:  # a closed-over value returned as it is: the value it stands for, not the object
+                result = optree.tree_map(lambda o: stand_ins.get(id(o), o), result, none_is_leaf=True)
+            if any(_level(x) > top for x in optree.tree_leaves(result, none_is_leaf=False)):
+                raise closure_error(self.where)
+        return result
 
     def _outputs(self, out, where, what):
         if self.out_tree is None:  # a function that could not be traced: its first output sets it
@@ -173,7 +188,7 @@ class Rules:
                      enumerate(zip(t_leaves, outs))]  # fmt: skip
             return (outs, touts) if then is None else then(outs, touts)
 
-        return self._call(values, call)
+        return self._call(values, call, tangents)
 
     def fwd(self, values):
         """``(outputs, residuals)`` from the user's ``fwd``."""
@@ -215,7 +230,7 @@ class Rules:
                            for ci, ai in zip(c_leaves, a_leaves))  # fmt: skip
             return out
 
-        return self._call(values, call)
+        return self._call(values, call, (residuals, cotangents))
 
 
 # ------------------------------------------------------------------------------ the op
