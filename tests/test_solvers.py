@@ -304,3 +304,21 @@ def test_sparsity_patterns_of_the_solver_ops():
         assert pa.jacobian_sparsity(lambda b: splinalg.spsolve(A, b))(ones).toarray().all()  # A^-1 is dense
     J = pa.sparse_jacfwd(lambda v: splinalg.operator_matvec(A, v))(ones)
     assert_close(xp.asarray(J.toarray().tolist(), dtype=xp.float64), arr(A.toarray()), **TIGHT)
+
+
+def test_complex_factorised_solves_take_the_conjugate_transpose_in_reverse():
+    rng = np.random.default_rng(0)
+    dense = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4)) + 4.0 * np.eye(4)
+    lu = splinalg.splu(sp.csc_matrix(dense))
+    b = xp.asarray((rng.standard_normal(4) + 1j * rng.standard_normal(4)).tolist(), dtype=xp.complex128)
+    for trans, matrix in (("N", dense), ("T", dense.T), ("H", dense.conj().T)):
+        m = xp.asarray(matrix.tolist(), dtype=xp.complex128)
+
+        def loss(b, trans=trans):
+            return xp.sum(xp.abs(lu.solve(b, trans=trans)) ** 2)
+
+        def direct(b, m=m):
+            return xp.sum(xp.abs(xp.linalg.solve(m, b)) ** 2)
+
+        assert_close(lu.solve(b, trans=trans), xp.linalg.solve(m, b), **TIGHT)
+        assert_close(pa.grad(loss)(b), pa.grad(direct)(b), **TIGHT)

@@ -409,9 +409,11 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
         b: the right-hand side (a pytree of arrays).
         solve: ``solve(matvec, b) -> x`` (``(x, aux)`` with ``has_aux``): any solver, even one that
             calls SciPy on host values; it runs on plain arrays and is not differentiated.
-        transpose_solve: ``transpose_solve(vecmat, b) -> x`` for ``A^T x = b``, which reverse mode
-            needs (unless ``symmetric``).
-        symmetric: ``A`` is symmetric: reverse mode uses ``solve``.
+        transpose_solve: ``transpose_solve(vecmat, b) -> x`` for the adjoint system ``A^T x = b``
+            (``A^H`` for complex ``A``: ``vecmat`` is the pullback of ``matvec``, a conjugate transpose in
+            polyad's convention), which reverse mode needs (unless ``symmetric``).
+        symmetric: ``A`` is its own adjoint (symmetric, Hermitian for complex): reverse mode uses
+            ``solve``.
         has_aux: ``solve`` returns ``(x, aux)``; ``aux`` is returned as it is, with no derivative.
 
     Returns:

@@ -27,6 +27,7 @@ Example:
 import numpy as np
 
 import polyad.dispatch as dispatch
+import polyad.xp as xp
 from polyad.api.solver_support import (
     Convergence,
     SolverNotConvergedError,
@@ -38,7 +39,7 @@ from polyad.api.solver_support import (
 from polyad.control.implicit import custom_linear_solve
 from polyad.core import Op, Tensor, bind, plain
 from polyad.ops.base import moveaxis, reshape
-from polyad.ops.common import ShapeDtype, bottom, shape_of
+from polyad.ops.common import ShapeDtype, bottom, is_complex, shape_of
 from polyad.transforms.batching import BatchedTensor
 from polyad.transforms.sparsity import SPARSITY
 from polyad.transforms.sparsity_rules import ALL, scipy_sparse
@@ -174,20 +175,26 @@ class FactorizedSolve:
         """
         if trans not in ("N", "T", "H"):
             raise ValueError(f"FactorizedSolve.solve: trans must be 'N', 'T' or 'H', got {trans!r}")
-        other = {"N": "T", "T": "N", "H": "N"}[trans]
         matrix = {"N": self.A, "T": self.A.T, "H": _adjoint(self.A)}[trans]
 
         def solve(mv, b):
             return self._solve_raw(b, trans)
 
         def transpose_solve(mv, b):
-            # the adjoint of a real solve: the same factors, the other way (complex: conjugated)
-            return self._solve_raw(b, other if trans != "H" else "T")
+            # the adjoint system (polyad's pullbacks are conjugate transposes), with the same factors:
+            # (A)^H -> "H", (A^H)^H -> "N", (A^T)^H = conj(A) -> conj(solve(conj(b)))
+            if trans == "T":
+                return _conj(self._solve_raw(_conj(b), "N"))
+            return self._solve_raw(b, "H" if trans == "N" else "N")
 
         return custom_linear_solve(lambda v: operator_matvec(matrix, v), rhs, solve, transpose_solve)
 
     def __call__(self, rhs):
         return self.solve(rhs)
+
+
+def _conj(x):
+    return xp.conj(x) if is_complex(x) else x
 
 
 def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None, options=None):
@@ -285,7 +292,8 @@ def _krylov_solve(method, A, b, x0, rtol, atol, maxiter, M, on_failure, symmetri
 
     def transpose_solve(vm, rhs):
         convergence.check()
-        transposed = M.T if M is not None and hasattr(M, "T") else None  # a function M: none (still exact)
+        # the adjoint's preconditioner: M^H where M has one (a function M: none; the solve is still exact)
+        transposed = (M.H if hasattr(M, "H") else M.T) if M is not None and hasattr(M, "T") else None
         return run(vm, rhs, transposed, True)
 
     solve.derivative = derivative_solve
