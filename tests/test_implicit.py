@@ -269,3 +269,23 @@ def test_root_under_jit_and_eval_shape():
     assert_close(compiled(A0, b)[1], xp.asarray(1.0 / 13.0, dtype=xp.float64), **TOL)
     shape = pa.eval_shape(cubic_root, A0, B0)
     assert shape.shape == () and shape.dtype == xp.float64
+
+
+def test_root_has_aux_and_initial_guess_without_derivative():
+    def newton_counting(f, x):
+        steps = 0
+        while abs(float(f(x))) > 1e-14 and steps < 50:
+            x = x - f(x) / pa.jacfwd(f)(x)
+            steps += 1
+        return x, xp.asarray(steps)
+
+    def root(a, guess_scale):
+        x, steps = pa.custom_root(lambda x: x**3 + a * x - 2.0, guess_scale * 1.5, newton_counting,
+                                  scalar_tangent_solve, has_aux=True)  # fmt: skip
+        return x, steps
+
+    a, s = xp.asarray(1.0, dtype=xp.float64), xp.asarray(1.0, dtype=xp.float64)
+    (da, ds), steps = pa.grad(root, argnums=(0, 1), has_aux=True)(a, s)
+    assert_close(da, xp.asarray(-0.25, dtype=xp.float64), **TOL)
+    assert_close(ds, xp.asarray(0.0, dtype=xp.float64), **TOL)  # the initial guess carries no derivative
+    assert 0 < int(steps) < 50

@@ -215,6 +215,9 @@ def test_spsolve_and_splu_gradients_and_batching():
         assert_close(pa.jacfwd(lambda b: splinalg.spsolve(A, b))(arr(B)), arr(inv), **TIGHT)
         lu = splinalg.splu(sp.csc_matrix(A_NONSYM))
         assert_close(pa.jacrev(lambda b: lu.solve(b, trans="T"))(arr(B)), arr(inv.T), **TIGHT)
+        two = xp.stack([arr(B), 2.0 * arr(B)], axis=1)  # two right-hand sides at once
+        direct = pa.grad(lambda b: xp.sum(xp.linalg.solve(arr(A_NONSYM), b) ** 2))(two)
+        assert_close(pa.grad(lambda b: xp.sum(splinalg.spsolve(A, b) ** 2))(two), direct, **TIGHT)
         got = pa.vmap(lu.solve)(xp.stack([arr(B), 2.0 * arr(B)]))
         assert_close(got, xp.stack([arr(inv @ B), arr(2.0 * inv @ B)]), **TIGHT)
 
