@@ -35,6 +35,7 @@ from polyad.api.solver_support import (
     Convergence,
     SolverNotConvergedError,
     SolverNotConvergedWarning,
+    check_callable,
     check_choice,
     from_host,
     tangent_solver,
@@ -120,6 +121,7 @@ def root_scalar(f, args=(), method=None, bracket=None, fprime=None, fprime2=None
     import scipy.optimize as so  # noqa: PLC0415  (optional)
 
     where = f"polyad.optimize.root_scalar({getattr(f, '__name__', 'f')})"
+    check_callable(f, "f", where)
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
     like = _dtype_source(args, x0)
@@ -210,6 +212,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     import scipy.optimize as so  # noqa: PLC0415  (optional)
 
     where = f"polyad.optimize.root({getattr(fun, '__name__', 'fun')})"
+    check_callable(fun, "fun", where)
     check_choice(linear_solver, LINEAR_SOLVERS, "linear_solver", where)
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
@@ -267,6 +270,7 @@ def fixed_point(func, x0, args=(), xtol=1e-08, maxiter=500, method="del2"):
     import scipy.optimize as so  # noqa: PLC0415  (optional)
 
     where = f"polyad.optimize.fixed_point({getattr(func, '__name__', 'func')})"
+    check_callable(func, "func", where)
     args = args if isinstance(args, tuple) else (args,)
     guess, shape = _vector_problem(x0, args, where)
     convergence = Convergence(where, "raise")
@@ -326,6 +330,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
     import scipy.optimize as so  # noqa: PLC0415  (optional)
 
     where = f"polyad.optimize.minimize({getattr(fun, '__name__', 'fun')})"
+    check_callable(fun, "fun", where)
     check_choice(linear_solver, LINEAR_SOLVERS, "linear_solver", where)
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
@@ -446,6 +451,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
     import scipy.optimize as so  # noqa: PLC0415  (optional)
 
     where = f"polyad.optimize.least_squares({getattr(fun, '__name__', 'fun')})"
+    check_callable(fun, "fun", where)
     check_choice(linear_solver, LINEAR_SOLVERS, "linear_solver", where)
     args = args if isinstance(args, tuple) else (args,)
     kwargs = dict(kwargs or {})

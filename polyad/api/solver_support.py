@@ -42,8 +42,15 @@ def from_host(values, like):
     return backend.xp.asarray(values, dtype=like.dtype)
 
 
+def check_callable(fn, name, where):
+    if not callable(fn):
+        raise TypeError(f"{where}: {name} must be callable, got {type(fn).__name__}")
+
+
 def check_choice(value, choices, name, where):
-    if value not in choices and not (name == "linear_solver" and callable(value)):
+    if not (isinstance(value, str) and value in choices) and not (
+        name == "linear_solver" and callable(value)
+    ):
         extra = " or a callable linear_solver(matvec, b)" if name == "linear_solver" else ""
         raise ValueError(f"{where}: {name} must be one of {choices}{extra}, got {value!r}")
 

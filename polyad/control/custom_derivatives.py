@@ -550,9 +550,13 @@ class _CustomDerivative:
     def __init__(self, fun, nondiff_argnums=()):
         if not callable(fun):
             raise TypeError(f"pa.{self.kind}: fun must be callable, got {type(fun).__name__}")
-        if isinstance(nondiff_argnums, int):
+        given = nondiff_argnums
+        if isinstance(nondiff_argnums, int) and not isinstance(nondiff_argnums, bool):
             nondiff_argnums = (nondiff_argnums,)
-        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in nondiff_argnums):
+        if not isinstance(nondiff_argnums, tuple | list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in nondiff_argnums
+        ):
+            nondiff_argnums = given
             raise TypeError(
                 f"pa.{self.kind}({func_name(fun)}): nondiff_argnums must be a tuple of non-negative ints, "
                 f"got {nondiff_argnums!r}"

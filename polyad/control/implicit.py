@@ -434,6 +434,9 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     for name, f in (("matvec", matvec), ("solve", solve)):
         if not callable(f):
             raise TypeError(f"{where}: {name} must be callable, got {type(f).__name__}")
+    for name, flag in (("symmetric", symmetric), ("has_aux", has_aux)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{where}: {name} must be True or False, got {flag!r}")
     if transpose_solve is not None and not callable(transpose_solve):
         raise TypeError(
             f"{where}: transpose_solve must be callable or None, got {type(transpose_solve).__name__}"
@@ -614,6 +617,8 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     for name, fn in (("f", f), ("solve", solve), ("tangent_solve", tangent_solve)):
         if not callable(fn):
             raise TypeError(f"{where}: {name} must be callable, got {type(fn).__name__}")
+    if not isinstance(has_aux, bool):
+        raise TypeError(f"{where}: has_aux must be True or False, got {has_aux!r}")
     flat, tree = optree.tree_flatten(initial_guess, none_is_leaf=False)
     flat = [as_array(v, where, "initial_guess") for v in flat]
     if not transform_active():
