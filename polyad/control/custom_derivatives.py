@@ -141,7 +141,11 @@ class Rules:
             if stand_ins:  # a closed-over value returned as it is: the value it stands for, not the object
                 result = optree.tree_map(lambda o: stand_ins.get(id(o), o), result, none_is_leaf=True)
             if any(_level(x) > top for x in optree.tree_leaves(result, none_is_leaf=False)):
-                raise closure_error(self.where)
+                raise CustomDerivativeError(
+                    f"{self.where}: a rule returned a value of a transform it was not handed: it closes "
+                    "over a traced value the function itself does not use, whose derivative would be mixed "
+                    "up with the one being computed; pass that value as an argument"
+                )
         return result
 
     def _outputs(self, out, where, what):
