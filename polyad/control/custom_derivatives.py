@@ -28,8 +28,8 @@ import optree
 
 import polyad.dispatch as dispatch
 from polyad.control.closure import substituted, trace, unaliased
-from polyad.control.loops import as_array, func_name
-from polyad.control.rule_calls import CustomDerivativeError, call_fwd, call_jvp, has_batched
+from polyad.control.loops import func_name
+from polyad.control.rule_calls import CustomDerivativeError, as_array, call_fwd, call_jvp, has_batched
 from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, plain, transform_active
 from polyad.ops.base import astype, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.common import ShapeDtype, bottom, dtype_name, is_complex, is_floating, shape_of

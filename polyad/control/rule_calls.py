@@ -14,6 +14,7 @@ arrays; ``Layout`` keeps the rest (the tree, the leaves that are not arrays) fro
 
 import optree
 
+import polyad.dispatch as dispatch
 from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, plain
 from polyad.ops.base import broadcast_to, expand_dims, move_to_front
 from polyad.ops.common import ShapeDtype, shape_of
@@ -26,6 +27,16 @@ class CustomDerivativeError(TypeError):
     """A custom rule returned something polyad cannot use as a derivative, or a derivative was asked
     that the rules do not give (with respect to a closed-over value; forward mode of a VJP-only
     function)."""
+
+
+def as_array(v, where, what):
+    """A leaf of a custom function's arguments or outputs as an array: tensors and any backend's arrays
+    (Dask's too) stay, Python numbers become arrays, anything else is refused naming ``where``."""
+    if isinstance(v, Tensor) or hasattr(v, "__array_namespace__") or dispatch.backend_of_array(v) is not None:
+        return v
+    if isinstance(v, bool | int | float | complex):
+        return asarray(v)
+    raise TypeError(f"{where}: {what} must hold arrays or Python numbers, got a {type(v).__name__}")
 
 
 def has_batched(values):
