@@ -304,3 +304,18 @@ def test_a_rule_closing_over_a_traced_value_the_function_does_not_is_refused():
     # a closed-over value returned as it is comes out as the value it stands for (each example's own)
     got = pa.vmap(returns_closure)(arr([1.0, 2.0]))
     assert_close(got, arr([float(xp.sum(X)) + 1.0, 2.0 * float(xp.sum(X)) + 2.0]), **TOL)
+
+
+def test_defjvps_one_rule_per_argument():
+    @pa.custom_jvp
+    def f(x, y):
+        return xp.sin(x) * y
+
+    # deliberately 2x on x's term: the rules, not the function, are differentiated
+    f.defjvps(lambda tx, ans, x, y: 2.0 * xp.cos(x) * y * tx, lambda ty, ans, x, y: xp.sin(x) * ty)
+    y = arr([2.0, -1.0, 0.5])
+    gx, gy = pa.grad(lambda x, y: xp.sum(f(x, y)), argnums=(0, 1))(X, y)
+    assert_close(gx, 2.0 * xp.cos(X) * y, **TOL)
+    assert_close(gy, xp.sin(X), **TOL)
+    _, t = pa.jvp(f, (X, y), (xp.ones_like(X), xp.zeros_like(y)))
+    assert_close(t, 2.0 * xp.cos(X) * y, **TOL)

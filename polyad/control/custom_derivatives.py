@@ -583,6 +583,37 @@ class _CustomDerivative:
         self.jvp = jvp
         return jvp
 
+    def defjvps(self, *jvps):
+        """Set the JVP rule from one function per differentiable argument, as JAX's ``defjvps``:
+        ``jvps[i](tangent_i, primal_out, *primals) -> its contribution to the output tangent`` (None: the
+        output does not depend on argument ``i``); the contributions add up. No ``nondiff_argnums``."""
+        if self.nondiff_argnums:
+            raise TypeError(f"{self.where}.defjvps: not available with nondiff_argnums; use defjvp")
+        for i, f in enumerate(jvps):
+            if f is not None and not callable(f):
+                raise TypeError(
+                    f"{self.where}.defjvps: jvps[{i}] must be callable or None, got {type(f).__name__}"
+                )
+        fun = self.fun
+
+        def jvp(primals, tangents):
+            if len(jvps) != len(primals):
+                raise CustomDerivativeError(
+                    f"{self.where}.defjvps: {len(jvps)} rule(s) for {len(primals)} differentiable argument(s)"
+                )
+            out = fun(*primals)
+            total = None
+            for f, t in zip(jvps, tangents):
+                if f is None:
+                    continue
+                term = f(t, out, *primals)
+                total = term if total is None else optree.tree_map(lambda a, b: a + b, total, term)
+            if total is None:
+                total = optree.tree_map(zeros_like, out)
+            return out, total
+
+        self.jvp = jvp
+
     def defvjp(self, fwd, bwd):
         """Set the VJP rule: ``fwd(*args) -> (output, residuals)`` and ``bwd(*nondiff_args, residuals,
         output_cotangent) -> tuple`` (one cotangent per other argument, each structured like it, None
