@@ -289,3 +289,31 @@ def test_root_has_aux_and_initial_guess_without_derivative():
     assert_close(da, xp.asarray(-0.25, dtype=xp.float64), **TOL)
     assert_close(ds, xp.asarray(0.0, dtype=xp.float64), **TOL)  # the initial guess carries no derivative
     assert 0 < int(steps) < 50
+
+
+def test_vmap_over_the_operator_that_matvec_and_solve_close_over():
+    Ms = xp.stack([arr([[4.0, 1.0], [2.0, 3.0]]), arr([[5.0, -1.0], [0.5, 2.0]])])
+    b = arr([1.0, 2.0])
+
+    def x_of(M, b):
+        return pa.custom_linear_solve(
+            lambda v: M @ v,
+            b,
+            lambda mv, r: xp.linalg.solve(M, r),
+            transpose_solve=lambda vm, r: xp.linalg.solve(xp.matrix_transpose(M), r),
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoopFallbackWarning)  # the solve closes over a batched M: batched
+        got = pa.vmap(pa.jacrev(x_of, argnums=(0, 1)), in_dims=(0, None))(Ms, b)
+    expected = pa.vmap(pa.jacrev(lambda M, b: xp.linalg.solve(M, b), argnums=(0, 1)), in_dims=(0, None))(
+        Ms, b
+    )
+    assert_close(got, expected, **TOL)
+
+
+def test_a_residual_of_another_structure_than_its_unknowns_is_refused():
+    with raises_cleanly(pa.ImplicitError, "custom_root", "structure"):
+        pa.grad(
+            lambda a: pa.custom_root(lambda x: (x - a, x), a * 0.0, lambda f, x: x, scalar_tangent_solve)
+        )(A0)
