@@ -13,6 +13,7 @@ from polyad.api.graphs import call_delegate, make_graph
 from polyad.api.jacobians import hessian, jacfwd, jacrev
 from polyad.api.jit import jit
 from polyad.api.jvp import jvp
+from polyad.api.residuals import print_saved_residuals, saved_residuals
 from polyad.api.sparse import (
     SparseJacobian,
     hessian_sparsity,
@@ -127,6 +128,7 @@ __all__ = [
     "jvp",
     "linearize",
     "no_grad",
+    "print_saved_residuals",
     "random",
     "register_device_type",
     "scipy_fft_backend",
@@ -136,6 +138,7 @@ __all__ = [
     "sparse_jacrev",
     "stop_gradient",
     "use_scipy_fft_backend",
+    "saved_residuals",
     "value_and_grad",
     "vjp",
     "vmap",

@@ -182,6 +182,9 @@ site("vmap.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.vmap(f_vec, chunk_
 site("vmap.input", NOT_MAPPABLE, "input")(lambda b: pa.vmap(f_vec)(b))
 site("vmap.output", BAD_OUTPUT, "func")(lambda b: pa.vmap(lambda v: b)(XB))
 
+site("Tensor.value", [None, "s", 2.5, [1.0], (1.0, 2.0), object()], "pa.Tensor(value)", "pa.xp.asarray")(
+    lambda b: pa.Tensor(b)
+)
 site("jit.func", NOT_CALLABLE, "func")(lambda b: pa.jit(b)(X))
 NOT_STATIC_NUMS = ["0", 2.5, (0, "1"), None, True, {0: 1}, 1j, 5, -6]
 site("jit.static_argnums", NOT_STATIC_NUMS, "static_argnums")(lambda b: pa.jit(f_vec, static_argnums=b)(X))

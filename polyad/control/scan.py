@@ -22,6 +22,7 @@ Rules bind scans again on the values underneath, so the levels below see one op 
 import math
 
 import polyad.control.schedules as schedules
+import polyad.dispatch as dispatch
 from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback, with_batch_at
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, active_interpreters, bind
@@ -193,7 +194,7 @@ class _JvpStep:
 
 
 def carry_bytes(carry):
-    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, c.__array_namespace__()) for c in carry)
+    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, dispatch.namespace_of(c)) for c in carry)
 
 
 def step_bytes(body, carry):
@@ -202,7 +203,7 @@ def step_bytes(body, carry):
     graph = getattr(body, "graph", None)
     if graph is None or not carry:
         return 0
-    xp_ = carry[0].__array_namespace__()
+    xp_ = dispatch.namespace_of(carry[0])
     return sum(math.prod(o.shape) * itemsize(o.dtype, xp_) for n in graph.nodes for o in n.outputs)
 
 
