@@ -317,3 +317,20 @@ def test_a_residual_of_another_structure_than_its_unknowns_is_refused():
         pa.grad(
             lambda a: pa.custom_root(lambda x: (x - a, x), a * 0.0, lambda f, x: x, scalar_tangent_solve)
         )(A0)
+
+
+def test_the_arrays_kept_for_the_backward_pass_do_not_depend_on_iterations():
+    theta = xp.asarray(np.linspace(0.0, 1.0, 50).tolist(), dtype=xp.float64)
+
+    def loss(theta, n):
+        def solve(f, x):
+            for _ in range(n):
+                x = x - f(x)
+            return x
+
+        x = pa.custom_root(lambda x: x - 0.5 * xp.cos(x) - theta, xp.zeros_like(theta), solve,
+                           lambda g, y: y / g(xp.ones_like(y)))  # fmt: skip
+        return xp.sum(x**2)
+
+    kept = {n: sum(r.nbytes for r in pa.saved_residuals(loss, theta, n)) for n in (60, 2000)}
+    assert kept[60] == kept[2000] <= 4 * 50 * 8, kept  # theta, the root and its square's input, at most
