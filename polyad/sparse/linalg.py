@@ -112,7 +112,23 @@ OPERATOR_MATVEC.register_rule(SPARSITY, _sparsity)
 def operator_matvec(matrix, v):
     """``matrix @ v`` for a constant SciPy (or CuPy) sparse matrix or ``LinearOperator`` and a polyad
     value ``v`` (1-D, or 2-D for several right-hand sides): an op, linear in ``v``, differentiable and
-    batched (a batch is more columns)."""
+    batched (a batch is more columns).
+
+    Args:
+        matrix: the operator (a constant: its entries carry no derivative).
+        v: a 1-D or 2-D array.
+
+    Returns:
+        ``matrix @ v``, an array of ``v``'s library.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp, polyad as pa
+        >>> from polyad.sparse import linalg
+        >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+        >>> pa.jacrev(lambda v: linalg.operator_matvec(A, v))(np.ones(2))
+        array([[1., 2.],
+               [0., 3.]])
+    """
     return bind(OPERATOR_MATVEC, v, matrix=matrix)
 
 
@@ -220,7 +236,22 @@ def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None
 
 def factorized(A):
     """``solve(b)`` for the sparse ``A``, factorised once, as ``scipy.sparse.linalg.factorized``;
-    differentiable with respect to ``b``."""
+    differentiable with respect to ``b``.
+
+    Args:
+        A: a SciPy (or CuPy) sparse matrix (a constant).
+
+    Returns:
+        ``solve(b)``, the solution of ``A x = b`` for each ``b`` it is given (the same factors each time).
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp, polyad as pa
+        >>> from polyad.sparse import linalg
+        >>> solve = linalg.factorized(sp.csc_matrix(np.array([[2.0, 0.0], [0.0, 4.0]])))
+        >>> pa.jacfwd(solve)(np.ones(2))
+        array([[0.5 , 0.  ],
+               [0.  , 0.25]])
+    """
     return FactorizedSolve(A).solve
 
 
@@ -236,6 +267,13 @@ def spsolve(A, b, permc_spec=None, use_umfpack=True):
 
     Returns:
         The solution.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp, polyad as pa
+        >>> from polyad.sparse import linalg
+        >>> A = sp.csr_matrix(np.array([[2.0, 1.0], [0.0, 4.0]]))
+        >>> pa.grad(lambda b: pa.xp.sum(linalg.spsolve(A, b)))(np.ones(2))  # A^-T 1
+        array([0.5  , 0.125])
     """
     del use_umfpack
     return splu(A, permc_spec=permc_spec).solve(b)
@@ -339,7 +377,23 @@ def cg(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=No
 def gmres(A, b, x0=None, *, rtol=1e-05, atol=0.0, restart=None, maxiter=None, M=None, callback=None,
           callback_type=None, on_failure="raise"):  # fmt: skip
     """GMRES, as ``scipy.sparse.linalg.gmres``, differentiable at the solution (its adjoint is GMRES on
-    ``A^T``). Arguments and result as ``cg``'s (``restart`` is accepted; SciPy's default is used)."""
+    ``A^T``).
+
+    Args:
+        A, b, x0, rtol, atol, maxiter, M, callback, on_failure: as ``cg``'s (``A`` need not be symmetric).
+        restart, callback_type: accepted; SciPy's defaults are used.
+
+    Returns:
+        ``(x, info)``, as SciPy's (``info`` a 0-d integer array).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> from polyad.sparse import linalg
+        >>> A = np.array([[3.0, 1.0], [-1.0, 2.0]])
+        >>> J = pa.jacrev(lambda b: linalg.gmres(A, b, rtol=1e-12)[0])(np.ones(2))
+        >>> np.allclose(J, np.linalg.inv(A))
+        True
+    """
     _no_callback(callback, "gmres")
     del restart, callback_type
     return _krylov_solve("gmres", A, b, x0, rtol, atol, maxiter, M, on_failure, False)
@@ -347,7 +401,22 @@ def gmres(A, b, x0=None, *, rtol=1e-05, atol=0.0, restart=None, maxiter=None, M=
 
 def bicgstab(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None, on_failure="raise"):
     """BiCGSTAB, as ``scipy.sparse.linalg.bicgstab``, differentiable at the solution (its adjoint is
-    BiCGSTAB on ``A^T``). Arguments and result as ``cg``'s."""
+    BiCGSTAB on ``A^T``).
+
+    Args:
+        A, b, x0, rtol, atol, maxiter, M, callback, on_failure: as ``cg``'s (``A`` need not be symmetric).
+
+    Returns:
+        ``(x, info)``, as SciPy's (``info`` a 0-d integer array).
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> from polyad.sparse import linalg
+        >>> A = np.array([[3.0, 1.0], [-1.0, 2.0]])
+        >>> J = pa.jacfwd(lambda b: linalg.bicgstab(A, b, rtol=1e-12)[0])(np.ones(2))
+        >>> np.allclose(J, np.linalg.inv(A))
+        True
+    """
     _no_callback(callback, "bicgstab")
     return _krylov_solve("bicgstab", A, b, x0, rtol, atol, maxiter, M, on_failure, False)
 
