@@ -325,3 +325,24 @@ def test_complex_factorised_solves_take_the_conjugate_transpose_in_reverse():
 
         assert_close(lu.solve(b, trans=trans), xp.linalg.solve(m, b), **TIGHT)
         assert_close(pa.grad(loss)(b), pa.grad(direct)(b), **TIGHT)
+
+
+def test_minimize_tangent_solvers_agree_with_central_differences():
+    n = 30
+
+    def loss(w, c):  # a chain: a tridiagonal Hessian
+        return xp.sum((w - c) ** 2) + 0.5 * xp.sum((w[1:] - w[:-1]) ** 2) + 0.1 * xp.sum(w**4)
+
+    def objective(c, solver):
+        x = optimize.minimize(
+            loss, np.zeros(n), args=(c,), method="Newton-CG", tol=1e-13, linear_solver=solver
+        ).x
+        return xp.sum(x**3)
+
+    c = arr(np.linspace(-1.0, 1.0, n))
+    e = np.zeros(n)
+    e[7] = 1e-5
+    fd = (float(objective(c + arr(e), "dense")) - float(objective(c - arr(e), "dense"))) / 2e-5
+    for solver in ("dense", "sparse", "cg"):
+        g = pa.grad(objective)(c, solver)
+        assert abs(float(g[7]) - fd) < 1e-6 * max(1.0, abs(fd)), (solver, float(g[7]), fd)
