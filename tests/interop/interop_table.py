@@ -120,11 +120,6 @@ FLOAT_ARITHMETIC = Fail(
     "an exact float, so the arithmetic is invisible to polyad; grad raises DerivativeLostWarning (an error "
     "in this suite) instead of a zero gradient, jvp refuses the float output",
 )
-SQRT_AT_ZERO = Fail(
-    "polyad",
-    "sqrt's derivative at 0 is infinite: the zero tangent of the diagonal (set to 0 before sqrt) times "
-    "inf is nan where the function is constant (JAX and PyTorch give nan too)",
-)
 # the libraries' side
 SCIPY_MATH_ON_VALUE = Fail(
     "scipy",
@@ -148,11 +143,6 @@ SKLEARN_FLOAT_RESULT = Fail(
     "scikit-learn",
     "the metric returns float(...) of its result: one Python number cannot hold a batch of values, so "
     "vmap raises ConcretizationError (vmap(chunk_size=1) loops)",
-)
-SKLEARN_NAN_BRANCH = Fail(
-    "scikit-learn",
-    "_incremental_mean_and_var computes 0/0 = nan in a term it then overwrites; reverse mode sends a "
-    "zero cotangent through that term, and 0 * nan is nan (as in JAX and PyTorch)",
 )
 
 
