@@ -38,14 +38,15 @@ $(DOCS): pyproject.toml | $(PY)
 	touch $@ $(BASE)
 
 # The documentation (docs/, Sphinx: autodoc + napoleon) into docs/_build/html, strictly: a broken
-# reference or a docstring warning fails the build. The gallery scripts run first, drawing its figures.
+# reference or a docstring warning fails the build (-E: docstrings read afresh, not from the last build's
+# cache). The gallery scripts run first, drawing its figures.
 docs: $(DOCS)
 	rm -rf docs/_generated
 	@for script in examples/[a-z]*.py; do \
 		echo "gallery: $$script"; \
 		POLYAD_BACKEND=numpy POLYAD_GALLERY_DIR=docs/_generated/gallery $(PY) $$script > /dev/null || exit 1; \
 	done
-	$(PY) -m sphinx -b html -W --keep-going -q -n docs docs/_build/html
+	$(PY) -m sphinx -E -b html -W --keep-going -q -n docs docs/_build/html
 	@echo "documentation: $(CURDIR)/docs/_build/html/index.html"
 
 test: test-numpy test-strict test-dask
