@@ -186,7 +186,8 @@ def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
         jac_m = pa.sparse_jacfwd(f_m, sparsity=pa.jacobian_sparsity(f_m)(u_m))
         j_sparse, t_sparse = timed(lambda jac=jac_m, u=u_m: jac(u))
         t_dense = t_dense_small if m == n_small else timed(lambda f=f_m, u=u_m: pa.jacfwd(f)(u))[1]
-        err = abs(j_sparse - sparse_analytic_jacobian(u_m, lam, m)).max()
+        on_host = j_sparse.get() if hasattr(j_sparse, "get") else j_sparse  # CUDA arrays: a cupyx matrix
+        err = abs(on_host - sparse_analytic_jacobian(u_m, lam, m)).max()
         k = jac_m.n_colors
         print(f"Jacobian {m * m}x{m * m} by pa.sparse_jacfwd: {k} colours, so {k} JVPs instead of "
               f"pa.jacfwd's {m * m} (best of 3):")  # fmt: skip
