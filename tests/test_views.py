@@ -344,3 +344,30 @@ def test_repeated_indices_under_vmap_and_jit():
 
     assert_close(to_numpy(pa.jacrev(put2)(arr([1.0, 2.0, 3.0])))[0, 1], np.array([0.0, 0.0, 1.0]))
     assert_close(to_numpy(pa.jacfwd(put2)(arr([1.0, 2.0, 3.0])))[0, 1], np.array([0.0, 0.0, 1.0]))
+
+
+def test_repeated_indices_on_cuda_arrays_take_the_last_write(fake_cuda, monkeypatch):
+    # CuPy's assignment does not promise which repeated write wins (an H100 run: not the last), so CUDA
+    # arrays take a kernel that keeps each position's last write before assigning; float32 NumPy arrays
+    # stand in for CUDA arrays here (fake_cuda), NumPy's own assignment is the reference
+    from polyad.ops.indexing import index_update_op
+
+    calls = []
+    kernel = index_update_op.kernels["cuda"]
+    monkeypatch.setitem(index_update_op.kernels, "cuda", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    rng = np.random.default_rng(3)
+    u0 = rng.uniform(size=(4, 5)).astype(np.float32)
+    w = rng.uniform(size=(4, 3)).astype(np.float32)
+    cases = [
+        (np.array([2, 0, 2]), rng.uniform(size=(3, 5)).astype(np.float32)),  # row 2 written twice
+        ((np.array([0, 1, 0]), np.array([1, 2, 1])), np.arange(3, dtype=np.float32)),  # (0, 1) twice
+        ((slice(None), np.array([4, 0, 4])), w),
+        ((np.array([[1, 1], [3, 1]]), slice(1, 3)), np.float32(-1.0)),
+    ]
+    for key, v in cases:
+        expected = u0.copy()
+        expected[key] = v
+        got = pa.Tensor(u0.copy())
+        got[key] = v
+        assert_close(to_numpy(got), expected)
+    assert len(calls) == len(cases)

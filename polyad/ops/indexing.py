@@ -425,6 +425,27 @@ _index_update.register_rule("batch", _write_batch(_index_update))
 index_update_op = _index_update
 
 
+def _update_last_write_kernel(xp, x, v, *arrays, key):
+    """``index_update`` on CUDA arrays: CuPy's assignment does not promise which write to a repeated
+    position wins (seen on an H100: not the last), while the VJP gives the position to the last write, as
+    NumPy's assignment does. The positions are reduced to their last write first, so the assignment has
+    no repeats."""
+    if all(_is_bool(a) for a in arrays):  # boolean masks and basic indices name each position once
+        return _update_kernel(xp, x, v, *arrays, key=key)
+    flat = xp.reshape(xp.arange(x.size, device=x.device), x.shape)[join_key(key, arrays)]
+    vals = xp.asarray(v, dtype=x.dtype, device=x.device)
+    shape = broadcast_shape(tuple(flat.shape), tuple(vals.shape))
+    flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
+    vals = xp.reshape(xp.broadcast_to(vals, shape), (-1,))
+    last = _last_occurrence_kernel(xp, flat)
+    out = xp.reshape(xp.asarray(x, copy=True), (-1,))
+    out[flat[last]] = vals[last]
+    return xp.reshape(out, x.shape)
+
+
+_index_update.kernels["cuda"] = _update_last_write_kernel
+
+
 def index_update(x, key, value):
     """``x`` with ``x[key]`` replaced by ``value``, out of place (what ``x[key] = value`` records)."""
     structure, arrays = split_key(key)
