@@ -25,9 +25,8 @@ def main():
             causes[(fail.side, fail.cause)] += 1
     silent = sum(n for (_, cause), n in causes.items() if "WITHOUT an error" in cause)
     cells = len(table.ROWS) * len(table.TRANSFORMS)
-    print(
-        f"{len(table.ROWS)} rows, {cells} cells, {sum(causes.values())} known-failure cells, {silent} silently wrong"
-    )
+    known = sum(causes.values())
+    print(f"{len(table.ROWS)} rows, {cells} cells, {known} known-failure cells, {silent} silently wrong")
     for (side, cause), n in causes.most_common():
         print(f"  {n:3d}  {side}: {cause[:100]}")
 
