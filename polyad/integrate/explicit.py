@@ -125,7 +125,9 @@ def dense(problem, K, t, y, y_new, f, f_new, h, te):
     """The method's interpolant of the step from ``(t, y)`` to ``t + h`` at the times ``te`` (shape
     ``(m,)``): shape ``(m, n)``. DOP853's evaluates the right-hand side three more times."""
     tab = problem.tableau
-    x = xp.reshape((te - t) / h, (-1, 1))
+    # a zero step (an example vmap keeps running after it finished) divides by 1: its values are masked,
+    # and a finite x keeps their derivative (zero times the cotangent) from being nan
+    x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
     if tab.P:  # RK45: y + h * sum_j Q_j x^(j+1), Q = K^T P
         powers = len(tab.P[0])
         acc, xp_j = None, x
@@ -156,7 +158,7 @@ def attempt(problem, state, max_steps, eager):
     unchanged but for the status). Every decision is a ``where`` on arrays, so that vmap can take each
     example's own. ``eager``: outside every transform, where DOP853's dense output runs only for a step
     holding a point of ``t_eval`` (as SciPy's), else for every step."""
-    t, y, f, h_abs = state["t"], state["y"], state["f"], state["h_abs"]
+    t, y, f, h_abs = state["t"], state["y"], state["f"], stop_gradient(state["h_abs"])
     rejected = state["rejected"]
     direction = problem.direction
     ts = stop_gradient(t)
@@ -177,7 +179,8 @@ def attempt(problem, state, max_steps, eager):
     new_h_abs = stop_gradient(xp.abs(h)) * xp.where(accept, grow, shrink)
     attempts = state["attempts"] + 1
     finished = accept & (direction * (t_new - problem.t_bound) >= 0)
-    status = xp.where(too_small, FAILED, xp.where(finished, FINISHED, RUNNING))
+    codes = state["status"]
+    status = xp.where(too_small, FAILED, xp.where(finished, xp.full_like(codes, FINISHED), RUNNING))
     status = xp.where((status == RUNNING) & (attempts >= max_steps), FAILED, status)
     nfev = state["nfev"] + evaluations_per_attempt(problem.tableau)
     new = {
@@ -186,7 +189,7 @@ def attempt(problem, state, max_steps, eager):
         "f": xp.where(accept, f_new, f),
         "h_abs": xp.where(too_small, h_abs, new_h_abs),
         "rejected": ~accept,
-        "status": xp.astype(status, state["status"].dtype),
+        "status": status,
         "attempts": attempts,
         "nfev": nfev,
     }
@@ -199,7 +202,7 @@ def attempt(problem, state, max_steps, eager):
             new["out"] = state["out"]
         else:
             extra = len(problem.tableau.C_EXTRA)
-            new["nfev"] = nfev + (extra if eager else xp.where(accept, extra, 0))
+            new["nfev"] = nfev + (extra if eager else xp.where(accept, xp.full_like(nfev, extra), 0))
             values = dense(problem, K, t, y, y_new, f, f_new, h, te)
             new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
     return new
@@ -220,7 +223,7 @@ def initial_state(problem, t0, y0, int_dtype):
         "f": f0,
         "h_abs": h0,
         "rejected": xp.asarray(False, device=device),
-        "status": xp.asarray(xp.where(done, FINISHED, RUNNING), dtype=int_dtype, device=device),
+        "status": xp.where(done, xp.asarray(FINISHED, dtype=int_dtype, device=device), RUNNING),
         "attempts": xp.asarray(0, dtype=int_dtype, device=device),
         "nfev": xp.asarray(2, dtype=int_dtype, device=device),
     }
