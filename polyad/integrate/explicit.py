@@ -20,7 +20,8 @@ import polyad.xp as xp
 from polyad.ops.elementwise import stop_gradient
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
-RUNNING, FINISHED, FAILED = 0, 1, -1
+FINISHED, FAILED = 0, -1  # SciPy's status codes
+RUNNING = 2  # not done yet (never the status of a result)
 
 
 class Problem:

@@ -21,8 +21,7 @@ from polyad.ops.elementwise import stop_gradient
 METHODS = {"RK45": RK45, "DOP853": DOP853}
 SENSITIVITIES = ("discrete", "forward", "adjoint")
 MESSAGES = {
-    0: "The solver is still running.",
-    1: "The solver successfully reached the end of the integration interval.",
+    0: "The solver successfully reached the end of the integration interval.",
     -1: "Required step size is less than spacing between numbers.",
 }
 MAX_STEPS_MESSAGE = "The solver took max_steps attempted steps without reaching the end of the interval."
@@ -33,7 +32,7 @@ class OdeResult(dict):
     """The solution, as SciPy's ``OdeResult``: a dict whose keys are also attributes.
 
     Fields: ``t`` (times, shape ``(n_points,)``), ``y`` (states, shape ``(n, n_points)``), ``status``
-    (1: reached the end; -1: failed: a step size below the spacing of floating-point numbers, or
+    (0: reached the end; -1: failed: a step size below the spacing of floating-point numbers, or
     ``max_steps`` attempts), ``message``, ``success`` (``status >= 0``), ``nfev`` (right-hand-side
     evaluations), ``njev`` and ``nlu`` (Jacobian evaluations and LU factorisations: 0 for explicit
     methods), ``sol``, ``t_events``, ``y_events`` (None: no dense output object, no events). Under a
@@ -261,7 +260,7 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     status = state["status"]
     return OdeResult(
         t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=state["nfev"], njev=0, nlu=0,
-        status=status, message="see status: 1 reached the end, -1 failed", success=status >= 0,
+        status=status, message="see status: 0 reached the end, -1 failed", success=status >= 0,
     )  # fmt: skip
 
 
