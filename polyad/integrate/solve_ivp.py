@@ -232,9 +232,10 @@ def _check_t_eval(t_eval, t0, t1):
 
 
 def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, first_step, max_steps,
-              checkpoints, max_memory, progress):  # fmt: skip
+              checkpoints, max_memory, progress, ends_only=False):  # fmt: skip
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
-    ``pa.while_loop``), and the ``OdeResult``."""
+    ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
+    and at the end only, outside transforms too (as under one)."""
     problem, t0, y0 = prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step)
     state = explicit.initial_state(problem, t0, y0, xp.int64)
     if first_step is not None:
@@ -243,7 +244,7 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
         state["h_abs"] = xp.asarray(float(first_step), dtype=y0.dtype, device=y0.device)
         state["nfev"] = state["nfev"] - 1
     if not transform_active():
-        return _eager(problem, state, t0, y0, max_steps, progress)
+        return _eager(problem, state, t0, y0, max_steps, progress, ends_only)
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
     state = while_loop(
         lambda s: s["status"] == explicit.RUNNING,
@@ -275,14 +276,14 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     return max(1, min(max_steps, schedules.auto_slots(None, size, budget, 2 * size))), None
 
 
-def _eager(problem, state, t0, y0, max_steps, progress):
+def _eager(problem, state, t0, y0, max_steps, progress, ends_only):
     """The integration outside every transform: SciPy's loop, every accepted step recorded."""
     ts, ys = [t0], [y0]
     bar = _progress_bar(problem, t0) if progress else None
     last = float(t0)
     while int(state["status"]) == explicit.RUNNING:
         state = explicit.attempt(problem, state, max_steps, eager=True)
-        if not bool(state["rejected"]):
+        if not ends_only and not bool(state["rejected"]):
             ts.append(state["t"])
             ys.append(state["y"])
             if bar is not None:
@@ -296,6 +297,8 @@ def _eager(problem, state, t0, y0, max_steps, progress):
     if status == explicit.FAILED and int(state["attempts"]) >= max_steps:
         message = MAX_STEPS_MESSAGE
     if problem.t_eval is None:
+        if ends_only:
+            ts, ys = [t0, state["t"]], [y0, state["y"]]
         t_out, y_out = xp.stack(ts), xp.stack(ys, axis=1)
     else:
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
