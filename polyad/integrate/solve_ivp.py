@@ -13,12 +13,12 @@ import polyad.xp as xp
 from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
-from polyad.integrate import explicit
+from polyad.integrate import explicit, radau
 from polyad.integrate.tableaus import DOP853, RK45
 from polyad.ops.common import dtype_name, is_floating
 from polyad.ops.elementwise import stop_gradient
 
-METHODS = {"RK45": RK45, "DOP853": DOP853}
+METHODS = {"RK45": RK45, "DOP853": DOP853, "Radau": radau.RADAU}
 SENSITIVITIES = ("discrete", "forward", "adjoint")
 MESSAGES = {
     0: "The solver successfully reached the end of the integration interval.",
@@ -237,18 +237,19 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
     problem, t0, y0 = prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step)
-    state = explicit.initial_state(problem, t0, y0, xp.int64)
+    stepper = radau if tableau is radau.RADAU else explicit
+    state = stepper.initial_state(problem, t0, y0, xp.int64)
     if first_step is not None:
         if not (isinstance(first_step, int | float) and first_step > 0):
             raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
         state["h_abs"] = xp.asarray(float(first_step), dtype=y0.dtype, device=y0.device)
         state["nfev"] = state["nfev"] - 1
     if not transform_active():
-        return _eager(problem, state, t0, y0, max_steps, progress, ends_only)
+        return _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only)
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
     state = while_loop(
         lambda s: s["status"] == explicit.RUNNING,
-        lambda s: explicit.attempt(problem, s, max_steps, eager=False),
+        lambda s: stepper.attempt(problem, s, max_steps, eager=False),
         state,
         checkpoints=checkpoints,
         max_memory=max_memory,
@@ -260,7 +261,8 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
     status = state["status"]
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=state["nfev"], njev=0, nlu=0,
+        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=state["nfev"],
+        njev=state.get("njev", 0), nlu=state.get("nlu", 0),
         status=status, message="see status: 0 reached the end, -1 failed", success=status >= 0,
     )  # fmt: skip
 
@@ -276,13 +278,13 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     return max(1, min(max_steps, schedules.auto_slots(None, size, budget, 2 * size))), None
 
 
-def _eager(problem, state, t0, y0, max_steps, progress, ends_only):
+def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only):
     """The integration outside every transform: SciPy's loop, every accepted step recorded."""
     ts, ys = [t0], [y0]
     bar = _progress_bar(problem, t0) if progress else None
     last = float(t0)
     while int(state["status"]) == explicit.RUNNING:
-        state = explicit.attempt(problem, state, max_steps, eager=True)
+        state = stepper.attempt(problem, state, max_steps, eager=True)
         if not ends_only and not bool(state["rejected"]):
             ts.append(state["t"])
             ys.append(state["y"])
@@ -303,7 +305,8 @@ def _eager(problem, state, t0, y0, max_steps, progress, ends_only):
     else:
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=int(state["nfev"]), njev=0, nlu=0,
+        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=int(state["nfev"]),
+        njev=int(state.get("njev", 0)), nlu=int(state.get("nlu", 0)),
         status=status, message=message, success=status >= 0,
     )  # fmt: skip
 

@@ -1,0 +1,224 @@
+"""Radau IIA of order 5 (``method="Radau"``), a stiff method, written in polyad ops.
+
+An attempt solves the collocation equations ``G(Z) = Z - h (A x I) F(Z) = 0`` for the three stage
+increments ``Z`` (``F_i = f(t + c_i h, y + Z_i)``) by simplified Newton iterations whose matrix
+``I - h (A x J)`` takes ``J = df/dy`` from ``pa.jacfwd`` of ``fun``, then estimates the error and picks the
+next step size as SciPy's ``Radau`` does (Hairer and Wanner's estimate and predictive controller). Unlike
+SciPy it solves the real ``3n`` system in ``Z`` rather than the transformed complex one, takes the
+Jacobian afresh at every step and starts Newton from zero, so its steps are close to SciPy's, not equal.
+
+The Newton iterations are not differentiated (they run on ``stop_gradient`` values): the converged ``Z``
+is differentiated implicitly. ``Z`` enters the solution as ``Z* + (N(N(Z*)) - stop_gradient(...))``,
+where ``N`` is a full Newton step with the exact Jacobian ``dG/dZ`` (``pa.jacfwd``): its value is ``Z*``
+and its derivatives are those of the root by the implicit function theorem (one Newton step from a point
+held constant gives the first derivative, two the second), accurate to the Newton tolerance.
+"""
+
+from typing import NamedTuple
+
+import polyad.xp as xp
+from polyad.api.jacobians import jacfwd
+from polyad.integrate import explicit
+from polyad.ops.elementwise import stop_gradient
+
+S6 = 6**0.5
+C = ((4 - S6) / 10, (4 + S6) / 10, 1.0)
+A = (
+    ((88 - 7 * S6) / 360, (296 - 169 * S6) / 1800, (-2 + 3 * S6) / 225),
+    ((296 + 169 * S6) / 1800, (88 + 7 * S6) / 360, (-2 - 3 * S6) / 225),
+    ((16 - S6) / 36, (16 + S6) / 36, 1 / 9),
+)
+E = ((-13 - 7 * S6) / 3, (-13 + 7 * S6) / 3, -1 / 3)
+MU_REAL = 3 + 3 ** (2 / 3) - 3 ** (1 / 3)
+P = (
+    (13 / 3 + 7 * S6 / 3, -23 / 3 - 22 * S6 / 3, 10 / 3 + 5 * S6),
+    (13 / 3 - 7 * S6 / 3, -23 / 3 + 22 * S6 / 3, 10 / 3 - 5 * S6),
+    (1 / 3, -8 / 3, 10 / 3),
+)
+NEWTON_MAXITER = 6
+MIN_FACTOR, MAX_FACTOR = 0.2, 10.0
+EPS = 2.220446049250313e-16
+IMPLICIT_STEPS = 2  # Newton steps that carry the derivative: exact first and second derivatives
+
+
+class RadauMethod(NamedTuple):
+    name: str = "Radau"
+    order: int = 3  # of the error estimator: SciPy's initial step uses it
+    C_EXTRA: tuple = ()
+
+
+RADAU = RadauMethod()
+
+
+def _jacobian(problem, t, y):
+    return stop_gradient(jacfwd(lambda v: problem.rhs(t, v))(stop_gradient(y)))
+
+
+def _stage_values(problem, t, y, h, Z):
+    """``F(Z)``: shape (3, n)."""
+    return xp.stack([problem.rhs(t + C[i] * h, y + Z[i, ...]) for i in range(3)])
+
+
+def _residual(problem, t, y, h, Z):
+    F = _stage_values(problem, t, y, h, Z)
+    return Z - h * xp.stack(
+        [A[i][0] * F[0, ...] + A[i][1] * F[1, ...] + A[i][2] * F[2, ...] for i in range(3)]
+    )
+
+
+def _newton_matrix(J, h, n):
+    """``I - h (A x J)`` of the flattened stages (row-major ``(3, n)``)."""
+    a = xp.asarray(A, dtype=J.dtype, device=J.device)
+    block = xp.reshape(a[:, None, :, None] * J[None, :, None, :], (3 * n, 3 * n))
+    return xp.eye(3 * n, dtype=J.dtype, device=J.device) - h * block
+
+
+def _simplified_newton(problem, t, y, h, J, scale, tol, eager):
+    """SciPy's simplified Newton iteration and its convergence test, on values not differentiated:
+    ``(Z, converged, iterations, rate)``. Outside transforms it stops when it has converged or failed;
+    under one it runs every iteration, each example's result frozen when it stops."""
+    n = problem.n
+    t, y, h = stop_gradient(t), stop_gradient(y), stop_gradient(h)
+    M_inv = xp.linalg.inv(_newton_matrix(J, h, n))
+    Z = xp.zeros((3, n), dtype=y.dtype, device=y.device)
+    active = xp.asarray(True, device=y.device)
+    converged = xp.asarray(False, device=y.device)
+    iterations = xp.zeros((), dtype=xp.int64, device=y.device)
+    rate = xp.zeros((), dtype=y.dtype, device=y.device)
+    norm_old = -xp.ones((), dtype=y.dtype, device=y.device)
+    for k in range(NEWTON_MAXITER):
+        G = _residual(problem, t, y, h, Z)
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (3 * n,)), (3, n))
+        finite = xp.all(xp.isfinite(G))
+        dnorm = explicit.rms(dZ / scale)
+        has_rate = norm_old > 0
+        new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
+        safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
+        diverging = has_rate & ((new_rate >= 1) | (new_rate ** (NEWTON_MAXITER - k) / safe * dnorm > tol))
+        stop_fail = active & (~finite | diverging)
+        step = active & ~stop_fail
+        Z = xp.where(step, Z + dZ, Z)
+        done = step & ((dnorm == 0) | (has_rate & (new_rate / safe * dnorm < tol)))
+        iterations = iterations + xp.astype(active, iterations.dtype)
+        rate = xp.where(active, new_rate, rate)
+        converged = converged | done
+        active = step & ~done
+        norm_old = xp.where(active, dnorm, norm_old)
+        if eager and not bool(active):
+            break
+    return Z, converged, iterations, rate
+
+
+def _implicit(problem, t, y, h, Z_star):
+    """``Z_star`` with the root's derivatives (the module's note): full Newton steps from a constant."""
+    n = problem.n
+    Z = stop_gradient(Z_star)
+    for _ in range(IMPLICIT_STEPS):
+        G = xp.reshape(_residual(problem, t, y, h, Z), (3 * n,))
+        dG = jacfwd(lambda z: xp.reshape(_residual(problem, t, y, h, xp.reshape(z, (3, n))), (3 * n,)))(
+            xp.reshape(Z, (3 * n,))
+        )
+        Z = Z - xp.reshape(xp.linalg.solve(dG, G[:, None])[:, 0], (3, n))
+    return stop_gradient(Z_star) + (Z - stop_gradient(Z))
+
+
+def _predict_factor(h_abs, h_abs_old, err, err_old):
+    usable = (err_old > 0) & (h_abs_old > 0) & (err > 0)
+    ratio = xp.where(usable, err_old / xp.where(usable, err, 1.0), 1.0)
+    multiplier = xp.where(usable, h_abs / xp.where(usable, h_abs_old, 1.0) * ratio**0.25, 1.0)
+    return xp.where(err > 0, xp.minimum(1.0, multiplier) * xp.where(err > 0, err, 1.0) ** -0.25, MAX_FACTOR)
+
+
+def initial_state(problem, t0, y0, int_dtype):
+    state = explicit.initial_state(problem, t0, y0, int_dtype)
+    zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
+    state.update(
+        h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=xp.zeros((), dtype=int_dtype, device=y0.device)
+    )
+    state["nlu"] = state["njev"]
+    return state
+
+
+def attempt(problem, state, max_steps, eager):
+    """One attempted Radau step (as ``explicit.attempt``): accepted, rejected (error, or Newton failed:
+    half the step) or failed."""
+    t, y, f = state["t"], state["y"], state["f"]
+    h_abs, rejected = stop_gradient(state["h_abs"]), state["rejected"]
+    direction = problem.direction
+    ts = stop_gradient(t)
+    min_step = 10 * xp.abs(xp.nextafter(ts, ts + direction) - ts)
+    fresh = ~rejected & ((h_abs > problem.max_step) | (h_abs < min_step))  # SciPy forgets the history
+    h_abs_old = xp.where(fresh, -1.0, state["h_abs_old"])
+    err_old = xp.where(fresh, -1.0, state["err_old"])
+    h_abs = xp.where(rejected, h_abs, xp.minimum(xp.maximum(h_abs, min_step), problem.max_step))
+    too_small = rejected & (h_abs < min_step)
+    t_new = t + h_abs * direction
+    t_new = xp.where(direction * (t_new - problem.t_bound) > 0, problem.t_bound, t_new)
+    h = t_new - t
+    hs = stop_gradient(h)
+    ys = stop_gradient(y)
+    scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
+    J = _jacobian(problem, ts, ys)
+    tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
+    Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager)
+    Z = Z_star if eager else _implicit(problem, t, y, h, Z_star)
+    y_new = y + Z[2, ...]
+    # the error estimate and the controller, not differentiated
+    eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
+    M_real = MU_REAL / hs * eye - J
+    ZE = (E[0] * Z_star[0, ...] + E[1] * Z_star[1, ...] + E[2] * Z_star[2, ...]) / hs
+    fs = stop_gradient(f)
+    error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
+    yn = stop_gradient(y_new)
+    scale_new = stop_gradient(problem.atol + xp.maximum(xp.abs(ys), xp.abs(yn)) * problem.rtol)
+    err = explicit.rms(error / scale_new)
+    again = rejected & (err > 1)
+    nfev_again = xp.zeros_like(state["nfev"])
+    if not eager or bool(again):
+        error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
+        err = xp.where(again, explicit.rms(error2 / scale_new), err)
+        nfev_again = nfev_again + 1
+    safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + iterations)
+    factor = _predict_factor(h_abs, h_abs_old, err, err_old)
+    err_ok = converged & (err <= 1)
+    accept = err_ok & ~too_small
+    grow = xp.minimum(MAX_FACTOR, safety * factor)
+    grow = xp.where(~((iterations > 2) & (rate > 1e-3)) & (grow < 1.2), 1.0, grow)
+    shrink = xp.where(converged, xp.maximum(MIN_FACTOR, safety * factor), 0.5)
+    new_h_abs = stop_gradient(xp.abs(h)) * xp.where(accept, grow, shrink)
+    f_new = problem.rhs(t_new, y_new)
+    attempts = state["attempts"] + 1
+    finished = accept & (direction * (t_new - problem.t_bound) >= 0)
+    codes = state["status"]
+    status = xp.where(
+        too_small,
+        explicit.FAILED,
+        xp.where(finished, xp.full_like(codes, explicit.FINISHED), explicit.RUNNING),
+    )
+    status = xp.where((status == explicit.RUNNING) & (attempts >= max_steps), explicit.FAILED, status)
+    one = xp.ones_like(state["njev"])
+    new = {
+        "t": xp.where(accept, t_new, t),
+        "y": xp.where(accept, y_new, y),
+        "f": xp.where(accept, f_new, f),
+        "h_abs": xp.where(too_small, h_abs, new_h_abs),
+        "h_abs_old": xp.where(accept, h_abs, h_abs_old),
+        "err_old": xp.where(accept, err, err_old),
+        "rejected": ~accept,
+        "status": status,
+        "attempts": attempts,
+        "nfev": state["nfev"] + 3 * iterations + one + nfev_again,
+        "njev": state["njev"] + one,
+        "nlu": state["nlu"] + 2 * one,
+    }
+    if "out" in state:
+        te = problem.t_eval
+        inside = accept & (direction * (te - t) >= 0) & (direction * (te - t_new) <= 0)
+        if eager and not bool(xp.any(inside)):
+            new["out"] = state["out"]
+        else:
+            x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
+            Q = [P[0][j] * Z[0, ...] + P[1][j] * Z[1, ...] + P[2][j] * Z[2, ...] for j in range(3)]
+            values = y + x * Q[0] + x * x * Q[1] + x * x * x * Q[2]
+            new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
+    return new
