@@ -165,8 +165,9 @@ def attempt(problem, state, max_steps, eager):
     y_new = y + Z[2, ...]
     # the error estimate and the controller, not differentiated
     eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
-    M_real = MU_REAL / hs * eye - J
-    ZE = (E[0] * Z_star[0, ...] + E[1] * Z_star[1, ...] + E[2] * Z_star[2, ...]) / hs
+    h_div = xp.where(hs == 0, 1.0, hs)  # a zero step: an example vmap runs on after it finished
+    M_real = MU_REAL / h_div * eye - J
+    ZE = (E[0] * Z_star[0, ...] + E[1] * Z_star[1, ...] + E[2] * Z_star[2, ...]) / h_div
     fs = stop_gradient(f)
     error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
     yn = stop_gradient(y_new)
