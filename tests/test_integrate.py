@@ -288,3 +288,68 @@ def test_nonlinear_sensitivities_against_discrete(sensitivity):
     ref = pa.grad(loss, argnums=(0, 1, 2))(*args, "discrete")
     for a, b in zip(ours, ref):
         close(a, b, 1e-12 if sensitivity == "forward" else 1e-7, 1e-9)
+
+
+# ------------------------------------------------------------------------------ Radau (stiff)
+
+
+def robertson(t, y, p):
+    return xp.stack([
+        -p[0] * y[0] + p[1] * y[1] * y[2],
+        p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
+        p[2] * y[1] ** 2,
+    ])  # fmt: skip
+
+
+def np_robertson(t, y, p):
+    return np.array([-p[0] * y[0] + p[1] * y[1] * y[2], p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
+                     p[2] * y[1] ** 2])  # fmt: skip
+
+
+def test_radau_primal_against_scipy():
+    """Robertson's stiff kinetics and SciPy's rational problem: Radau's solution agrees with SciPy's
+    Radau to the tolerance (the Newton iterations differ, so the steps are close, not equal)."""
+    p = [0.04, 1e4, 3e7]
+    for rtol in (1e-4, 1e-7):
+        ours = solve_ivp(
+            robertson, (0.0, 40.0), arr([1.0, 0.0, 0.0]), "Radau", args=(arr(p),), rtol=rtol, atol=1e-10
+        )
+        ref = scipy_integrate.solve_ivp(np_robertson, (0.0, 40.0), [1.0, 0.0, 0.0], "Radau", args=(p,),
+                                        rtol=rtol, atol=1e-10)  # fmt: skip
+        assert ours.success and ours.njev > 0 and ours.nlu > 0
+        assert abs(len(ours.t) - len(ref.t)) <= 0.25 * len(ref.t)
+        close(to_numpy(ours.y)[:, -1], ref.y[:, -1], 20 * rtol, 1e-9)
+    t_eval = np.linspace(5.0, 9.0, 5)
+    ours = solve_ivp(
+        fun_rational, (5.0, 9.0), arr([1 / 3, 2 / 9]), "Radau", arr(t_eval), rtol=1e-6, atol=1e-9
+    )
+    close(ours.y, sol_rational(t_eval), 1e-5)
+
+
+def test_robertson_sensitivities_match_cvodes():
+    """CVODES's published dy/dp1 at t = 0.4 (cvsRoberts_FSA_dns, rtol 1e-4), by reverse mode (discrete),
+    forward mode and sensitivity="forward"."""
+    p = arr([0.04, 1e4, 3e7])
+    cvodes = np.array([-3.5595e-01, 3.9025e-04, 3.5556e-01])
+
+    def at_04(p, sensitivity="discrete"):
+        sol = solve_ivp(robertson, (0.0, 0.4), arr([1.0, 0.0, 0.0]), "Radau", arr([0.4]), args=(p,),
+                        rtol=1e-6, atol=1e-10, sensitivity=sensitivity)  # fmt: skip
+        return sol.y[:, -1]
+
+    close(to_numpy(pa.jacrev(at_04)(p))[:, 0], cvodes, 1e-4)
+    close(to_numpy(pa.jacfwd(at_04)(p))[:, 0], cvodes, 1e-4)
+    close(to_numpy(pa.jacrev(lambda p: at_04(p, "forward"))(p))[:, 0], cvodes, 1e-4)
+
+
+def test_radau_derivatives_of_the_decay():
+    """The implicit derivative of the Newton solve: first and second derivatives to the tolerance, vmap
+    of grad (examples finishing at different steps) against the analytic values."""
+    k = xp.asarray(0.5, dtype=xp.float64)
+    f = lambda k: decay(k, "Radau")  # noqa: E731
+    close(f(k), Y_T, TOL)
+    close(pa.grad(f)(k), DY_DK, TOL)
+    close(pa.jvp(f, (k,), (xp.asarray(1.0, dtype=xp.float64),))[1], DY_DK, TOL)
+    close(pa.hessian(f)(k), D2Y_DK2, 1e3 * TOL)
+    ks = np.array([0.5, 1.0])
+    close(pa.vmap(pa.grad(f))(arr(ks)), -6 * np.exp(-3 * ks), TOL)

@@ -87,7 +87,7 @@ def _simplified_newton(problem, t, y, h, J, scale, tol, eager):
     rate = xp.zeros((), dtype=y.dtype, device=y.device)
     norm_old = -xp.ones((), dtype=y.dtype, device=y.device)
     for k in range(NEWTON_MAXITER):
-        G = _residual(problem, t, y, h, Z)
+        G = stop_gradient(_residual(problem, t, y, h, Z))  # fun's parameters carry derivatives: not here
         dZ = -xp.reshape(M_inv @ xp.reshape(G, (3 * n,)), (3, n))
         finite = xp.all(xp.isfinite(G))
         dnorm = explicit.rms(dZ / scale)
