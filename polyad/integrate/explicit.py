@@ -16,8 +16,8 @@ step sizes and the last one is cut at ``t1``, so derivatives with respect to ``t
 ``t_eval`` are those of the solution on that grid.
 """
 
-import polyad.xp as xp
-from polyad.ops.elementwise import stop_gradient
+import polyad.xp as polyad_xp
+from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 FINISHED, FAILED = 0, -1  # SciPy's status codes
@@ -28,8 +28,14 @@ class Problem:
     """What every attempt reads: the right-hand side and its extra arguments, the tableau, the bounds and
     the tolerances (arrays or Python numbers; arrays may be tensors of enclosing transforms)."""
 
-    def __init__(self, fun, args, tableau, t_bound, direction, rtol, atol, max_step, t_eval, n):
+    def __init__(
+        self, fun, args, tableau, t_bound, direction, rtol, atol, max_step, t_eval, n, namespace=None
+    ):
         self.fun, self.args, self.tableau = fun, args, tableau
+        # outside every transform the solver's own arithmetic runs on the backend's namespace (no
+        # dispatch: nothing is differentiated); under one on polyad's
+        self.xp = polyad_xp if namespace is None else namespace
+        self.sg = polyad_stop_gradient if namespace is None else _identity
         self.t_bound, self.direction = t_bound, direction
         self.rtol, self.atol, self.max_step = rtol, atol, max_step
         self.t_eval, self.n = t_eval, n
@@ -38,12 +44,16 @@ class Problem:
         return as_state(self.fun(t, y, *self.args), y, self.fun)
 
 
+def _identity(x):
+    return x
+
+
 def as_state(value, y, fun):
     """What ``fun`` returned as an array shaped and typed like the state ``y``."""
     if isinstance(value, list | tuple):
-        value = xp.stack([xp.asarray(v) for v in value])
+        value = polyad_xp.stack([polyad_xp.asarray(v) for v in value])
     if not hasattr(value, "shape"):
-        value = xp.asarray(value)
+        value = polyad_xp.asarray(value)
     if tuple(value.shape) != tuple(y.shape):
         name = getattr(fun, "__name__", type(fun).__name__)
         raise ValueError(
@@ -51,7 +61,7 @@ def as_state(value, y, fun):
             f"got shape {tuple(value.shape)}"
         )
     if value.dtype != y.dtype:
-        value = xp.astype(value, y.dtype)
+        value = polyad_xp.astype(value, y.dtype)
     return value
 
 
@@ -65,11 +75,11 @@ def combo(coeffs, stages):
     return out if out is not None else 0.0 * stages[0]
 
 
-def rms(x):
+def rms(xp, x):
     return xp.sqrt(xp.mean(x * x))
 
 
-def _positive(x):
+def _positive(xp, x):
     """``x`` where it is positive, else 1: a denominator whose other branch ``where`` discards."""
     return xp.where(x > 0, x, 1.0)
 
@@ -77,19 +87,20 @@ def _positive(x):
 def initial_step(problem, t0, y0, f0):
     """SciPy's initial step size (Hairer, Norsett and Wanner, Sec. II.4), not differentiated: one more
     evaluation of the right-hand side."""
+    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     order = problem.tableau.order
     t, y, f = stop_gradient(t0), stop_gradient(y0), stop_gradient(f0)
     interval = xp.abs(stop_gradient(problem.t_bound) - t)
     scale = problem.atol + xp.abs(y) * problem.rtol
-    d0, d1 = rms(y / scale), rms(f / scale)
-    h0 = xp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / _positive(d1))
+    d0, d1 = rms(xp, y / scale), rms(xp, f / scale)
+    h0 = xp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / _positive(xp, d1))
     h0 = xp.minimum(h0, interval)
     y1 = y + h0 * problem.direction * f
     f1 = stop_gradient(problem.rhs(t + h0 * problem.direction, y1))
-    d2 = rms((f1 - f) / scale) / _positive(h0)
+    d2 = rms(xp, (f1 - f) / scale) / _positive(xp, h0)
     flat = (d1 <= 1e-15) & (d2 <= 1e-15)
     h1 = xp.where(
-        flat, xp.maximum(1e-6, h0 * 1e-3), (0.01 / _positive(xp.maximum(d1, d2))) ** (1 / (order + 1))
+        flat, xp.maximum(1e-6, h0 * 1e-3), (0.01 / _positive(xp, xp.maximum(d1, d2))) ** (1 / (order + 1))
     )
     return xp.minimum(xp.minimum(100 * h0, h1), xp.minimum(interval, problem.max_step))
 
@@ -111,20 +122,22 @@ def stages(problem, t, y, f, h):
 def error_norm(problem, K, h, scale):
     """SciPy's scaled error norm of a step (not differentiated): RMS for RK45, Hairer's blend of the 5th-
     and 3rd-order estimates for DOP853."""
+    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     tab = problem.tableau
     K = [stop_gradient(k) for k in K]
     h = stop_gradient(h)
     if not tab.E3:
-        return rms(combo(tab.E, K) * h / scale)
+        return rms(xp, combo(tab.E, K) * h / scale)
     e5 = xp.sum((combo(tab.E, K) / scale) ** 2)
     e3 = xp.sum((combo(tab.E3, K) / scale) ** 2)
     denom = e5 + 0.01 * e3
-    return xp.where(denom > 0, xp.abs(h) * e5 / xp.sqrt(_positive(denom) * problem.n), 0.0)
+    return xp.where(denom > 0, xp.abs(h) * e5 / xp.sqrt(_positive(xp, denom) * problem.n), 0.0)
 
 
 def dense(problem, K, t, y, y_new, f, f_new, h, te):
     """The method's interpolant of the step from ``(t, y)`` to ``t + h`` at the times ``te`` (shape
     ``(m,)``): shape ``(m, n)``. DOP853's evaluates the right-hand side three more times."""
+    xp = problem.xp  # this run's namespace
     tab = problem.tableau
     # a zero step (an example vmap keeps running after it finished) divides by 1: its values are masked,
     # and a finite x keeps their derivative (zero times the cotangent) from being nan
@@ -159,6 +172,7 @@ def attempt(problem, state, max_steps, eager):
     unchanged but for the status). Every decision is a ``where`` on arrays, so that vmap can take each
     example's own. ``eager``: outside every transform, where DOP853's dense output runs only for a step
     holding a point of ``t_eval`` (as SciPy's), else for every step."""
+    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     t, y, f, h_abs = state["t"], state["y"], state["f"], stop_gradient(state["h_abs"])
     rejected = state["rejected"]
     direction = problem.direction
@@ -173,9 +187,11 @@ def attempt(problem, state, max_steps, eager):
     scale = stop_gradient(problem.atol + xp.maximum(xp.abs(y), xp.abs(y_new)) * problem.rtol)
     err = error_norm(problem, K, h, scale)
     exponent = -1.0 / (problem.tableau.order + 1)
-    grow = xp.where(err == 0, MAX_FACTOR, xp.minimum(MAX_FACTOR, SAFETY * _positive(err) ** exponent))
+    grow = xp.where(err == 0, MAX_FACTOR, xp.minimum(MAX_FACTOR, SAFETY * _positive(xp, err) ** exponent))
     grow = xp.where(rejected, xp.minimum(1.0, grow), grow)
-    shrink = xp.where(xp.isnan(err), MIN_FACTOR, xp.maximum(MIN_FACTOR, SAFETY * _positive(err) ** exponent))
+    shrink = xp.where(
+        xp.isnan(err), MIN_FACTOR, xp.maximum(MIN_FACTOR, SAFETY * _positive(xp, err) ** exponent)
+    )
     accept = (err < 1) & ~too_small
     new_h_abs = stop_gradient(xp.abs(h)) * xp.where(accept, grow, shrink)
     attempts = state["attempts"] + 1
@@ -212,6 +228,7 @@ def attempt(problem, state, max_steps, eager):
 def initial_state(problem, t0, y0, int_dtype):
     """The state before the first attempt: ``f(t0, y0)``, SciPy's initial step size, counters (two
     evaluations so far) and the output rows for ``t_eval`` (``y0`` until a step reaches them)."""
+    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     f0 = problem.rhs(t0, y0)
     h0 = initial_step(problem, t0, y0, f0)
     done = stop_gradient(t0) == stop_gradient(problem.t_bound)

@@ -90,7 +90,7 @@ def _simplified_newton(problem, t, y, h, J, scale, tol, eager):
         G = stop_gradient(_residual(problem, t, y, h, Z))  # fun's parameters carry derivatives: not here
         dZ = -xp.reshape(M_inv @ xp.reshape(G, (3 * n,)), (3, n))
         finite = xp.all(xp.isfinite(G))
-        dnorm = explicit.rms(dZ / scale)
+        dnorm = explicit.rms(xp, dZ / scale)
         has_rate = norm_old > 0
         new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
         safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
@@ -172,14 +172,14 @@ def attempt(problem, state, max_steps, eager):
     error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
     yn = stop_gradient(y_new)
     scale_new = stop_gradient(problem.atol + xp.maximum(xp.abs(ys), xp.abs(yn)) * problem.rtol)
-    err = explicit.rms(error / scale_new)
+    err = explicit.rms(xp, error / scale_new)
     again = rejected & (err > 1)
     nfev_again = xp.zeros_like(state["nfev"])
     if not eager or bool(again):
         error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
-        err = xp.where(again, explicit.rms(error2 / scale_new), err)
+        err = xp.where(again, explicit.rms(xp, error2 / scale_new), err)
         nfev_again = nfev_again + 1
-    safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + iterations)
+    safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
     factor = _predict_factor(h_abs, h_abs_old, err, err_old)
     err_ok = converged & (err <= 1)
     accept = err_ok & ~too_small

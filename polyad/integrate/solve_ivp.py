@@ -9,6 +9,7 @@ import optree
 
 import polyad.config as config
 import polyad.control.schedules as schedules
+import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
@@ -216,7 +217,10 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
             f"solve_ivp: atol must be a scalar or of shape {tuple(y0.shape)}, got {tuple(atol.shape)}"
         )
     atol = stop_gradient(atol)
-    problem = explicit.Problem(fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0])
+    namespace = None if transform_active() or tableau is radau.RADAU else dispatch.backend_of_array(y0).xp
+    problem = explicit.Problem(
+        fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace
+    )
     return problem, t0, y0
 
 
