@@ -24,7 +24,7 @@ from polyad.api.jacobians import jacfwd
 from polyad.control.closure import Body, trace
 from polyad.control.loops import as_array
 from polyad.core import Op, bind, transform_active
-from polyad.integrate.solve_ivp import OdeResult, integrate
+from polyad.integrate.driver import OdeResult, integrate
 from polyad.ops.common import ShapeDtype, is_floating
 
 
