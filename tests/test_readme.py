@@ -225,7 +225,7 @@ def test_differential_equations_example():
     """The gradient against central differences, the sensitivities' shape and the vmap against a loop."""
     scope = {}
     exec(block("def lotka_volterra(t, y, p)"), scope)
-    loss, simulate = scope["loss"], scope["simulate"]
+    loss, solution = scope["loss"], scope["solution"]
     p = np.array([1.1, 0.1, 1.4, 0.08])
     eps = 1e-6
     fd = [(float(loss(p + eps * e)) - float(loss(p - eps * e))) / (2 * eps) for e in np.eye(4)]
@@ -233,5 +233,5 @@ def test_differential_equations_example():
     assert scope["S"].shape == (2, 21, 4)
     np.testing.assert_allclose(scope["S"][:, 0, :], 0.0, atol=1e-12)  # y(0) = y0 whatever p
     p_true = np.array([1.0, 0.1, 1.5, 0.075])
-    looped = [simulate(p_true, y0)[:, -1] for y0 in scope["y0s"]]
+    looped = [solution(p_true, y0)[:, -1] for y0 in scope["y0s"]]
     np.testing.assert_allclose(scope["finals"], looped, rtol=1e-12)
