@@ -23,6 +23,7 @@ MESSAGES = {
 }
 MAX_STEPS_MESSAGE = "The solver took max_steps attempted steps without reaching the end of the interval."
 EPS = 2.220446049250313e-16
+JIT_SLOTS = 256
 
 
 class OdeResult(dict):
@@ -148,13 +149,15 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
 
 def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     """``checkpoints="auto"`` under a capture (``pa.jit``) as an int: a compiled graph's shapes are fixed
-    when it is traced, so the slots the budget holds are decided then."""
+    when it is traced, so the slots are decided then: as many as the budget holds, at most
+    ``JIT_SLOTS`` (an int ``s`` allocates its ``s`` rows whatever the length, and the online schedule's
+    bookkeeping grows with ``s``; pass an int ``checkpoints`` for more)."""
     if checkpoints != "auto" or not captured():
         return checkpoints, max_memory
     leaves = optree.tree_leaves(state)
     size = carry_bytes(leaves)
     budget = config.max_memory if max_memory is None else max_memory
-    return max(1, min(max_steps, schedules.auto_slots(None, size, budget, 2 * size))), None
+    return max(1, min(max_steps, JIT_SLOTS, schedules.auto_slots(None, size, budget, 2 * size))), None
 
 
 def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only):
