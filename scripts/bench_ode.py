@@ -15,9 +15,9 @@ gradient with respect to ``(a, d, r)``. Systems: "scipy" (the primal, a NumPy ri
 W11: Robertson's stiff kinetics with Radau at ``rtol=1e-6``, ``atol=1e-10`` to ``T = 40``: SciPy's and
 polyad's primal, polyad's ``jacrev`` of the final state with respect to the three rate constants.
 
-long: ``y' = -k y`` for a state of 10,000 float64 forced to ``--long-steps`` steps (``max_step``),
+long: ``y' = -k y`` for a state of 1,000 float64 forced to ``--long-steps`` steps (``max_step``),
 ``pa.grad`` with checkpoints="auto" within ``max_memory="16MiB"``: time and peak RSS, against the
-``steps x 160 KiB`` storing every state would take.
+``steps x 16 KiB`` storing every state would take.
 """
 
 import argparse
@@ -165,7 +165,7 @@ def run_long(system, steps):
     from polyad import xp
     from polyad.integrate import solve_ivp
 
-    y0 = np.linspace(1.0, 2.0, 10_000)
+    y0 = np.linspace(1.0, 2.0, 1_000)
 
     def loss(k):
         sol = solve_ivp(lambda t, y, k: -k * y, (0.0, 1.0), y0, args=(k,), max_step=1.0 / steps,

@@ -93,7 +93,7 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
             f"solve_ivp: atol must be a scalar or of shape {tuple(y0.shape)}, got {tuple(atol.shape)}"
         )
     atol = stop_gradient(atol)
-    namespace = None if transform_active() or tableau is radau.RADAU else dispatch.backend_of_array(y0).xp
+    namespace = None if transform_active() else dispatch.backend_of_array(y0).xp
     problem = explicit.Problem(
         fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace
     )

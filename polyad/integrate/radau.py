@@ -16,10 +16,10 @@ held constant gives the first derivative, two the second), accurate to the Newto
 
 from typing import NamedTuple
 
-import polyad.xp as xp
+import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
 from polyad.integrate import explicit
-from polyad.ops.elementwise import stop_gradient
+from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
 S6 = 6**0.5
 C = ((4 - S6) / 10, (4 + S6) / 10, 1.0)
@@ -51,22 +51,24 @@ RADAU = RadauMethod()
 
 
 def _jacobian(problem, t, y):
-    return stop_gradient(jacfwd(lambda v: problem.rhs(t, v))(stop_gradient(y)))
+    """``df/dy`` at ``(t, y)`` by ``pa.jacfwd``, not differentiated (the Newton matrix only)."""
+    return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
 
 
 def _stage_values(problem, t, y, h, Z):
     """``F(Z)``: shape (3, n)."""
+    xp = problem.xp
     return xp.stack([problem.rhs(t + C[i] * h, y + Z[i, ...]) for i in range(3)])
 
 
 def _residual(problem, t, y, h, Z):
     F = _stage_values(problem, t, y, h, Z)
-    return Z - h * xp.stack(
+    return Z - h * problem.xp.stack(
         [A[i][0] * F[0, ...] + A[i][1] * F[1, ...] + A[i][2] * F[2, ...] for i in range(3)]
     )
 
 
-def _newton_matrix(J, h, n):
+def _newton_matrix(xp, J, h, n):
     """``I - h (A x J)`` of the flattened stages (row-major ``(3, n)``)."""
     a = xp.asarray(A, dtype=J.dtype, device=J.device)
     block = xp.reshape(a[:, None, :, None] * J[None, :, None, :], (3 * n, 3 * n))
@@ -77,9 +79,9 @@ def _simplified_newton(problem, t, y, h, J, scale, tol, eager):
     """SciPy's simplified Newton iteration and its convergence test, on values not differentiated:
     ``(Z, converged, iterations, rate)``. Outside transforms it stops when it has converged or failed;
     under one it runs every iteration, each example's result frozen when it stops."""
-    n = problem.n
+    n, xp, stop_gradient = problem.n, problem.xp, problem.sg
     t, y, h = stop_gradient(t), stop_gradient(y), stop_gradient(h)
-    M_inv = xp.linalg.inv(_newton_matrix(J, h, n))
+    M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, n))
     Z = xp.zeros((3, n), dtype=y.dtype, device=y.device)
     active = xp.asarray(True, device=y.device)
     converged = xp.asarray(False, device=y.device)
@@ -111,7 +113,7 @@ def _simplified_newton(problem, t, y, h, J, scale, tol, eager):
 
 def _implicit(problem, t, y, h, Z_star):
     """``Z_star`` with the root's derivatives (the module's note): full Newton steps from a constant."""
-    n = problem.n
+    n, xp, stop_gradient = problem.n, polyad_xp, polyad_stop_gradient
     Z = stop_gradient(Z_star)
     for _ in range(IMPLICIT_STEPS):
         G = xp.reshape(_residual(problem, t, y, h, Z), (3 * n,))
@@ -122,7 +124,7 @@ def _implicit(problem, t, y, h, Z_star):
     return stop_gradient(Z_star) + (Z - stop_gradient(Z))
 
 
-def _predict_factor(h_abs, h_abs_old, err, err_old):
+def _predict_factor(xp, h_abs, h_abs_old, err, err_old):
     usable = (err_old > 0) & (h_abs_old > 0) & (err > 0)
     ratio = xp.where(usable, err_old / xp.where(usable, err, 1.0), 1.0)
     multiplier = xp.where(usable, h_abs / xp.where(usable, h_abs_old, 1.0) * ratio**0.25, 1.0)
@@ -130,35 +132,40 @@ def _predict_factor(h_abs, h_abs_old, err, err_old):
 
 
 def initial_state(problem, t0, y0, int_dtype):
+    """The explicit methods' state, the controller's history (-1: none), the Jacobian at ``(t0, y0)``
+    and whether it is current (computed at the state it is used at), the counters."""
+    xp = problem.xp
     state = explicit.initial_state(problem, t0, y0, int_dtype)
     zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
-    state.update(
-        h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=xp.zeros((), dtype=int_dtype, device=y0.device)
-    )
-    state["nlu"] = state["njev"]
+    count = xp.zeros((), dtype=int_dtype, device=y0.device)
+    state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)
+    state["J"] = _jacobian(problem, t0, y0)
+    state["jac_current"] = xp.asarray(True, device=y0.device)
     return state
 
 
 def attempt(problem, state, max_steps, eager):
-    """One attempted Radau step (as ``explicit.attempt``): accepted, rejected (error, or Newton failed:
-    half the step) or failed."""
+    """One attempted Radau step (as ``explicit.attempt``): accepted; rejected for its error (a smaller
+    step), or because Newton failed (with a Jacobian not current: the same step again with a fresh one,
+    as SciPy; else half the step); or failed. The Jacobian is kept from step to step and taken afresh
+    where SciPy does: after a step whose Newton iteration converged slowly, and after a failure."""
+    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     t, y, f = state["t"], state["y"], state["f"]
     h_abs, rejected = stop_gradient(state["h_abs"]), state["rejected"]
+    J, current = stop_gradient(state["J"]), state["jac_current"]  # the carry's, not differentiated
     direction = problem.direction
     ts = stop_gradient(t)
     min_step = 10 * xp.abs(xp.nextafter(ts, ts + direction) - ts)
     fresh = ~rejected & ((h_abs > problem.max_step) | (h_abs < min_step))  # SciPy forgets the history
-    h_abs_old = xp.where(fresh, -1.0, state["h_abs_old"])
-    err_old = xp.where(fresh, -1.0, state["err_old"])
+    h_abs_old = xp.where(fresh, -1.0, stop_gradient(state["h_abs_old"]))
+    err_old = xp.where(fresh, -1.0, stop_gradient(state["err_old"]))
     h_abs = xp.where(rejected, h_abs, xp.minimum(xp.maximum(h_abs, min_step), problem.max_step))
     too_small = rejected & (h_abs < min_step)
     t_new = t + h_abs * direction
     t_new = xp.where(direction * (t_new - problem.t_bound) > 0, problem.t_bound, t_new)
     h = t_new - t
-    hs = stop_gradient(h)
-    ys = stop_gradient(y)
+    hs, ys = stop_gradient(h), stop_gradient(y)
     scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
-    J = _jacobian(problem, ts, ys)
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
     Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager)
     Z = Z_star if eager else _implicit(problem, t, y, h, Z_star)
@@ -173,21 +180,32 @@ def attempt(problem, state, max_steps, eager):
     yn = stop_gradient(y_new)
     scale_new = stop_gradient(problem.atol + xp.maximum(xp.abs(ys), xp.abs(yn)) * problem.rtol)
     err = explicit.rms(xp, error / scale_new)
-    again = rejected & (err > 1)
-    nfev_again = xp.zeros_like(state["nfev"])
+    again = converged & rejected & (err > 1)
+    one = xp.ones_like(state["njev"])
+    nfev = state["nfev"] + 3 * iterations
     if not eager or bool(again):
         error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
         err = xp.where(again, explicit.rms(xp, error2 / scale_new), err)
-        nfev_again = nfev_again + 1
+        nfev = nfev + one
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
-    factor = _predict_factor(h_abs, h_abs_old, err, err_old)
-    err_ok = converged & (err <= 1)
-    accept = err_ok & ~too_small
+    factor = _predict_factor(xp, h_abs, h_abs_old, err, err_old)
+    accept = converged & (err <= 1) & ~too_small
+    recompute = accept & (iterations > 2) & (rate > 1e-3)
+    retry = ~converged & ~current & ~too_small  # a fresh Jacobian, the same step
     grow = xp.minimum(MAX_FACTOR, safety * factor)
-    grow = xp.where(~((iterations > 2) & (rate > 1e-3)) & (grow < 1.2), 1.0, grow)
-    shrink = xp.where(converged, xp.maximum(MIN_FACTOR, safety * factor), 0.5)
+    grow = xp.where(~recompute & (grow < 1.2), 1.0, grow)
+    shrink = xp.where(converged, xp.maximum(MIN_FACTOR, safety * factor), xp.where(retry, 1.0, 0.5))
     new_h_abs = stop_gradient(xp.abs(h)) * xp.where(accept, grow, shrink)
     f_new = problem.rhs(t_new, y_new)
+    nfev = nfev + one
+    # the Jacobian for the next attempt: at the new point after a slowly converging step, at this one
+    # after a failure with a stale one, else kept
+    need = recompute | retry
+    njev = state["njev"]
+    if not eager or bool(need):
+        at_t = xp.where(accept, stop_gradient(t_new), ts)
+        J = xp.where(need, _jacobian(problem, at_t, xp.where(accept, yn, ys)), J)
+        njev = njev + xp.where(need, one, 0 * one)
     attempts = state["attempts"] + 1
     finished = accept & (direction * (t_new - problem.t_bound) >= 0)
     codes = state["status"]
@@ -197,7 +215,6 @@ def attempt(problem, state, max_steps, eager):
         xp.where(finished, xp.full_like(codes, explicit.FINISHED), explicit.RUNNING),
     )
     status = xp.where((status == explicit.RUNNING) & (attempts >= max_steps), explicit.FAILED, status)
-    one = xp.ones_like(state["njev"])
     new = {
         "t": xp.where(accept, t_new, t),
         "y": xp.where(accept, y_new, y),
@@ -208,9 +225,11 @@ def attempt(problem, state, max_steps, eager):
         "rejected": ~accept,
         "status": status,
         "attempts": attempts,
-        "nfev": state["nfev"] + 3 * iterations + one + nfev_again,
-        "njev": state["njev"] + one,
+        "nfev": nfev,
+        "njev": njev,
         "nlu": state["nlu"] + 2 * one,
+        "J": J,
+        "jac_current": need | (current & ~accept),
     }
     if "out" in state:
         te = problem.t_eval
