@@ -353,3 +353,13 @@ def test_radau_derivatives_of_the_decay():
     close(pa.hessian(f)(k), D2Y_DK2, 1e3 * TOL)
     ks = np.array([0.5, 1.0])
     close(pa.vmap(pa.grad(f))(arr(ks)), -6 * np.exp(-3 * ks), TOL)
+
+
+def test_progress_bar_reports_the_interval(capsys):
+    """progress=True draws a tqdm bar of t (outside transforms) and changes nothing of the solution."""
+    pytest.importorskip("tqdm")
+    with_bar = solve_ivp(fun_linear, (0.0, 2.0), arr([0.0, 2.0]), progress=True)
+    without = solve_ivp(fun_linear, (0.0, 2.0), arr([0.0, 2.0]))
+    close(with_bar.y, without.y, 0)
+    err = capsys.readouterr().err
+    assert "2.00/2.00" in err or "2/2" in err, err[-200:]
