@@ -363,3 +363,14 @@ def test_progress_bar_reports_the_interval(capsys):
     close(with_bar.y, without.y, 0)
     err = capsys.readouterr().err
     assert "2.00/2.00" in err or "2/2" in err, err[-200:]
+
+
+def test_vmap_over_the_end_time_in_both_directions():
+    """Each example its own interval, forwards or backwards, and d y(t1) / d t1 = f(y(t1))."""
+
+    def end(t1):
+        return solve_ivp(lambda t, y: -0.5 * y, (0.0, t1), arr([2.0]), rtol=RTOL, atol=1e-12).y[0, -1]
+
+    t1s = np.array([1.0, 3.0, -2.0])
+    close(pa.vmap(end)(arr(t1s)), 2 * np.exp(-0.5 * t1s), TOL)
+    close(pa.vmap(pa.grad(end))(arr(t1s)), -np.exp(-0.5 * t1s), 1e-7)
