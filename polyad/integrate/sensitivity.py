@@ -98,23 +98,21 @@ def _vjp(g, out, *primals, body, rhs, tree, sensitivity, n_inputs, options, **pa
 
 
 def _forward_cotangents(g_t, g_y, out, primals, body):
-    """Each floating input's cotangent from the Jacobian of ``(t, y)`` by forward mode (one loop carrying
-    every tangent)."""
-    floats = [k for k, p in enumerate(primals) if is_floating(p)]
+    """Each floating input's cotangent from the Jacobian of ``(t, y)`` with respect to it by forward mode
+    (one loop carrying its tangents), computed only for the inputs that need one (a zero-argument
+    function per input: grad with respect to ``args`` alone does not carry ``y0``'s ``n`` tangents)."""
     g_flat = xp.concat([xp.reshape(_or_zeros(g_t, out[0]), (-1,)), xp.reshape(_or_zeros(g_y, out[1]), (-1,))])
 
-    def outputs(*chosen):
-        args = list(primals)
-        for k, v in zip(floats, chosen):
-            args[k] = v
-        t_out, y_out = body(*args)[:2]
-        return xp.concat([xp.reshape(t_out, (-1,)), xp.reshape(y_out, (-1,))])
+    def cotangent(k):
+        def outputs(value):
+            args = list(primals)
+            args[k] = value
+            t_out, y_out = body(*args)[:2]
+            return xp.concat([xp.reshape(t_out, (-1,)), xp.reshape(y_out, (-1,))])
 
-    jacobians = jacfwd(outputs, argnums=tuple(range(len(floats))))(*[primals[k] for k in floats])
-    cts = [None] * len(primals)
-    for k, J in zip(floats, jacobians):
-        cts[k] = xp.tensordot(g_flat, J, axes=1)
-    return tuple(cts)
+        return lambda: xp.tensordot(g_flat, jacfwd(outputs)(primals[k]), axes=1)
+
+    return tuple(cotangent(k) if is_floating(p) else None for k, p in enumerate(primals))
 
 
 def _or_zeros(g, like):
