@@ -55,7 +55,10 @@ def solve_ivp(
         t_span: ``(t0, t1)``; ``t1 < t0`` integrates backwards.
         y0: the initial state, 1-D (a scalar is made 1-D, as SciPy does); real floating (integers become
             float64); the state keeps its dtype and device.
-        method: "RK45" (Dormand-Prince 5(4)) or "DOP853" (Hairer's 8(5,3)).
+        method: "RK45" (Dormand-Prince 5(4)), "DOP853" (Hairer's 8(5,3)), both with SciPy's step
+            control (the same steps as SciPy's), or "Radau" (Radau IIA of order 5, for stiff problems:
+            Newton matrices from ``pa.jacfwd`` of ``fun``, the Newton solution differentiated implicitly;
+            SciPy's error estimate and controller, steps close to SciPy's).
         t_eval: times at which to report the solution (sorted in the direction of integration, within
             ``t_span``), from each method's dense output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
