@@ -75,14 +75,14 @@ def _newton_matrix(xp, J, h, n):
     return xp.eye(3 * n, dtype=J.dtype, device=J.device) - h * block
 
 
-def _simplified_newton(problem, t, y, h, J, scale, tol, eager):
+def _simplified_newton(problem, t, y, h, J, scale, tol, eager, Z0):
     """SciPy's simplified Newton iteration and its convergence test, on values not differentiated:
     ``(Z, converged, iterations, rate)``. Outside transforms it stops when it has converged or failed;
     under one it runs every iteration, each example's result frozen when it stops."""
     n, xp, stop_gradient = problem.n, problem.xp, problem.sg
     t, y, h = stop_gradient(t), stop_gradient(y), stop_gradient(h)
     M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, n))
-    Z = xp.zeros((3, n), dtype=y.dtype, device=y.device)
+    Z = Z0
     active = xp.asarray(True, device=y.device)
     converged = xp.asarray(False, device=y.device)
     iterations = xp.zeros((), dtype=xp.int64, device=y.device)
@@ -124,6 +124,23 @@ def _implicit(problem, t, y, h, Z_star):
     return stop_gradient(Z_star) + (Z - stop_gradient(Z))
 
 
+def _dense_coefficients(Z):
+    """The collocation polynomial of a step: ``y(t + x h) = y + sum_j Q_j x^(j+1)``."""
+    return [P[0][j] * Z[0, ...] + P[1][j] * Z[1, ...] + P[2][j] * Z[2, ...] for j in range(3)]
+
+
+def _extrapolated(xp, Q, h_prev, h):
+    """Newton's starting point, SciPy's: the previous step's collocation polynomial at this step's
+    stages, less the state (zero before the first step)."""
+    started = h_prev != 0
+    ratio = h / xp.where(started, h_prev, 1.0)
+    rows = []
+    for c in C:
+        x = 1.0 + c * ratio
+        rows.append(Q[0, ...] * (x - 1) + Q[1, ...] * (x * x - 1) + Q[2, ...] * (x * x * x - 1))
+    return xp.where(started, xp.stack(rows), 0.0 * Q)
+
+
 def _predict_factor(xp, h_abs, h_abs_old, err, err_old):
     usable = (err_old > 0) & (h_abs_old > 0) & (err > 0)
     ratio = xp.where(usable, err_old / xp.where(usable, err, 1.0), 1.0)
@@ -139,6 +156,7 @@ def initial_state(problem, t0, y0, int_dtype):
     zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)
+    state.update(Q=xp.zeros((3, problem.n), dtype=y0.dtype, device=y0.device), h_prev=zero)
     state["J"] = _jacobian(problem, t0, y0)
     state["jac_current"] = xp.asarray(True, device=y0.device)
     return state
@@ -167,7 +185,8 @@ def attempt(problem, state, max_steps, eager):
     hs, ys = stop_gradient(h), stop_gradient(y)
     scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
-    Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager)
+    Z0 = _extrapolated(xp, stop_gradient(state["Q"]), stop_gradient(state["h_prev"]), hs)
+    Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager, Z0)
     Z = Z_star if eager else _implicit(problem, t, y, h, Z_star)
     y_new = y + Z[2, ...]
     # the error estimate and the controller, not differentiated
@@ -230,6 +249,8 @@ def attempt(problem, state, max_steps, eager):
         "nlu": state["nlu"] + 2 * one,
         "J": J,
         "jac_current": need | (current & ~accept),
+        "Q": xp.where(accept, xp.stack(_dense_coefficients(Z_star)), stop_gradient(state["Q"])),
+        "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
     }
     if "out" in state:
         te = problem.t_eval
@@ -238,7 +259,7 @@ def attempt(problem, state, max_steps, eager):
             new["out"] = state["out"]
         else:
             x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
-            Q = [P[0][j] * Z[0, ...] + P[1][j] * Z[1, ...] + P[2][j] * Z[2, ...] for j in range(3)]
+            Q = _dense_coefficients(Z)
             values = y + x * Q[0] + x * x * Q[1] + x * x * x * Q[2]
             new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
     return new
