@@ -374,3 +374,27 @@ def test_vmap_over_the_end_time_in_both_directions():
     t1s = np.array([1.0, 3.0, -2.0])
     close(pa.vmap(end)(arr(t1s)), 2 * np.exp(-0.5 * t1s), TOL)
     close(pa.vmap(pa.grad(end))(arr(t1s)), -np.exp(-0.5 * t1s), 1e-7)
+
+
+def test_adjoint_refuses_an_equation_unstable_backwards():
+    """Robertson's kinetics integrated backwards leave the forward solution at once: the adjoint,
+    integrated along that state, would be wrong; it is refused, naming the alternatives."""
+
+    def y1(p):
+        return solve_ivp(robertson, (0.0, 0.4), arr([1.0, 0.0, 0.0]), "Radau", arr([0.4]), args=(p,),
+                         rtol=1e-6, atol=1e-10, sensitivity="adjoint").y[0, -1]  # fmt: skip
+
+    with pytest.raises(ValueError, match="unstable backwards.*'discrete' or 'forward'"):
+        pa.grad(y1)(arr([0.04, 1e4, 3e7]))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_first_step_as_scipy(method):
+    ours = solve_ivp(fun_linear, (0.0, 3.0), arr([0.0, 2.0]), method, first_step=1e-3, rtol=1e-6, atol=1e-9)
+    ref = scipy_integrate.solve_ivp(np_fun_linear, (0.0, 3.0), [0.0, 2.0], method, first_step=1e-3, rtol=1e-6,
+                                    atol=1e-9)  # fmt: skip
+    # the first steps' error estimates are rounding noise (summed in another order than SciPy's): the
+    # step sizes agree to the noise's share, not to the last digit
+    assert ours.nfev == ref.nfev
+    close(ours.t, ref.t, 1e-6)
+    close(ours.y, ref.y, 1e-6, 1e-9)

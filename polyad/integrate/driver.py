@@ -117,13 +117,12 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
     problem, t0, y0 = prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step)
+    if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
+        raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
     stepper = radau if tableau is radau.RADAU else explicit
-    state = stepper.initial_state(problem, t0, y0, xp.int64)
-    if first_step is not None:
-        if not (isinstance(first_step, int | float) and first_step > 0):
-            raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
-        state["h_abs"] = xp.asarray(float(first_step), dtype=y0.dtype, device=y0.device)
-        state["nfev"] = state["nfev"] - 1
+    state = stepper.initial_state(
+        problem, t0, y0, xp.int64, None if first_step is None else float(first_step)
+    )
     if not transform_active():
         return _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only)
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)

@@ -225,12 +225,16 @@ def attempt(problem, state, max_steps, eager):
     return new
 
 
-def initial_state(problem, t0, y0, int_dtype):
-    """The state before the first attempt: ``f(t0, y0)``, SciPy's initial step size, counters (two
-    evaluations so far) and the output rows for ``t_eval`` (``y0`` until a step reaches them)."""
+def initial_state(problem, t0, y0, int_dtype, first_step=None):
+    """The state before the first attempt: ``f(t0, y0)``, the initial step size (``first_step``, else
+    SciPy's selection: one more evaluation), counters and the output rows for ``t_eval`` (``y0`` until a
+    step reaches them)."""
     xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     f0 = problem.rhs(t0, y0)
-    h0 = initial_step(problem, t0, y0, f0)
+    if first_step is None:
+        h0, evaluations = initial_step(problem, t0, y0, f0), 2
+    else:
+        h0, evaluations = xp.asarray(first_step, dtype=y0.dtype, device=y0.device), 1
     done = stop_gradient(t0) == stop_gradient(problem.t_bound)
     if problem.n == 0:
         done = xp.asarray(True)
@@ -243,7 +247,7 @@ def initial_state(problem, t0, y0, int_dtype):
         "rejected": xp.asarray(False, device=device),
         "status": xp.where(done, xp.asarray(FINISHED, dtype=int_dtype, device=device), RUNNING),
         "attempts": xp.asarray(0, dtype=int_dtype, device=device),
-        "nfev": xp.asarray(2, dtype=int_dtype, device=device),
+        "nfev": xp.asarray(evaluations, dtype=int_dtype, device=device),
     }
     if problem.t_eval is not None:
         m = problem.t_eval.shape[0]

@@ -148,11 +148,11 @@ def _predict_factor(xp, h_abs, h_abs_old, err, err_old):
     return xp.where(err > 0, xp.minimum(1.0, multiplier) * xp.where(err > 0, err, 1.0) ** -0.25, MAX_FACTOR)
 
 
-def initial_state(problem, t0, y0, int_dtype):
+def initial_state(problem, t0, y0, int_dtype, first_step=None):
     """The explicit methods' state, the controller's history (-1: none), the Jacobian at ``(t0, y0)``
     and whether it is current (computed at the state it is used at), the counters."""
     xp = problem.xp
-    state = explicit.initial_state(problem, t0, y0, int_dtype)
+    state = explicit.initial_state(problem, t0, y0, int_dtype, first_step)
     zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)

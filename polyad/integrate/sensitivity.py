@@ -163,6 +163,7 @@ def _adjoint_cotangents(g_t, g_y, out, primals, rhs, tree, n_inputs, options):
                         max_memory=None, progress=False, ends_only=True, **solver)  # fmt: skip
         z = sol.y[:, -1]
         a, q = z[n : 2 * n], z[2 * n :]
+        _check_backward_state(z[:n], y_out[:, i - 1] if i > 0 else y0, t_i, t_prev, solver, sol.status)
     ct_t0 = -xp.sum(a * f(t0, y0, thetas))
     ct_theta = [None] * len(thetas)
     offset = 0
@@ -177,6 +178,26 @@ def _adjoint_cotangents(g_t, g_y, out, primals, rhs, tree, n_inputs, options):
     else:  # the outputs are at t0 and t1
         cts_times = [ct_t0 + ct_t_out[0], ct_t_out[-1]]
     return (a, *cts_times, *ct_theta)
+
+
+BACKWARD_LIMIT = 1e3  # the backward state's error, in units of the tolerance (atol + rtol |y|)
+
+
+def _check_backward_state(y_back, y_ref, t_from, t_to, solver, status):
+    """Refuse an adjoint whose state, integrated backwards, left the forward solution: an equation
+    unstable backwards (stiff, or dissipative as diffusion) loses it, and the adjoint integrated along
+    it is then wrong with no sign of it. Checked where the values are concrete (outside transforms)."""
+    if transform_active():
+        return
+    scale = solver["atol"] + solver["rtol"] * xp.abs(y_ref)
+    error = float(xp.max(xp.abs(y_back - y_ref) / scale))
+    if not error <= BACKWARD_LIMIT or int(status) != 0:
+        raise ValueError(
+            f"solve_ivp(sensitivity='adjoint'): integrating the state backwards from t={float(t_from):g} to "
+            f"t={float(t_to):g} left the forward solution (error {error:.3g} times the tolerance; "
+            f"status {int(status)}): the equation is unstable backwards (stiff or dissipative), so the "
+            "adjoint would be wrong; use sensitivity='discrete' or 'forward'"
+        )
 
 
 def _size(x):
