@@ -74,7 +74,8 @@ def solve_ivp(
             the number of inputs, no stored steps); "adjoint" (the continuous adjoint equation integrated
             backwards: memory of one state, approximate: its error is of the order of the tolerances, not
             of rounding; the state is integrated backwards too, which an equation unstable backwards
-            (stiff, dissipative) cannot: then it raises, outside transforms, rather than answer wrongly). Forward-mode transforms (jvp, jacfwd) are "discrete" whatever this says.
+            (stiff, dissipative) cannot: then it raises, outside transforms, rather than answer
+            wrongly). Forward-mode transforms (jvp, jacfwd) are "discrete" whatever this says.
         checkpoints, max_memory: what reverse mode of "discrete" stores (``pa.while_loop``'s): "auto" (as
             many states as ``max_memory`` holds, default ``pa.config.max_memory``), an int (at most that
             many states, the online binomial schedule), None (every state).
