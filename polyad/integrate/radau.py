@@ -213,7 +213,9 @@ def attempt(problem, state, max_steps, eager):
     retry = ~converged & ~current & ~too_small  # a fresh Jacobian, the same step
     grow = xp.minimum(MAX_FACTOR, safety * factor)
     grow = xp.where(~recompute & (grow < 1.2), 1.0, grow)
-    shrink = xp.where(converged, xp.maximum(MIN_FACTOR, safety * factor), xp.where(retry, 1.0, 0.5))
+    shrink = xp.where(
+        converged, xp.maximum(MIN_FACTOR, safety * factor), xp.where(retry, xp.ones_like(hs), 0.5)
+    )
     new_h_abs = stop_gradient(xp.abs(h)) * xp.where(accept, grow, shrink)
     f_new = problem.rhs(t_new, y_new)
     nfev = nfev + one
