@@ -26,7 +26,7 @@ from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, active_interpreters, bind
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
-from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
+from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of, xp_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.indexing import getitem
 
@@ -193,7 +193,7 @@ class _JvpStep:
 
 
 def carry_bytes(carry):
-    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, c.__array_namespace__()) for c in carry)
+    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, xp_of(c)) for c in carry)  # xp_of: Dask arrays too
 
 
 def step_bytes(body, carry):
