@@ -6,9 +6,10 @@ transform but reverse mode runs the op's body, the discrete solve (so jvp, jacfw
 whatever ``sensitivity`` says); reverse mode runs it at the levels below, recording nothing, and its
 backward pass is the op's VJP rule:
 
-- "forward": the Jacobian of the outputs with respect to every floating input by ``pa.jacfwd`` of the
-  discrete solve (its tangents integrated alongside the state, one loop), contracted with the cotangent.
-  Exact (the derivative of the numerical solution); memory of the state times the number of inputs.
+- "forward": for each floating input that needs a cotangent, the Jacobian of the outputs with respect
+  to it by ``pa.jacfwd`` of the discrete solve (its tangents integrated alongside the state, one loop),
+  contracted with the cotangent. Exact (the derivative of the numerical solution); memory of the state
+  times the input's size.
 - "adjoint": the adjoint equation ``a' = -(df/dy)^T a`` and the quadratures ``q' = -(df/dp)^T a``
   integrated backwards from the last output time to ``t0``, with the same method and tolerances, the
   state ``y`` integrated backwards alongside and reset to the forward solution at each output time, the
@@ -44,19 +45,18 @@ def solve(fun, t0, t1, y0, t_eval, args, sensitivity, **options):
     def solve_flat(*leaves):
         y0_, t0_, t1_, t_eval_, args_ = optree.tree_unflatten(tree, list(leaves))
         sol = integrate(fun, t0_, t1_, y0_, t_eval_, args_, **options)
-        status = xp.asarray(sol.status, dtype=xp.int64)
-        nfev = xp.asarray(sol.nfev, dtype=xp.int64)
-        return sol.t, sol.y, status, nfev
+        counts = [xp.asarray(sol[k], dtype=xp.int64) for k in ("status", "nfev", "njev", "nlu")]
+        return (sol.t, sol.y, *counts)
 
     body = trace(solve_flat, flat, "solve_ivp")
     rhs = _rhs_body(fun, tree, body.closures)
-    t_out, y_out, status, nfev = bind(
+    t_out, y_out, status, nfev, njev, nlu = bind(
         ODE_SOLVE, *flat, *body.closures, body=body, rhs=rhs, tree=tree, sensitivity=sensitivity,
         n_inputs=len(flat), options=tuple(sorted(options.items())),
     )  # fmt: skip
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=nfev, njev=0, nlu=0, status=status,
-        message="see status: 0 reached the end, -1 failed", success=status >= 0,
+        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=nfev, njev=njev, nlu=nlu,
+        status=status, message="see status: 0 reached the end, -1 failed", success=status >= 0,
     )  # fmt: skip
 
 
