@@ -235,3 +235,13 @@ def test_differential_equations_example():
     p_true = np.array([1.0, 0.1, 1.5, 0.075])
     looped = [solution(p_true, y0)[:, -1] for y0 in scope["y0s"]]
     np.testing.assert_allclose(scope["finals"], looped, rtol=1e-12)
+
+def test_solvers_example_matches_closed_forms():
+    pytest.importorskip("scipy")
+    scope = {}
+    exec(block("optimize.root_scalar"), scope)
+    np.testing.assert_allclose([scope["dx_da"], scope["dx_db"]], [-0.25, 0.25], atol=1e-10)
+    np.testing.assert_allclose(scope["d2x_db2"], -0.09375, atol=1e-10)
+    X, w = scope["X"], scope["ridge"](np.float64(0.5))
+    closed = -np.linalg.solve(X.T @ X + 0.5 * np.eye(3), w)
+    np.testing.assert_allclose(scope["dw_dlam"], closed, rtol=1e-6)

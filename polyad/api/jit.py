@@ -23,6 +23,7 @@ import optree
 import polyad.core as core
 import polyad.dispatch as dispatch
 import polyad.graph.compiler as compiler
+from polyad.api import closed_over
 from polyad.api.arguments import check_callable, func_name, is_dim
 from polyad.core import FreshTensor, Tensor
 from polyad.dispatch import BY_TYPE
@@ -57,8 +58,13 @@ def jit(
     write the branch with ``xp.where``. Python numbers, strings and dtypes among the arguments are part of
     the signature (a new number traces again), so they keep their Python semantics; pass an array to trace
     over its values. Other objects are refused unless marked static (their hash and ``==`` then key the
-    cache, so they must compare by value). Arrays the function closes over are constants of the trace
-    (a rebound global is not seen: pass what changes as an argument); values of enclosing transforms it
+    cache, so they must compare by value). Arrays the function closes over are read at each call, so an
+    in-place change to one (``W[0] = 1.0``, ``W += dW``) is seen, as eagerly (JAX bakes them in at the
+    first trace): an array that reaches a traced op is an input of the compiled code; one the function
+    computes with by its library alone (``W * 2.0`` of a NumPy ``W``) is compared with a copy at each
+    call, and a change traces again (``polyad.api.closed_over``). A rebound global is not seen (pass
+    what changes as an argument). Arrays made inside the function are constants of the trace, folded at
+    compile time. Values of enclosing transforms it
     closes over are inputs of the trace, replayed on at each call. ``pa.random`` draws are refused
     inside (they would replay as constants): draw outside and pass the values in.
 
@@ -136,9 +142,11 @@ class _Entry:
     """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
     compiled fused graph (for raw arrays) and the structure of the outputs."""
 
-    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree", "single", "lifted")
+    __slots__ = (
+        "graph", "optimized", "fused", "compiled", "run", "out_tree", "single", "lifted", "closed", "watch"
+    )  # fmt: skip
 
-    def __init__(self, graph, optimized, fused, compiled, lifted=()):
+    def __init__(self, graph, optimized, fused, compiled, lifted=(), closed=(), watch=()):
         self.graph = graph
         self.optimized = optimized
         self.fused = fused
@@ -152,6 +160,12 @@ class _Entry:
         # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
         # entry serves one call only (it is not cached)
         self.lifted = lifted
+        # backend arrays the function closed over, inputs before those: read at each call, so that an
+        # in-place change to one between calls is seen, as eagerly
+        self.closed = tuple(closed)
+        self.watch = watch  # arrays it names that NumPy consumed while tracing (closed_over.watched)
+        if self.closed and self.run is not None:
+            self.run = functools.partial(_with_closed, self.run, self.closed)
 
 
 class Lowered:
@@ -177,6 +191,11 @@ class Lowered:
 
     def __repr__(self):
         return self.as_text()
+
+
+def _device(x):
+    """The device of array ``x`` as a part of a cache key (hashable)."""
+    return dispatch.device_key(getattr(x, "device", None))
 
 
 class Jitted:
@@ -242,13 +261,16 @@ class Jitted:
             }
             return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
         entry, leaves, mode = self._lookup(args, kwargs)
+        if entry.watch and closed_over.changed(entry.watch):  # changed in place since the trace: again
+            self._forget(entry)
+            entry, leaves, mode = self._lookup(args, kwargs)
         if entry.lifted:
-            return _replay(entry, list(leaves) + list(entry.lifted))
+            return _replay(entry, [*leaves, *entry.closed, *entry.lifted])
         if mode is _COMPILED:
             out = entry.run(*leaves)
             return out[0] if entry.single else optree.tree_unflatten(entry.out_tree, list(out))
         if mode is _TRANSFORMED:
-            return _replay(entry, leaves)
+            return _replay(entry, [*leaves, *entry.closed])
         out = entry.run(*leaves)  # plain tensors among the inputs: plain tensors out, as eagerly
         out = [Tensor(o) if dispatch.backend_of_array(o) is not None else o for o in out]
         return optree.tree_unflatten(entry.out_tree, out)
@@ -298,7 +320,7 @@ class Jitted:
                 b = BY_TYPE.get(type(x))
                 if b is None:
                     break
-                sig.append((type(x), x.shape, x.dtype, getattr(x, "device", None)))  # the type: its backend
+                sig.append((type(x), x.shape, x.dtype, _device(x)))  # the type: its backend
             else:
                 key = tuple(sig)
                 entry = self._cache.get(key)
@@ -321,12 +343,12 @@ class Jitted:
             if b is None and not isinstance(x, Tensor):
                 b = dispatch.backend_of_array(x)  # a type not seen yet, or not an array (None)
             if b is not None:
-                sig.append((b, x.shape, x.dtype, getattr(x, "device", None)))
+                sig.append((b, x.shape, x.dtype, _device(x)))
                 leaves.append(x)
                 backend = b
             elif isinstance(x, Tensor):
                 b, array = _backend_under(x)
-                sig.append((b, x.shape, x.dtype, getattr(array, "device", None)))
+                sig.append((b, x.shape, x.dtype, _device(array)))
                 if x._interp is None or type(x) is FreshTensor:
                     if mode is _COMPILED and type(x) is not FreshTensor:
                         mode = _PLAIN
@@ -371,6 +393,10 @@ class Jitted:
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return entry
+
+    def _forget(self, entry):
+        for key in [k for k, e in self._cache.items() if e is entry]:
+            del self._cache[key]
 
     def _hit(self, key):
         self.hits += 1
@@ -417,13 +443,16 @@ class Jitted:
         avals = [ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3]) for p in positions]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
         names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
-        graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names)
+        graph, closed, lifted = trace_graph(
+            call, avals, in_tree, backend, self._where, names, closed_inputs=True
+        )
         graph.donated = self._donated(args, flat, positions)
         optimized = compiler.optimize(graph)
+        watch = closed_over.watched(self.func, closed)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
-            return _Entry(graph, optimized, None, None, lifted)
+            return _Entry(graph, optimized, None, None, lifted, closed, watch)
         fused, compiled = _pipeline(optimized, backend, self.math)
-        return _Entry(graph, optimized, fused, compiled)
+        return _Entry(graph, optimized, fused, compiled, closed=closed, watch=watch)
 
     def _leaf_label(self, args, kwargs, tree, i):
         """A readable name of leaf ``i`` of a call's traced arguments: "argument 1['w']", "argument 'y'"."""
@@ -513,6 +542,10 @@ def _replay(entry, leaves):
                 flat[i] = b.xp.asarray(flat[i], copy=True)
         out = optree.tree_unflatten(graph.out_tree, flat)
     return out
+
+
+def _with_closed(fn, closed, *args):
+    return fn(*args, *closed)
 
 
 def _copy_outputs(fn, held, bxp, *args):

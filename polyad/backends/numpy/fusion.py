@@ -274,7 +274,11 @@ def kernel(spec, fallback):
     def run(xp, *args):
         flat = []
         for a, mode in zip(args, modes):
-            if type(a) is not np.ndarray or a.dtype != dtype:
+            if type(a) is not np.ndarray:
+                if not isinstance(a, np.generic):
+                    return fallback(xp, *args)
+                a = np.asarray(a)  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result) runs fused too
+            if a.dtype != dtype:
                 return fallback(xp, *args)
             if mode == "copy":
                 a = np.broadcast_to(a, shape)
