@@ -236,6 +236,7 @@ def test_differential_equations_example():
     looped = [solution(p_true, y0)[:, -1] for y0 in scope["y0s"]]
     np.testing.assert_allclose(scope["finals"], looped, rtol=1e-12)
 
+
 def test_solvers_example_matches_closed_forms():
     pytest.importorskip("scipy")
     scope = {}
