@@ -397,3 +397,24 @@ def test_first_step_as_scipy(method):
     assert ours.nfev == ref.nfev
     close(ours.t, ref.t, 1e-6)
     close(ours.y, ref.y, 1e-6, 1e-9)
+
+
+def test_radau_sparse_jacobians_give_the_same_solution():
+    """jac_sparsity (a pattern, or "detect"): the Newton Jacobians from pa.sparse_jacfwd, the same
+    solution as with dense pa.jacfwd ones; refused for an explicit method."""
+
+    def reaction_diffusion(t, u):  # stiff, tridiagonal Jacobian
+        lap = xp.concat([u[1:2] - 2 * u[:1], u[2:] - 2 * u[1:-1] + u[:-2], u[-2:-1] - 2 * u[-1:]])
+        return 100.0 * lap - 10.0 * u**3
+
+    u0 = arr(np.sin(np.linspace(0.0, np.pi, 20)))
+    dense = solve_ivp(reaction_diffusion, (0.0, 0.5), u0, "Radau", rtol=1e-6, atol=1e-9)
+    pattern = pa.jacobian_sparsity(lambda u: reaction_diffusion(0.0, u))(u0)
+    for sparsity in (pattern, "detect"):
+        sparse = solve_ivp(
+            reaction_diffusion, (0.0, 0.5), u0, "Radau", rtol=1e-6, atol=1e-9, jac_sparsity=sparsity
+        )
+        assert sparse.success and sparse.njev == dense.njev
+        close(sparse.y, dense.y, 1e-10, 1e-12)
+    with pytest.raises(ValueError, match="jac_sparsity is for method='Radau'"):
+        solve_ivp(reaction_diffusion, (0.0, 0.5), u0, jac_sparsity="detect")

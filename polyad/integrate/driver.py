@@ -62,7 +62,7 @@ def _time(value, dtype, device, name):
     return xp.asarray(t, dtype=dtype, device=device)
 
 
-def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step):
+def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step, jac_sparsity=None):
     """The ``Problem``, the initial time and state, from the arguments (checked)."""
     if not isinstance(y0, Tensor):
         y0 = xp.asarray(y0)
@@ -95,7 +95,7 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
     atol = stop_gradient(atol)
     namespace = None if transform_active() else dispatch.backend_of_array(y0).xp
     problem = explicit.Problem(
-        fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace
+        fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace, jac_sparsity
     )
     return problem, t0, y0
 
@@ -112,11 +112,13 @@ def _check_t_eval(t_eval, t0, t1):
 
 
 def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, first_step, max_steps,
-              checkpoints, max_memory, progress, ends_only=False):  # fmt: skip
+              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None):  # fmt: skip
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
-    problem, t0, y0 = prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step)
+    problem, t0, y0 = prepared(
+        fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step, jac_sparsity
+    )
     if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
         raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
     stepper = radau if tableau is radau.RADAU else explicit

@@ -28,14 +28,15 @@ class Problem:
     """What every attempt reads: the right-hand side and its extra arguments, the tableau, the bounds and
     the tolerances (arrays or Python numbers; arrays may be tensors of enclosing transforms)."""
 
-    def __init__(
-        self, fun, args, tableau, t_bound, direction, rtol, atol, max_step, t_eval, n, namespace=None
-    ):
+    def __init__(self, fun, args, tableau, t_bound, direction, rtol, atol, max_step, t_eval, n,
+                 namespace=None, jac_sparsity=None):  # fmt: skip
         self.fun, self.args, self.tableau = fun, args, tableau
         # outside every transform the solver's own arithmetic runs on the backend's namespace (no
         # dispatch: nothing is differentiated); under one on polyad's
         self.xp = polyad_xp if namespace is None else namespace
         self.sg = polyad_stop_gradient if namespace is None else _identity
+        self.jac_sparsity = jac_sparsity  # Radau's Newton Jacobians: a pattern, "detect" or None
+        self.sparse_jacobian = None  # its pa.sparse_jacfwd, made at the first use (coloured once)
         self.t_bound, self.direction = t_bound, direction
         self.rtol, self.atol, self.max_step = rtol, atol, max_step
         self.t_eval, self.n = t_eval, n

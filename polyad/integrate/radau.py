@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
+from polyad.api.sparse import sparse_jacfwd
 from polyad.integrate import explicit
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
@@ -51,7 +52,13 @@ RADAU = RadauMethod()
 
 
 def _jacobian(problem, t, y):
-    """``df/dy`` at ``(t, y)`` by ``pa.jacfwd``, not differentiated (the Newton matrix only)."""
+    """``df/dy`` at ``(t, y)`` by ``pa.jacfwd``, not differentiated (the Newton matrix only); outside
+    transforms with ``jac_sparsity``, by ``pa.sparse_jacfwd`` (one JVP per colour), made dense."""
+    if problem.jac_sparsity is not None and problem.xp is not polyad_xp:
+        if problem.sparse_jacobian is None:
+            pattern = None if isinstance(problem.jac_sparsity, str) else problem.jac_sparsity
+            problem.sparse_jacobian = sparse_jacfwd(lambda v, t: problem.rhs(t, v), sparsity=pattern)
+        return problem.xp.asarray(problem.sparse_jacobian(y, t).toarray())
     return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
 
 

@@ -36,6 +36,7 @@ def solve_ivp(
     max_memory=None,
     max_steps=100_000,
     progress=False,
+    jac_sparsity=None,
 ):
     """Solve ``y' = fun(t, y, *args)``, ``y(t0) = y0`` on ``t_span = (t0, t1)``, as
     ``scipy.integrate.solve_ivp``: the same methods, step-size control and output, differentiable.
@@ -80,6 +81,11 @@ def solve_ivp(
             many states as ``max_memory`` holds, default ``pa.config.max_memory``), an int (at most that
             many states, the online binomial schedule), None (every state).
         max_steps: the most attempted steps (accepted or rejected); then the status is -1.
+        jac_sparsity: Radau only: the pattern of ``df/dy`` (a 2-D boolean array or scipy.sparse matrix,
+            as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
+            come from ``pa.sparse_jacfwd`` (one JVP per colour of the pattern, coloured once), under a
+            transform from ``pa.jacfwd`` (the Newton matrix is not differentiated: the same values).
+            The Newton systems stay dense.
         progress: show a tqdm progress bar of ``t`` (outside transforms only: under one the loop is one op).
 
     Returns:
@@ -120,9 +126,14 @@ def solve_ivp(
     if rtol < 100 * EPS:
         warnings.warn(f"solve_ivp: rtol={rtol} is too small; setting it to {100 * EPS}", stacklevel=2)
         rtol = 100 * EPS
+    if jac_sparsity is not None:
+        if method != "Radau":
+            raise ValueError(f"solve_ivp: jac_sparsity is for method='Radau', got method={method!r}")
+        if isinstance(jac_sparsity, str) and jac_sparsity != "detect":
+            raise ValueError(f"solve_ivp: jac_sparsity must be a pattern or 'detect', got {jac_sparsity!r}")
     options = dict(
         tableau=tableau, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
-        checkpoints=checkpoints, max_memory=max_memory, progress=progress,
+        checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
     )  # fmt: skip
     if sensitivity == "discrete":
         return integrate(fun, t_span[0], t_span[1], y0, t_eval, args, **options)
