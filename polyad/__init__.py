@@ -42,6 +42,8 @@ from polyad.ops.elementwise import stop_gradient
 from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.transforms.sparsity import SparsityFallbackWarning
 
+from polyad import integrate  # isort: skip  (after the transforms it is built on)
+
 fused = custom_ops  # the former name of polyad.custom_ops
 numpy_api.install()  # NumPy's methods and functions on every tensor (polyad/ops/numpy)
 install_moved_paths()
@@ -121,6 +123,7 @@ __all__ = [
     "grad_and_value",
     "hessian",
     "hessian_sparsity",
+    "integrate",
     "jacfwd",
     "jacobian_sparsity",
     "jacrev",

@@ -1,0 +1,8 @@
+"""Differentiable integration of ordinary differential equations: ``solve_ivp`` with SciPy's signature,
+written in polyad ops (``explicit``: the Runge-Kutta steps; ``radau``: the stiff method; ``driver``: the loop;
+``sensitivity``: reverse mode by forward sensitivities or the adjoint)."""
+
+from polyad.integrate.driver import OdeResult
+from polyad.integrate.solve_ivp import solve_ivp
+
+__all__ = ["OdeResult", "solve_ivp"]

@@ -1,0 +1,274 @@
+"""Radau IIA of order 5 (``method="Radau"``), a stiff method, written in polyad ops.
+
+An attempt solves the collocation equations ``G(Z) = Z - h (A x I) F(Z) = 0`` for the three stage
+increments ``Z`` (``F_i = f(t + c_i h, y + Z_i)``) by simplified Newton iterations whose matrix
+``I - h (A x J)`` takes ``J = df/dy`` from ``pa.jacfwd`` of ``fun``, then estimates the error and picks the
+next step size as SciPy's ``Radau`` does (Hairer and Wanner's estimate and predictive controller). Unlike
+SciPy it solves the real ``3n`` system in ``Z`` rather than the transformed complex one, takes the
+Jacobian afresh at every step and starts Newton from zero, so its steps are close to SciPy's, not equal.
+
+The Newton iterations are not differentiated (they run on ``stop_gradient`` values): the converged ``Z``
+is differentiated implicitly. ``Z`` enters the solution as ``Z* + (N(N(Z*)) - stop_gradient(...))``,
+where ``N`` is a full Newton step with the exact Jacobian ``dG/dZ`` (``pa.jacfwd``): its value is ``Z*``
+and its derivatives are those of the root by the implicit function theorem (one Newton step from a point
+held constant gives the first derivative, two the second), accurate to the Newton tolerance.
+"""
+
+from typing import NamedTuple
+
+import polyad.xp as polyad_xp
+from polyad.api.jacobians import jacfwd
+from polyad.api.sparse import sparse_jacfwd
+from polyad.integrate import explicit
+from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
+
+S6 = 6**0.5
+C = ((4 - S6) / 10, (4 + S6) / 10, 1.0)
+A = (
+    ((88 - 7 * S6) / 360, (296 - 169 * S6) / 1800, (-2 + 3 * S6) / 225),
+    ((296 + 169 * S6) / 1800, (88 + 7 * S6) / 360, (-2 - 3 * S6) / 225),
+    ((16 - S6) / 36, (16 + S6) / 36, 1 / 9),
+)
+E = ((-13 - 7 * S6) / 3, (-13 + 7 * S6) / 3, -1 / 3)
+MU_REAL = 3 + 3 ** (2 / 3) - 3 ** (1 / 3)
+P = (
+    (13 / 3 + 7 * S6 / 3, -23 / 3 - 22 * S6 / 3, 10 / 3 + 5 * S6),
+    (13 / 3 - 7 * S6 / 3, -23 / 3 + 22 * S6 / 3, 10 / 3 - 5 * S6),
+    (1 / 3, -8 / 3, 10 / 3),
+)
+NEWTON_MAXITER = 6
+MIN_FACTOR, MAX_FACTOR = 0.2, 10.0
+EPS = 2.220446049250313e-16
+IMPLICIT_STEPS = 2  # Newton steps that carry the derivative: exact first and second derivatives
+
+
+class RadauMethod(NamedTuple):
+    name: str = "Radau"
+    order: int = 3  # of the error estimator: SciPy's initial step uses it
+    C_EXTRA: tuple = ()
+
+
+RADAU = RadauMethod()
+
+
+def _jacobian(problem, t, y):
+    """``df/dy`` at ``(t, y)`` by ``pa.jacfwd``, not differentiated (the Newton matrix only); outside
+    transforms with ``jac_sparsity``, by ``pa.sparse_jacfwd`` (one JVP per colour), made dense."""
+    if problem.jac_sparsity is not None and problem.xp is not polyad_xp:
+        if problem.sparse_jacobian is None:
+            pattern = None if isinstance(problem.jac_sparsity, str) else problem.jac_sparsity
+            problem.sparse_jacobian = sparse_jacfwd(lambda v, t: problem.rhs(t, v), sparsity=pattern)
+        return problem.xp.asarray(problem.sparse_jacobian(y, t).toarray())
+    return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
+
+
+def _stage_values(problem, t, y, h, Z):
+    """``F(Z)``: shape (3, n)."""
+    xp = problem.xp
+    return xp.stack([problem.rhs(t + C[i] * h, y + Z[i, ...]) for i in range(3)])
+
+
+def _residual(problem, t, y, h, Z):
+    F = _stage_values(problem, t, y, h, Z)
+    return Z - h * problem.xp.stack(
+        [A[i][0] * F[0, ...] + A[i][1] * F[1, ...] + A[i][2] * F[2, ...] for i in range(3)]
+    )
+
+
+def _newton_matrix(xp, J, h, n):
+    """``I - h (A x J)`` of the flattened stages (row-major ``(3, n)``)."""
+    a = xp.asarray(A, dtype=J.dtype, device=J.device)
+    block = xp.reshape(a[:, None, :, None] * J[None, :, None, :], (3 * n, 3 * n))
+    return xp.eye(3 * n, dtype=J.dtype, device=J.device) - h * block
+
+
+def _simplified_newton(problem, t, y, h, J, scale, tol, eager, Z0):
+    """SciPy's simplified Newton iteration and its convergence test, on values not differentiated:
+    ``(Z, converged, iterations, rate)``. Outside transforms it stops when it has converged or failed;
+    under one it runs every iteration, each example's result frozen when it stops."""
+    n, xp, stop_gradient = problem.n, problem.xp, problem.sg
+    t, y, h = stop_gradient(t), stop_gradient(y), stop_gradient(h)
+    M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, n))
+    Z = Z0
+    active = xp.asarray(True, device=y.device)
+    converged = xp.asarray(False, device=y.device)
+    iterations = xp.zeros((), dtype=xp.int64, device=y.device)
+    rate = xp.zeros((), dtype=y.dtype, device=y.device)
+    norm_old = -xp.ones((), dtype=y.dtype, device=y.device)
+    for k in range(NEWTON_MAXITER):
+        G = stop_gradient(_residual(problem, t, y, h, Z))  # fun's parameters carry derivatives: not here
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (3 * n,)), (3, n))
+        finite = xp.all(xp.isfinite(G))
+        dnorm = explicit.rms(xp, dZ / scale)
+        has_rate = norm_old > 0
+        new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
+        safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
+        diverging = has_rate & ((new_rate >= 1) | (new_rate ** (NEWTON_MAXITER - k) / safe * dnorm > tol))
+        stop_fail = active & (~finite | diverging)
+        step = active & ~stop_fail
+        Z = xp.where(step, Z + dZ, Z)
+        done = step & ((dnorm == 0) | (has_rate & (new_rate / safe * dnorm < tol)))
+        iterations = iterations + xp.astype(active, iterations.dtype)
+        rate = xp.where(active, new_rate, rate)
+        converged = converged | done
+        active = step & ~done
+        norm_old = xp.where(active, dnorm, norm_old)
+        if eager and not bool(active):
+            break
+    return Z, converged, iterations, rate
+
+
+def _implicit(problem, t, y, h, Z_star):
+    """``Z_star`` with the root's derivatives (the module's note): full Newton steps from a constant."""
+    n, xp, stop_gradient = problem.n, polyad_xp, polyad_stop_gradient
+    Z = stop_gradient(Z_star)
+    for _ in range(IMPLICIT_STEPS):
+        G = xp.reshape(_residual(problem, t, y, h, Z), (3 * n,))
+        dG = jacfwd(lambda z: xp.reshape(_residual(problem, t, y, h, xp.reshape(z, (3, n))), (3 * n,)))(
+            xp.reshape(Z, (3 * n,))
+        )
+        Z = Z - xp.reshape(xp.linalg.solve(dG, G[:, None])[:, 0], (3, n))
+    return stop_gradient(Z_star) + (Z - stop_gradient(Z))
+
+
+def _dense_coefficients(Z):
+    """The collocation polynomial of a step: ``y(t + x h) = y + sum_j Q_j x^(j+1)``."""
+    return [P[0][j] * Z[0, ...] + P[1][j] * Z[1, ...] + P[2][j] * Z[2, ...] for j in range(3)]
+
+
+def _extrapolated(xp, Q, h_prev, h):
+    """Newton's starting point, SciPy's: the previous step's collocation polynomial at this step's
+    stages, less the state (zero before the first step)."""
+    started = h_prev != 0
+    ratio = h / xp.where(started, h_prev, 1.0)
+    rows = []
+    for c in C:
+        x = 1.0 + c * ratio
+        rows.append(Q[0, ...] * (x - 1) + Q[1, ...] * (x * x - 1) + Q[2, ...] * (x * x * x - 1))
+    return xp.where(started, xp.stack(rows), 0.0 * Q)
+
+
+def _predict_factor(xp, h_abs, h_abs_old, err, err_old):
+    usable = (err_old > 0) & (h_abs_old > 0) & (err > 0)
+    ratio = xp.where(usable, err_old / xp.where(usable, err, 1.0), 1.0)
+    multiplier = xp.where(usable, h_abs / xp.where(usable, h_abs_old, 1.0) * ratio**0.25, 1.0)
+    return xp.where(err > 0, xp.minimum(1.0, multiplier) * xp.where(err > 0, err, 1.0) ** -0.25, MAX_FACTOR)
+
+
+def initial_state(problem, t0, y0, int_dtype, first_step=None):
+    """The explicit methods' state, the controller's history (-1: none), the Jacobian at ``(t0, y0)``
+    and whether it is current (computed at the state it is used at), the counters."""
+    xp = problem.xp
+    state = explicit.initial_state(problem, t0, y0, int_dtype, first_step)
+    zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
+    count = xp.zeros((), dtype=int_dtype, device=y0.device)
+    state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)
+    state.update(Q=xp.zeros((3, problem.n), dtype=y0.dtype, device=y0.device), h_prev=zero)
+    state["J"] = _jacobian(problem, t0, y0)
+    state["jac_current"] = xp.asarray(True, device=y0.device)
+    return state
+
+
+def attempt(problem, state, max_steps, eager):
+    """One attempted Radau step (as ``explicit.attempt``): accepted; rejected for its error (a smaller
+    step), or because Newton failed (with a Jacobian not current: the same step again with a fresh one,
+    as SciPy; else half the step); or failed. The Jacobian is kept from step to step and taken afresh
+    where SciPy does: after a step whose Newton iteration converged slowly, and after a failure."""
+    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
+    t, y, f = state["t"], state["y"], state["f"]
+    h_abs, rejected = stop_gradient(state["h_abs"]), state["rejected"]
+    J, current = stop_gradient(state["J"]), state["jac_current"]  # the carry's, not differentiated
+    direction = problem.direction
+    ts = stop_gradient(t)
+    min_step = 10 * xp.abs(xp.nextafter(ts, ts + direction) - ts)
+    fresh = ~rejected & ((h_abs > problem.max_step) | (h_abs < min_step))  # SciPy forgets the history
+    h_abs_old = xp.where(fresh, -1.0, stop_gradient(state["h_abs_old"]))
+    err_old = xp.where(fresh, -1.0, stop_gradient(state["err_old"]))
+    h_abs = xp.where(rejected, h_abs, xp.minimum(xp.maximum(h_abs, min_step), problem.max_step))
+    too_small = rejected & (h_abs < min_step)
+    t_new = t + h_abs * direction
+    t_new = xp.where(direction * (t_new - problem.t_bound) > 0, problem.t_bound, t_new)
+    h = t_new - t
+    hs, ys = stop_gradient(h), stop_gradient(y)
+    scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
+    tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
+    Z0 = _extrapolated(xp, stop_gradient(state["Q"]), stop_gradient(state["h_prev"]), hs)
+    Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager, Z0)
+    Z = Z_star if eager else _implicit(problem, t, y, h, Z_star)
+    y_new = y + Z[2, ...]
+    # the error estimate and the controller, not differentiated
+    eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
+    h_div = xp.where(hs == 0, 1.0, hs)  # a zero step: an example vmap runs on after it finished
+    M_real = MU_REAL / h_div * eye - J
+    ZE = (E[0] * Z_star[0, ...] + E[1] * Z_star[1, ...] + E[2] * Z_star[2, ...]) / h_div
+    fs = stop_gradient(f)
+    error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
+    yn = stop_gradient(y_new)
+    scale_new = stop_gradient(problem.atol + xp.maximum(xp.abs(ys), xp.abs(yn)) * problem.rtol)
+    err = explicit.rms(xp, error / scale_new)
+    again = converged & rejected & (err > 1)
+    one = xp.ones_like(state["njev"])
+    nfev = state["nfev"] + 3 * iterations
+    if not eager or bool(again):
+        error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
+        err = xp.where(again, explicit.rms(xp, error2 / scale_new), err)
+        nfev = nfev + one
+    safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
+    factor = _predict_factor(xp, h_abs, h_abs_old, err, err_old)
+    accept = converged & (err <= 1) & ~too_small
+    recompute = accept & (iterations > 2) & (rate > 1e-3)
+    retry = ~converged & ~current & ~too_small  # a fresh Jacobian, the same step
+    grow = xp.minimum(MAX_FACTOR, safety * factor)
+    grow = xp.where(~recompute & (grow < 1.2), 1.0, grow)
+    shrink = xp.where(
+        converged, xp.maximum(MIN_FACTOR, safety * factor), xp.where(retry, xp.ones_like(hs), 0.5)
+    )
+    new_h_abs = stop_gradient(xp.abs(h)) * xp.where(accept, grow, shrink)
+    f_new = problem.rhs(t_new, y_new)
+    nfev = nfev + one
+    # the Jacobian for the next attempt: at the new point after a slowly converging step, at this one
+    # after a failure with a stale one, else kept
+    need = recompute | retry
+    njev = state["njev"]
+    if not eager or bool(need):
+        at_t = xp.where(accept, stop_gradient(t_new), ts)
+        J = xp.where(need, _jacobian(problem, at_t, xp.where(accept, yn, ys)), J)
+        njev = njev + xp.where(need, one, 0 * one)
+    attempts = state["attempts"] + 1
+    finished = accept & (direction * (t_new - problem.t_bound) >= 0)
+    codes = state["status"]
+    status = xp.where(
+        too_small,
+        explicit.FAILED,
+        xp.where(finished, xp.full_like(codes, explicit.FINISHED), explicit.RUNNING),
+    )
+    status = xp.where((status == explicit.RUNNING) & (attempts >= max_steps), explicit.FAILED, status)
+    new = {
+        "t": xp.where(accept, t_new, t),
+        "y": xp.where(accept, y_new, y),
+        "f": xp.where(accept, f_new, f),
+        "h_abs": xp.where(too_small, h_abs, new_h_abs),
+        "h_abs_old": xp.where(accept, h_abs, h_abs_old),
+        "err_old": xp.where(accept, err, err_old),
+        "rejected": ~accept,
+        "status": status,
+        "attempts": attempts,
+        "nfev": nfev,
+        "njev": njev,
+        "nlu": state["nlu"] + 2 * one,
+        "J": J,
+        "jac_current": need | (current & ~accept),
+        "Q": xp.where(accept, xp.stack(_dense_coefficients(Z_star)), stop_gradient(state["Q"])),
+        "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
+    }
+    if "out" in state:
+        te = problem.t_eval
+        inside = accept & (direction * (te - t) >= 0) & (direction * (te - t_new) <= 0)
+        if eager and not bool(xp.any(inside)):
+            new["out"] = state["out"]
+        else:
+            x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
+            Q = _dense_coefficients(Z)
+            values = y + x * Q[0] + x * x * Q[1] + x * x * x * Q[2]
+            new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
+    return new
