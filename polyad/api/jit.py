@@ -24,7 +24,9 @@ import polyad.core as core
 import polyad.dispatch as dispatch
 import polyad.graph.compiler as compiler
 from polyad.api.arguments import check_callable, func_name, is_dim
+from polyad.api.weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
 from polyad.core import FreshTensor, Tensor
+from polyad.core.tensor import reconnect
 from polyad.dispatch import BY_TYPE
 from polyad.graph import predispatch
 from polyad.graph.compiler.fusion import check_math
@@ -54,9 +56,11 @@ def jit(
 
     While tracing, array arguments have no values: ``bool``, ``float``, ``int``, ``item()`` or
     ``np.asarray`` of one raises ``pa.ConcretizationError`` naming it. Mark such an argument static, or
-    write the branch with ``xp.where``. Python numbers, strings and dtypes among the arguments are part of
-    the signature (a new number traces again), so they keep their Python semantics; pass an array to trace
-    over its values. Other objects are refused unless marked static (their hash and ``==`` then key the
+    write the branch with ``xp.where``. Python floats are traced too, weakly typed as in JAX (a new value
+    does not trace again; ``x32 * dt`` stays float32, as eagerly; ``polyad/api/weak_floats.py``). Python
+    ints, complex numbers, strings and dtypes among the arguments are part of the signature (a new one
+    traces again), so they keep their Python semantics; pass an array to trace over its values. Other
+    objects are refused unless marked static (their hash and ``==`` then key the
     cache, so they must compare by value). Arrays the function closes over are constants of the trace
     (a rebound global is not seen: pass what changes as an argument); values of enclosing transforms it
     closes over are inputs of the trace, replayed on at each call. ``pa.random`` draws are refused
@@ -316,10 +320,22 @@ class Jitted:
         leaves = []
         mode = _COMPILED
         backend = None
+        weak = []  # positions in ``leaves`` of Python floats: traced, weakly typed (weak_floats.py)
         for x in flat:
             b = BY_TYPE.get(type(x))
             if b is None and not isinstance(x, Tensor):
                 b = dispatch.backend_of_array(x)  # a type not seen yet, or not an array (None)
+            if b is None and isinstance(x, float):
+                x = reconnect(x)  # a number polyad handed out for a tensor (float(t)) is that tensor
+                if not isinstance(x, Tensor):
+                    sig.append(WEAK_FLOAT)
+                    weak.append(len(leaves))
+                    leaves.append(x)
+                    continue
+                sig.append((WEAK_FLOAT, x.dtype))  # weak too, a tensor of an enclosing transform underneath
+                mode = _TRANSFORMED
+                leaves.append(x)
+                continue
             if b is not None:
                 sig.append((b, x.shape, x.dtype, getattr(x, "device", None)))
                 leaves.append(x)
@@ -345,10 +361,17 @@ class Jitted:
                     "argument static (static_argnums / static_argnames): its hash and == then key the "
                     "cache, so it must compare by value"
                 )
-        if mode is _TRANSFORMED:  # replay on the tensors themselves
-            leaves = [x for x in flat if isinstance(x, Tensor) or _array_backend(x) is not None]
         if backend is None:
             backend = dispatch.default_backend()
+        if mode is _TRANSFORMED:  # replay on the tensors themselves
+            leaves = [
+                x
+                for x in (reconnect(x) if isinstance(x, float) else x for x in flat)
+                if isinstance(x, Tensor | float) or _array_backend(x) is not None
+            ]
+            weak = [k for k, x in enumerate(leaves) if isinstance(x, float)]
+        for k in weak:
+            leaves[k] = weak_value(leaves[k], backend)
         key = (tree, tuple(sig), statics, backend)
         try:
             entry = self._cache.get(key)
@@ -391,8 +414,9 @@ class Jitted:
         return (dyn_args, dyn_kwargs), (static_args, static_kwargs)
 
     def _rebuild(self, args, kwargs, tree, flat):
-        """A function of the traced array leaves that calls ``func`` with everything else in place."""
-        positions = [i for i, x in enumerate(flat) if isinstance(x, Tensor) or _array_backend(x) is not None]
+        """A function of the traced leaves (arrays, Python floats) that calls ``func`` with everything else
+        in place."""
+        positions = [i for i, x in enumerate(flat) if is_traced_leaf(x)]
         plain_call = self._plain_call and not kwargs
         n = len(args)
         static_pos = {i % n for i in self.static_argnums if -n <= i < n} if n else set()
@@ -414,10 +438,14 @@ class Jitted:
 
     def _trace(self, args, kwargs, flat, tree, sig, backend):
         call, positions = self._rebuild(args, kwargs, tree, flat)
-        avals = [ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3]) for p in positions]
+        weak = {k for k, p in enumerate(positions) if sig[p] is WEAK_FLOAT or sig[p][0] is WEAK_FLOAT}
+        avals = [
+            weak_aval(flat[p], backend) if k in weak else ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3])
+            for k, p in enumerate(positions)
+        ]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
         names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
-        graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names)
+        graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names, weak=weak)
         graph.donated = self._donated(args, flat, positions)
         optimized = compiler.optimize(graph)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled

@@ -461,6 +461,15 @@ def _fused_op(spec, members, inputs, out_vars):
     """The op of one group: generic kernel and transform body = the members as straight-line calls."""
     multiple = len(out_vars) > 1
     positions = {("v", r.id) if isinstance(r, Var) else ("c", r.index): k for k, r in enumerate(inputs)}
+    # the group's values that each member reads for the last time: the body lets go of them there, as
+    # compiled code does (it is what runs on NumPy arrays while the loop compiles)
+    kept = {v.id for v in out_vars}
+    produced = {n.outputs[0].id for n in members}
+    last = {r.id: k for k, node in enumerate(members) for r in node.inputs if isinstance(r, Var)}
+    dying = [[] for _ in members]
+    for vid, k in last.items():
+        if vid not in kept and vid in produced:
+            dying[k].append(vid)
 
     def body(*args):
         env = {}
@@ -472,8 +481,10 @@ def _fused_op(spec, members, inputs, out_vars):
                 return args[positions[("c", r.index)]]
             return r
 
-        for node in members:
+        for node, gone in zip(members, dying):
             env[node.outputs[0].id] = bind(node.op, *[read(r) for r in node.inputs], **node.params)
+            for vid in gone:
+                del env[vid]
         outs = tuple(env[v.id] for v in out_vars)
         return outs if multiple else outs[0]
 

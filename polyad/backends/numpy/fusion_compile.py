@@ -1,0 +1,152 @@
+"""Compiling the fused CPU loops (``fusion.py``) without making the caller wait for Numba.
+
+Numba takes from a tenth of a second (a loop of a few additions) to several seconds (the gradient of W1:
+600 statements, 150 vectorised functions) to compile a loop the first time, plus most of a second to
+import itself. A fused kernel's first call therefore hands its loop to one background thread and runs
+the group's ops as NumPy calls meanwhile (the fallback: eager's own kernels, one call per op, so the
+first call of ``pa.jit`` costs about what eager code costs, plus tracing); the call after the loop is
+ready runs the loop. Kernels of the same source (the steps of an unrolled loop) share one job.
+
+While the loop compiles, results are eager's (NumPy's functions); after, the loop's (``math="fast"``:
+within an ulp or two of them), so two calls of one jitted function may differ in the last bits.
+
+``$POLYAD_FUSION_COMPILE``: "background" (the default) or "wait" (compile on the calling thread at the
+first call and run the loop at once: benchmarks of the loop itself, and tests of it). ``wait()`` blocks
+until every compile handed out so far has finished.
+
+A loop that fails to compile (a bug: the generated source is checked by the tests) warns once, naming
+the error, and its group keeps running as NumPy calls, which give the right values.
+
+The worker is a daemon thread: a process that ends while a loop compiles does not wait for it, and that
+loop is compiled again, from the start, by the next process (Numba's disk cache holds only finished ones).
+"""
+
+import os
+import queue
+import threading
+import time
+import warnings
+
+ENV_COMPILE = "POLYAD_FUSION_COMPILE"
+MODES = ("background", "wait")
+
+
+class _Job:
+    """One loop to compile: ``build()`` returns the kernel; ``done`` is set when it returned or raised."""
+
+    __slots__ = ("build", "done", "kernel", "error", "warned")
+
+    def __init__(self, build):
+        self.build = build
+        self.done = threading.Event()
+        self.kernel = None
+        self.error = None
+        self.warned = False
+
+    def run(self):
+        try:
+            self.kernel = self.build()
+        except Exception as e:  # noqa: BLE001 -- reported on the caller's thread (``ready``), values stay right
+            self.error = e
+        finally:
+            self.build = None
+            self.done.set()
+
+
+class _State:
+    def __init__(self):
+        self.jobs = {}  # key (the loop's source) -> _Job
+        self.lock = threading.Lock()
+        self.queue = queue.SimpleQueue()
+        self.worker = None
+
+
+_STATE = _State()
+
+
+def _after_fork_in_child():
+    """A forked child has no worker thread: jobs still pending are forgotten (asked for again, they are
+    compiled anew); finished ones stay."""
+    global _STATE
+    old = _STATE
+    _STATE = _State()
+    _STATE.jobs = {k: j for k, j in old.jobs.items() if j.done.is_set()}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def mode():
+    """``$POLYAD_FUSION_COMPILE`` checked: "background" (default) or "wait"."""
+    value = os.environ.get(ENV_COMPILE, "background")
+    if value not in MODES:
+        raise ValueError(
+            f"${ENV_COMPILE} must be one of {', '.join(map(repr, MODES))} (whether a fused loop compiles in "
+            f"the background while its ops run as NumPy calls, or the first call waits for it), got {value!r}"
+        )
+    return value
+
+
+def ready(key, build):
+    """The kernel compiled for ``key`` if it is ready, else None: the caller runs its fallback this time.
+    ``build()`` compiles it (called once per key, on the worker thread; on the calling thread under
+    "wait"). None too, for good, where it failed (with a warning, once)."""
+    state = _STATE
+    job = state.jobs.get(key)
+    if job is None:
+        with state.lock:
+            job = state.jobs.get(key)
+            if job is None:
+                job = state.jobs[key] = _Job(build)
+                if mode() == "wait":
+                    job.run()
+                else:
+                    state.queue.put(job)
+                    _start_worker(state)
+    if not job.done.is_set():
+        if mode() == "background":
+            return None
+        job.done.wait()  # queued earlier in the background, asked for now under "wait"
+    if job.error is not None and not job.warned:
+        job.warned = True
+        warnings.warn(
+            f"a fused CPU loop of pa.jit failed to compile ({type(job.error).__name__}: {job.error}); its "
+            "ops run as NumPy calls instead (the values are right, the loop's speed is lost). Please report "
+            "it with the function that was jitted",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return job.kernel
+
+
+def _start_worker(state):
+    if state.worker is None or not state.worker.is_alive():
+        state.worker = threading.Thread(
+            target=_work, args=(state.queue,), name="polyad-fusion-compile", daemon=True
+        )
+        state.worker.start()
+
+
+def _work(jobs):
+    while True:
+        jobs.get().run()
+
+
+def pending():
+    """The number of loops handed to the background thread and not compiled yet."""
+    return sum(not j.done.is_set() for j in list(_STATE.jobs.values()))
+
+
+def wait(timeout=None):
+    """Block until every loop handed out so far has compiled (or failed); False if ``timeout`` seconds
+    passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for job in list(_STATE.jobs.values()):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not job.done.wait(left):
+            return False
+    return True
+
+
+__all__ = ["ENV_COMPILE", "MODES", "mode", "pending", "ready", "wait"]
