@@ -22,6 +22,7 @@ from polyad.core import plain as _plain
 from polyad.graph.predispatch import recorded_call
 from polyad.ops.creation import zeros_like
 from polyad.transforms.forward import DualTensor, ForwardInterpreter
+from polyad.transforms.lazy_tangents import concrete
 
 
 @recorded_call("jvp")
@@ -79,6 +80,8 @@ def run_jvp(func, primals, tangents, strict, has_aux, what):
         out, o_flat, o_tree, aux = level_outputs(out, interp, has_aux, what)
     outs, tans = [], []
     for i, o in enumerate(o_flat):
+        if isinstance(o, Tensor) and o._interp is interp:
+            o._aux = concrete(o._aux)  # a lazy tangent is computed now (transforms/lazy_tangents.py)
         if isinstance(o, Tensor) and o._interp is interp and o._aux is not None:
             outs.append(_plain(o._value))
             tans.append(_plain(in_dtype_of(o._aux, o._value)))

@@ -16,6 +16,7 @@ from polyad.ops.common import ShapeDtype, is_floating, shape_of
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 from polyad.transforms.forward import DualTensor, ForwardInterpreter
+from polyad.transforms.lazy_tangents import concrete
 from polyad.transforms.reverse import ReverseInterpreter
 
 
@@ -78,7 +79,7 @@ class DualBody:
             for o in outs:
                 if isinstance(o, Tensor) and o._interp is interp:
                     values.append(o._value)
-                    tans.append(o._aux)
+                    tans.append(concrete(o._aux))  # a lazy tangent computed (transforms/lazy_tangents.py)
                 else:
                     values.append(o)
                     tans.append(None)

@@ -34,13 +34,23 @@ def _unary_vjp(deriv):
     return with_ones_rule(vjp, vjp_ones)
 
 
+def _unary_jvp(deriv):
+    def jvp(ts, y, x):
+        return ts[0] * deriv(x, y)
+
+    # forward mode may keep the tangent as this factor times the input's (transforms/lazy_tangents.py)
+    jvp.scale = deriv
+    return jvp
+
+
 def unary(name, deriv=None, *, abstract_eval=ABSTRACT_SAME, **rules):
     """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
     come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
     if deriv is not None:
         if "vjp" not in rules:
             rules["vjp"] = _unary_vjp(deriv)
-        rules.setdefault("jvp", lambda ts, y, x: ts[0] * deriv(x, y))
+        if "jvp" not in rules:
+            rules["jvp"] = _unary_jvp(deriv)
     op = define(name, abstract_eval=abstract_eval, **rules)
     op.register_rule("batch", unary_batch(op))
     return namespace_function(op, arity=1)

@@ -9,6 +9,7 @@ with a None tangent, so the namespace stays closed under the transform.
 
 from polyad.core import Interpreter, Tensor, all_none, bind, eval_raw, rule_kind, rule_of, split_args
 from polyad.ops.fills import zeros_like
+from polyad.transforms.lazy_tangents import concrete, know_rules, tangent
 
 
 class DualTensor(Tensor):
@@ -70,6 +71,9 @@ JVP = rule_kind(
 )
 
 
+know_rules(JVP)
+
+
 def jvp_rule(op):
     """The op's JVP rule (registered, or derived from its ``linear``/``bilinear`` marker)."""
     rule = rule_of(op, JVP)
@@ -92,12 +96,13 @@ class ForwardInterpreter(Interpreter):
         return DualTensor(value, self, None)
 
     def process(self, op, args, params):
+        # tangents may be lazy (lazy_tangents.py): computed where a rule reads them, never if none does
         primals, tangents, lower = split_args(self, args)
         constant = op.nondiff or (tangents[0] is None and all_none(tangents))
         rule = None if constant or op.higher_order is None else jvp_rule(op)
         if rule is not None and getattr(rule, "computes_primal", False):
             # a rule that computes the output with its tangent (a loop runs once, not twice)
-            out, t = rule(tuple(tangents), None, *primals, **params)
+            out, t = rule(tuple(concrete(t) for t in tangents), None, *primals, **params)
         else:
             out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
             # a result without a derivative is still a tensor of this level, with a symbolic zero tangent
@@ -105,7 +110,10 @@ class ForwardInterpreter(Interpreter):
                 if op.multiple_results:
                     return type(out)(DualTensor(o, self, None) for o in out)
                 return DualTensor(out, self, None)
-            t = jvp_rule(op)(tuple(tangents), out, *primals, **params)
+            if op.multiple_results or op.higher_order is not None:
+                t = jvp_rule(op)(tuple(concrete(t) for t in tangents), out, *primals, **params)
+            else:
+                t = tangent(op, jvp_rule(op), tangents, out, primals, params)
         if op.multiple_results:
             return type(out)(DualTensor(o, self, ti) for o, ti in zip(out, t))
         return DualTensor(out, self, t)
