@@ -255,3 +255,59 @@ def test_the_kernel_file_changes_with_what_its_code_depends_on(monkeypatch, tmp_
     files = sorted(p.name for p in (tmp_path / "fusion").glob("k_*.py"))
     assert len(files) == 3
     monkeypatch.undo()
+
+
+@on_numpy
+def test_the_first_call_does_not_wait_for_the_optimiser(monkeypatch):
+    """The first call runs the graph as traced (eager's kernels, compiled straight-line); optimising and
+    fusing run in the background, and later calls switch to their result."""
+    import polyad.graph.compiler as compiler
+    from polyad.backends.numpy import fusion_compile
+
+    assert fusion_compile.wait(120)
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")
+    gate, optimized = threading.Event(), []
+    real = compiler.optimize
+
+    def slow(graph):
+        assert gate.wait(30), "the test never opened the gate"
+        optimized.append(graph)
+        return real(graph)
+
+    monkeypatch.setattr(compiler, "optimize", slow)
+
+    def f(x):
+        return pxp.sum(pxp.sin(x) * 0.987654321) + pxp.exp(x) * x
+
+    j = pa.jit(f)
+    x = np.linspace(0.0, 1.0, 9)
+    np.testing.assert_array_equal(j(x), f(x))  # the optimiser is blocked: eager's kernels ran
+    np.testing.assert_array_equal(j(x + 1), f(x + 1))
+    assert not optimized and j.cache_info().misses == 1
+    gate.set()
+    assert fusion_compile.wait(120)
+    assert len(optimized) == 1
+    assert_close(j(x), f(x), rtol=1e-14)
+    assert any(isinstance(n.op, FusedOp) for n in j.lower(x).fused_graph.nodes)
+
+
+@on_numpy
+def test_an_optimiser_that_fails_in_the_background_warns_and_the_values_stay_right(monkeypatch):
+    import polyad.graph.compiler as compiler
+    from polyad.backends.numpy import fusion_compile
+
+    assert fusion_compile.wait(120)
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")
+
+    def broken(graph):
+        raise RuntimeError("no optimiser today")
+
+    monkeypatch.setattr(compiler, "optimize", broken)
+    j = pa.jit(lambda x: pxp.cos(x) * 3.25)
+    x = np.linspace(0.0, 1.0, 5)
+    with pytest.warns(RuntimeWarning, match="no optimiser today"):
+        np.testing.assert_array_equal(j(x), np.cos(x) * 3.25)
+        assert fusion_compile.wait(120)
+    np.testing.assert_array_equal(j(x), np.cos(x) * 3.25)
+    with pytest.raises(RuntimeError, match="no optimiser today"):  # asked for, it raises where it runs
+        j.lower(x)

@@ -16,6 +16,7 @@ rules (fused kernels need not have rules).
 import collections
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 
 import optree
@@ -25,6 +26,7 @@ import polyad.dispatch as dispatch
 import polyad.graph.compiler as compiler
 from polyad.api.arguments import check_callable, func_name, is_dim
 from polyad.api.weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
+from polyad.backends.numpy import fusion_compile
 from polyad.core import FreshTensor, Tensor
 from polyad.core.tensor import reconnect
 from polyad.dispatch import BY_TYPE
@@ -138,24 +140,66 @@ def _compile_body(graph, backend, math):
 
 class _Entry:
     """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
-    compiled fused graph (for raw arrays) and the structure of the outputs."""
+    compiled fused graph (for raw arrays) and the structure of the outputs.
 
-    __slots__ = ("graph", "optimized", "fused", "compiled", "run", "out_tree", "single", "lifted")
+    A first call need not wait for the optimiser and the fusion (tens of milliseconds for a graph of a
+    few thousand nodes, the steps of an unrolled loop): ``finish`` is then the rest of the pipeline,
+    which a background thread runs (``fusion_compile.submit``) while calls run ``graph`` compiled as it
+    was traced (eager's kernels, straight-line); ``run`` switches when it is done. ``optimized``,
+    ``fused`` and ``compiled`` run it at once where asked for before (``lower``, a transformed call)."""
 
-    def __init__(self, graph, optimized, fused, compiled, lifted=()):
+    __slots__ = ("graph", "_optimized", "_fused", "_compiled", "run", "out_tree", "single", "lifted")
+    __slots__ += ("_finish", "_lock")
+
+    def __init__(self, graph, optimized, fused, compiled, lifted=(), finish=None):
         self.graph = graph
-        self.optimized = optimized
-        self.fused = fused
-        self.compiled = compiled
-        self.run = compiled.fn if compiled is not None else None
-        held = [i for i, r in enumerate(fused.outputs) if isinstance(r, Const)] if fused is not None else []
-        if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
-            self.run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
-        self.out_tree = optimized.out_tree
+        self._optimized = optimized
+        self._fused = fused
+        self._compiled = compiled
+        self.run = None
+        if compiled is not None:
+            self._install(fused if fused is not None else graph, compiled)
+        self.out_tree = graph.out_tree
         self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
         # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
         # entry serves one call only (it is not cached)
         self.lifted = lifted
+        self._finish = finish  # () -> (optimized, fused, compiled): the pipeline still to run, or None
+        self._lock = threading.Lock() if finish is not None else None
+
+    def _install(self, graph, compiled):
+        run = compiled.fn
+        held = [i for i, r in enumerate(graph.outputs) if isinstance(r, Const)]
+        if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
+            run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
+        self.run = run
+
+    def finish(self):
+        """Run the rest of the pipeline now if it has not run (the background thread's job)."""
+        if self._finish is None:
+            return
+        with self._lock:
+            if self._finish is None:
+                return
+            optimized, fused, compiled = self._finish()
+            self._optimized, self._fused, self._compiled = optimized, fused, compiled
+            self._install(fused, compiled)
+            self._finish = None
+
+    @property
+    def optimized(self):
+        self.finish()
+        return self._optimized
+
+    @property
+    def fused(self):
+        self.finish()
+        return self._fused
+
+    @property
+    def compiled(self):
+        self.finish()
+        return self._compiled
 
 
 class Lowered:
@@ -447,11 +491,26 @@ class Jitted:
         names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
         graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names, weak=weak)
         graph.donated = self._donated(args, flat, positions)
-        optimized = compiler.optimize(graph)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
-            return _Entry(graph, optimized, None, None, lifted)
-        fused, compiled = _pipeline(optimized, backend, self.math)
-        return _Entry(graph, optimized, fused, compiled)
+            return _Entry(graph, compiler.optimize(graph), None, None, lifted)
+        math = self.math
+
+        def finish():
+            optimized = compiler.optimize(graph)
+            fused, compiled = _pipeline(optimized, backend, math)
+            if backend.name == "numpy":  # the fused loops start compiling now, not at their first call
+                for node in fused.nodes:
+                    warm = getattr(getattr(node.op, "kernels", {}).get("cpu"), "warm", None)
+                    if warm is not None:
+                        warm()
+            return optimized, fused, compiled
+
+        if fusion_compile.mode() == "wait":
+            return _Entry(graph, *finish())
+        # the first calls run the graph as traced, compiled as it is; the rest in the background
+        entry = _Entry(graph, None, None, graph.compile(backend.name), finish=finish)
+        fusion_compile.submit(entry.finish)
+        return entry
 
     def _leaf_label(self, args, kwargs, tree, i):
         """A readable name of leaf ``i`` of a call's traced arguments: "argument 1['w']", "argument 'y'"."""

@@ -317,7 +317,15 @@ def kernel(spec, fallback):
                 values.append(xp.sum(outs[where].reshape(shape), **params))
         return tuple(values) if multiple else values[0]
 
+    def warm():
+        """Start compiling the loop now (in the background), not at the first call."""
+        if not compiled:
+            loop = fusion_compile.ready(text, build)
+            if loop is not None:
+                compiled.append(loop)
+
     run.source = text
+    run.warm = warm
     return run
 
 

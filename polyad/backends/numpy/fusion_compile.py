@@ -10,9 +10,12 @@ ready runs the loop. Kernels of the same source (the steps of an unrolled loop) 
 While the loop compiles, results are eager's (NumPy's functions); after, the loop's (``math="fast"``:
 within an ulp or two of them), so two calls of one jitted function may differ in the last bits.
 
+``pa.jit`` hands the same thread the rest of a first call's pipeline (``submit``: optimise, fuse, code,
+before any loop waiting there), so that its first call costs tracing and eager's kernels only.
+
 ``$POLYAD_FUSION_COMPILE``: "background" (the default) or "wait" (compile on the calling thread at the
 first call and run the loop at once: benchmarks of the loop itself, and tests of it). ``wait()`` blocks
-until every compile handed out so far has finished.
+until every job handed out so far has finished.
 
 A loop that fails to compile (a bug: the generated source is checked by the tests) warns once, naming
 the error, and its group keeps running as NumPy calls, which give the right values.
@@ -21,6 +24,7 @@ The worker is a daemon thread: a process that ends while a loop compiles does no
 loop is compiled again, from the start, by the next process (Numba's disk cache holds only finished ones).
 """
 
+import itertools
 import os
 import queue
 import threading
@@ -55,9 +59,10 @@ class _Job:
 
 class _State:
     def __init__(self):
-        self.jobs = {}  # key (the loop's source) -> _Job
+        self.jobs = {}  # key (the loop's source, or the job itself for ``submit``'s) -> _Job
         self.lock = threading.Lock()
-        self.queue = queue.SimpleQueue()
+        self.queue = queue.PriorityQueue()  # (priority, order, job): pa.jit's pipelines before loops
+        self.order = itertools.count()
         self.worker = None
 
 
@@ -102,7 +107,7 @@ def ready(key, build):
                 if mode() == "wait":
                     job.run()
                 else:
-                    state.queue.put(job)
+                    state.queue.put((1, next(state.order), job))
                     _start_worker(state)
     if not job.done.is_set():
         if mode() == "background":
@@ -130,23 +135,51 @@ def _start_worker(state):
 
 def _work(jobs):
     while True:
-        jobs.get().run()
+        jobs.get()[2].run()
+
+
+def submit(fn):
+    """Run ``fn()`` on the background thread, before the loops waiting there (``pa.jit`` hands it the rest
+    of a first call's pipeline: optimise, fuse, code). An exception warns (``fn`` can be run again, on
+    the caller's thread, where it raises)."""
+    state = _STATE
+
+    def run():
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 -- the caller keeps what it ran before: right values
+            warnings.warn(
+                f"pa.jit's optimiser or fusion failed in the background ({type(e).__name__}: {e}); the "
+                "function keeps running its graph as traced, unoptimised (the values are right)",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+        finally:
+            state.jobs.pop(job, None)
+
+    job = _Job(run)
+    with state.lock:
+        state.jobs[job] = job
+        state.queue.put((0, next(state.order), job))
+        _start_worker(state)
 
 
 def pending():
-    """The number of loops handed to the background thread and not compiled yet."""
+    """The number of jobs handed to the background thread and not finished yet."""
     return sum(not j.done.is_set() for j in list(_STATE.jobs.values()))
 
 
 def wait(timeout=None):
-    """Block until every loop handed out so far has compiled (or failed); False if ``timeout`` seconds
-    passed first."""
+    """Block until every job handed out so far, and every one those hand out (a pipeline's loops), has
+    finished; False if ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    for job in list(_STATE.jobs.values()):
+    while True:
+        waiting = [j for j in list(_STATE.jobs.values()) if not j.done.is_set()]
+        if not waiting:
+            return True
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not job.done.wait(left):
+        if not waiting[0].done.wait(left):
             return False
-    return True
 
 
-__all__ = ["ENV_COMPILE", "MODES", "mode", "pending", "ready", "wait"]
+__all__ = ["ENV_COMPILE", "MODES", "mode", "pending", "ready", "submit", "wait"]
