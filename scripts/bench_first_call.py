@@ -10,10 +10,12 @@ Per workload and round, fresh processes (BLAS and the fused loops on one thread,
 of the work and not of the shared machine's cores):
 - eager: the first call of the eager function (polyad imported already), then a second;
 - jit cold: ``pa.jit``'s first call with empty caches (``POLYAD_CACHE_DIR`` and ``NUMBA_CACHE_DIR`` fresh):
-  ``lower`` (trace, optimise, fuse, code) and the first run, while the loops compile in the background;
-  the time until the loops are ready; a call after that; for "heat", 50 calls with new step sizes;
+  trace, code of the graph as traced, and its run, while optimise, fuse and the loops' compilation run in
+  the background; the time until all of that is ready (``fusion_compile.wait``); a call after that; for
+  "heat", 50 calls with new step sizes;
 - jit warm: the same in a new process with the caches the cold one filled;
-- the same two with ``POLYAD_FUSION_COMPILE=wait`` (the first call waits for Numba, as before).
+- the same two with ``POLYAD_FUSION_COMPILE=wait`` (the first call optimises, fuses and waits for Numba,
+  as before).
 Each first call is checked against the eager result. Prints one table per workload (median, and the range
 over rounds).
 """
@@ -65,8 +67,6 @@ else:
     expected = f(*args)
     jitted = pa.jit(f)
     t = time.perf_counter()
-    jitted.lower(*args)
-    out["lower_s"] = time.perf_counter() - t
     got = jitted(*args)
     out["first_s"] = time.perf_counter() - t
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-9, atol=1e-12)
@@ -128,9 +128,9 @@ def main():
                     rows.setdefault(f"jit cold, {mode}", []).append(child(w, "jit", env))
                     rows.setdefault(f"jit warm, {mode}", []).append(child(w, "jit", env))
         print(f"\n{w} ({opts.rounds} rounds; median (min-max))")
-        cols = ["first_s", "lower_s", "ready_after_s", "compiled_s", "second_s", "fifty_floats_s"]
-        print("| run | first call | of which lower | loops ready after | next call | 50 new floats |")
-        print("|---|---|---|---|---|---|")
+        cols = ["first_s", "ready_after_s", "compiled_s", "second_s", "fifty_floats_s"]
+        print("| run | first call | compiled code ready after | next call | 50 new floats |")
+        print("|---|---|---|---|---|")
         for name, results in rows.items():
             cells = []
             for c in cols:

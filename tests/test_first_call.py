@@ -311,3 +311,20 @@ def test_an_optimiser_that_fails_in_the_background_warns_and_the_values_stay_rig
     np.testing.assert_array_equal(j(x), np.cos(x) * 3.25)
     with pytest.raises(RuntimeError, match="no optimiser today"):  # asked for, it raises where it runs
         j.lower(x)
+
+
+def test_an_interpreted_graph_equals_the_compiled_one():
+    from polyad.graph.compiler.codegen import interpret_graph
+
+    c = arr([[1.0, 2.0], [3.0, 4.0]])
+
+    def f(x):
+        q, r = pxp.linalg.qr(x @ c + 1.0)  # an op with several results, a closed-over constant
+        return pxp.zeros_like(x) + q * 2.0, pxp.sum(r), c
+
+    x = arr([[0.5, -1.0], [2.0, 0.25]])
+    graph = pa.make_graph(f, x)
+    interpreted = interpret_graph(graph, BACKEND)(x)
+    compiled = graph.compile(BACKEND.name)(x)
+    for got, expected in zip(interpreted, compiled):
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(expected))

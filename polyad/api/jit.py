@@ -31,6 +31,7 @@ from polyad.core import FreshTensor, Tensor
 from polyad.core.tensor import reconnect
 from polyad.dispatch import BY_TYPE
 from polyad.graph import predispatch
+from polyad.graph.compiler.codegen import interpret_graph
 from polyad.graph.compiler.fusion import check_math
 from polyad.graph.ir import Const
 from polyad.graph.tracing import trace_graph
@@ -507,8 +508,8 @@ class Jitted:
 
         if fusion_compile.mode() == "wait":
             return _Entry(graph, *finish())
-        # the first calls run the graph as traced, compiled as it is; the rest in the background
-        entry = _Entry(graph, None, None, graph.compile(backend.name), finish=finish)
+        # the first calls run the graph as traced, its nodes' kernels in a loop; the rest in the background
+        entry = _Entry(graph, None, None, interpret_graph(graph, backend), finish=finish)
         fusion_compile.submit(entry.finish)
         return entry
 

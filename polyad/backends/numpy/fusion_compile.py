@@ -27,6 +27,7 @@ loop is compiled again, from the start, by the next process (Numba's disk cache 
 import itertools
 import os
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -133,9 +134,28 @@ def _start_worker(state):
         state.worker.start()
 
 
+# While the worker has jobs, the interpreter switches threads every SWITCH_S seconds (Python's default is
+# 5 ms): a caller's NumPy call that released the GIL waits at most that long to take it back from the
+# worker, where it waited up to 5 ms per call (W2's first call: +120 ms over 24 calls while Numba compiled)
+SWITCH_S = 0.0002
+
+
 def _work(jobs):
     while True:
-        jobs.get()[2].run()
+        job = jobs.get()[2]
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(min(before, SWITCH_S))
+        try:
+            job.run()
+            while True:  # the jobs queued meanwhile, before the interval goes back
+                try:
+                    job = jobs.get_nowait()[2]
+                except queue.Empty:
+                    break
+                job.run()
+        finally:
+            if sys.getswitchinterval() == min(before, SWITCH_S):  # unless someone else changed it
+                sys.setswitchinterval(before)
 
 
 def submit(fn):
