@@ -285,6 +285,7 @@ def kernel(spec, fallback):
     multiple = len(results) > 1
     checks = "outside +=" in text
     runner = fusion_threads.Runner()
+    small = fusion_threads.PROBE  # below it a call runs serially, untimed (Runner)
 
     compiled = []  # the loop, once ready
     build = functools.partial(_compiled_loop, text, dtype, len(modes), len(stored))
@@ -305,7 +306,10 @@ def kernel(spec, fallback):
                 a = np.broadcast_to(a, shape)
             flat.append(np.ascontiguousarray(a).reshape(-1))
         outs = [np.empty(n, dtype) for _ in stored]
-        outside = runner(_chunked(fused, flat, outs, modes, n), n, True)
+        if n < small:  # never threads: the loop itself, no chunking closure (most of a small call's time)
+            outside = fused(n, *flat, *outs)
+        else:
+            outside = runner(_chunked(fused, flat, outs, modes, n), n, True)
         if checks and outside:  # arguments beyond the fast reduction: the call again, with libm's
             exact = _compile(source(spec, libm=True))
             fusion_threads.Runner()(_chunked(exact, flat, outs, modes, n), n, False)
