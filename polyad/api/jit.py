@@ -510,7 +510,7 @@ class Jitted:
             return _Entry(graph, *finish())
         # the first calls run the graph as traced, its nodes' kernels in a loop; the rest in the background
         entry = _Entry(graph, None, None, interpret_graph(graph, backend), finish=finish)
-        fusion_compile.submit(entry.finish)
+        entry.run = _then_finish(entry, entry.run)
         return entry
 
     def _leaf_label(self, args, kwargs, tree, i):
@@ -601,6 +601,21 @@ def _replay(entry, leaves):
                 flat[i] = b.xp.asarray(flat[i], copy=True)
         out = optree.tree_unflatten(graph.out_tree, flat)
     return out
+
+
+def _then_finish(entry, run):
+    """``run``, which hands the rest of ``entry``'s pipeline to the background thread once a call has
+    returned: the first call does not share the interpreter with that work (on two cores it took twice
+    as long while optimise and fuse ran beside it)."""
+
+    def first(*args):
+        out = run(*args)
+        if entry.run is first:
+            entry.run = run
+            fusion_compile.submit(entry.finish)
+        return out
+
+    return first
 
 
 def _copy_outputs(fn, held, bxp, *args):
