@@ -72,11 +72,13 @@ _STATE = _State()
 
 def _after_fork_in_child():
     """A forked child has no worker thread: jobs still pending are forgotten (asked for again, they are
-    compiled anew); finished ones stay."""
+    compiled anew); finished ones stay; the switch interval the worker lowered goes back."""
     global _STATE
     old = _STATE
     _STATE = _State()
-    _STATE.jobs = {k: j for k, j in old.jobs.items() if j.done.is_set()}
+    _STATE.jobs = {k: j for k, j in old.jobs.items() if j.done.is_set() and not isinstance(k, _Job)}
+    if sys.getswitchinterval() == min(_SWITCH_AT_IMPORT, SWITCH_S) != _SWITCH_AT_IMPORT:
+        sys.setswitchinterval(_SWITCH_AT_IMPORT)
 
 
 if hasattr(os, "register_at_fork"):
@@ -138,6 +140,7 @@ def _start_worker(state):
 # 5 ms): a caller's NumPy call that released the GIL waits at most that long to take it back from the
 # worker, where it waited up to 5 ms per call (W2's first call: +120 ms over 24 calls while Numba compiled)
 SWITCH_S = 0.0002
+_SWITCH_AT_IMPORT = sys.getswitchinterval()
 
 
 def _work(jobs):
