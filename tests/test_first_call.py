@@ -64,6 +64,19 @@ def test_a_float_meets_a_float32_array_as_it_does_eagerly():
     assert f.cache_info().misses == 1
 
 
+def test_python_arithmetic_on_a_float_stays_weak_and_functions_of_it_do_not():
+    """As eagerly: ``dt * dt - dt / 2`` is a Python float (it takes the array's dtype where it meets one),
+    ``xp.exp(-dt)`` a float64 array (which promotes a float32 one)."""
+    f = pa.jit(lambda x, a: (x * (a * a - a / 2.0) ** 2, x * pxp.exp(-a), pxp.asarray(a) + x))
+    x = arr([0.1, 0.7, 3.0], "float32")
+    for a in (0.7, 0.2):
+        eager = (x * (a * a - a / 2.0) ** 2, x * pxp.exp(pxp.asarray(-a)), pxp.asarray(a) + x)
+        for got, expected in zip(f(x, a), eager):
+            assert to_numpy(got).dtype == to_numpy(expected).dtype
+            assert_close(to_numpy(got), to_numpy(expected), rtol=1e-7)
+    assert f.cache_info().misses == 1
+
+
 def test_a_float_alone_is_a_default_float_array():
     f = pa.jit(lambda x, a: (x + 1, a * 2.0))
     _, doubled = f(arr([1.0]), 0.25)

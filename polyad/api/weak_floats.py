@@ -4,6 +4,8 @@ A float argument is not part of the cache key: it is traced as a 0-d value of th
 floating dtype (``polyad.graph.tracing.WeakTracedTensor``), so a function called with 50 different step
 sizes traces once. "Weak": where it meets a floating array, the array's dtype wins (``x32 * dt`` is float32,
 as eagerly, where NumPy and the standard treat the Python number so), which the tracer records as a cast.
+Python arithmetic on it (``dt * dt / 2``) stays weak, as it stays a Python float eagerly; an ``xp``
+function of it (``xp.exp(-dt)``, ``xp.asarray(dt)``) is a 0-d array of the default float dtype, as eagerly.
 Like an array argument, it has no value while the function traces: a Python branch on it, or
 ``math.sqrt(dt)``, raises ``ConcretizationError`` naming it; mark it static (``static_argnums``) to have
 its value (each new value then traces anew). Integers, complex numbers, booleans and strings stay part of

@@ -34,11 +34,30 @@ class TracedTensor(GraphTensor):
 
 
 class WeakTracedTensor(TracedTensor):
-    """A traced Python float (a ``pa.jit`` argument, and what is computed from such values alone): as in
-    eager code, where the number meets a floating array the array's dtype wins (``x32 * dt`` stays
-    float32), so the tracer casts it to that dtype first; alone it is the backend's default float."""
+    """A traced Python float (a ``pa.jit`` argument, and what Python arithmetic computes from such values
+    alone): as in eager code, where the number meets a floating array the array's dtype wins (``x32 * dt``
+    stays float32), so the tracer casts it to that dtype first; alone it is the backend's default float."""
 
     __slots__ = ()
+    weakly_typed = True  # xp.asarray of one is an array, as eagerly (ops/creation.py reads this)
+
+
+# ops a Python float's own operators bind (dt * 2, -dt, dt ** 2...): eagerly their result is a Python float
+# again, so traced it stays weak; any other op of weak values gives a 0-d array, as eagerly
+PYTHON_ARITHMETIC = frozenset(
+    {
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "floor_divide",
+        "remainder",
+        "pow",
+        "negative",
+        "positive",
+        "abs",
+    }
+)
 
 
 class TracingInterpreter(GraphInterpreter):
@@ -82,6 +101,8 @@ class TracingInterpreter(GraphInterpreter):
         ref = next((d for d in map(_strong_float_dtype, args) if d is not None), None)
         if ref is not None:
             args = [_cast(a, ref) if type(a) is WeakTracedTensor else a for a in args]
+            return super().process(op, args, params)
+        if op.name not in PYTHON_ARITHMETIC:  # xp.exp(dt) is a 0-d array eagerly: no longer weak
             return super().process(op, args, params)
         self._weak_out = True
         try:
