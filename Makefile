@@ -38,14 +38,15 @@ $(DOCS): pyproject.toml | $(PY)
 	touch $@ $(BASE)
 
 # The documentation (docs/, Sphinx: autodoc + napoleon) into docs/_build/html, strictly: a broken
-# reference or a docstring warning fails the build. The gallery scripts run first, drawing its figures.
+# reference or a docstring warning fails the build (-E: docstrings read afresh, not from the last build's
+# cache). The gallery scripts run first, drawing its figures.
 docs: $(DOCS)
 	rm -rf docs/_generated
 	@for script in examples/[a-z]*.py; do \
 		echo "gallery: $$script"; \
 		POLYAD_BACKEND=numpy POLYAD_GALLERY_DIR=docs/_generated/gallery $(PY) $$script > /dev/null || exit 1; \
 	done
-	$(PY) -m sphinx -b html -W --keep-going -q -n docs docs/_build/html
+	$(PY) -m sphinx -E -b html -W --keep-going -q -n docs docs/_build/html
 	@echo "documentation: $(CURDIR)/docs/_build/html/index.html"
 
 test: test-numpy test-strict test-dask
@@ -69,9 +70,14 @@ test-strict: $(TEST)
 # first derivatives; `make test-dask-full` runs every op-table check (second order and vmap too: slow)
 DASK_OPS := tests/test_ops.py -k "test_value or test_abstract_eval or test_vjp or test_namespace or test_vmap_fallback"
 
+# loops on Dask: a checkpointed scan and a while_loop under every transform (the whole loop file: 2 min)
+DASK_LOOPS := "tests/test_loops.py::test_scan_equals_the_unrolled_loop_under_every_transform[4]" \
+	"tests/test_loops.py::test_while_loop_equals_the_python_loop[1]" \
+	tests/test_loops.py::test_cond_equals_the_python_branch
+
 test-dask: $(TEST)
 	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py $(PYTEST_ARGS)
-	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_OPS) $(PYTEST_ARGS)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_OPS) $(DASK_LOOPS) $(PYTEST_ARGS)
 
 test-dask-full: $(TEST)
 	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py tests/test_ops.py $(PYTEST_ARGS)

@@ -6,13 +6,14 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 import types
 from typing import Any
 
-from polyad import config, custom_ops, dispatch, library, linalg, random, xp
+from polyad import config, custom_ops, dispatch, library, linalg, optimize, random, sparse, xp
 from polyad.api.eval_shape import eval_shape
 from polyad.api.grad import enable_grad, grad, grad_and_value, linearize, no_grad, value_and_grad, vjp
 from polyad.api.graphs import call_delegate, make_graph
 from polyad.api.jacobians import hessian, jacfwd, jacrev
 from polyad.api.jit import jit
 from polyad.api.jvp import jvp
+from polyad.api.residuals import print_saved_residuals, saved_residuals
 from polyad.api.sparse import (
     SparseJacobian,
     hessian_sparsity,
@@ -26,6 +27,8 @@ from polyad.chunking.cluster import DistributedError, distributed
 from polyad.chunking.plan import ChunkPlan
 from polyad.control.checkpoint import checkpoint
 from polyad.control.conditionals import cond, switch
+from polyad.control.custom_derivatives import CustomDerivativeError, custom_jvp, custom_vjp
+from polyad.control.implicit import ImplicitError, custom_linear_solve, custom_root
 from polyad.control.loops import fori_loop, map, scan
 from polyad.control.while_loop import while_loop
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
@@ -80,6 +83,12 @@ __all__ = [
     "ConcretizationError",
     "checkpoint",
     "cond",
+    "custom_jvp",
+    "custom_linear_solve",
+    "custom_root",
+    "ImplicitError",
+    "custom_vjp",
+    "CustomDerivativeError",
     "fori_loop",
     "map",
     "scan",
@@ -101,6 +110,8 @@ __all__ = [
     "make_graph",
     "custom_op",
     "library",
+    "optimize",
+    "sparse",
     "linalg",
     "custom_ops",
     "enable_grad",
@@ -117,6 +128,7 @@ __all__ = [
     "jvp",
     "linearize",
     "no_grad",
+    "print_saved_residuals",
     "random",
     "register_device_type",
     "scipy_fft_backend",
@@ -126,6 +138,7 @@ __all__ = [
     "sparse_jacrev",
     "stop_gradient",
     "use_scipy_fft_backend",
+    "saved_residuals",
     "value_and_grad",
     "vjp",
     "vmap",

@@ -169,6 +169,23 @@ def backend_of_array(x):
     return None
 
 
+def namespace_of(x):
+    """The Array API namespace of ``x``: a tensor's own (``polyad.xp``), else its backend's (CuPy's arrays
+    have no ``__array_namespace__`` method)."""
+    if hasattr(x, "__array_namespace__"):
+        return x.__array_namespace__()
+    return backend_of_array(x).xp
+
+
+def device_key(device):
+    """``device`` as a hashable value, for caches keyed on it (CuPy's ``Device`` cannot be hashed)."""
+    try:
+        hash(device)
+    except TypeError:
+        return (type(device).__name__, getattr(device, "id", repr(device)))
+    return device
+
+
 def backend_of(args):
     """The one Backend of the arrays among ``args`` (default backend if none); error if they mix libraries."""
     found = None

@@ -21,7 +21,7 @@ import types
 import polyad.dispatch as dispatch
 import polyad.standard as standard
 from polyad.core import Tensor, bind, install_namespace
-from polyad.ops import creation, indexing
+from polyad.ops import creation, views
 
 __array_api_version__ = standard.API_VERSION
 
@@ -54,7 +54,7 @@ def _find(name, modules):
 
 _module = sys.modules[__name__]
 for _name in standard.FUNCTIONS:
-    _f = _find(_name, _FAMILIES)
+    _f = views.NAMESPACE.get(_name) or _find(_name, _FAMILIES)  # views: those that alias, as NumPy's
     if _f is not None:
         setattr(_module, _name, _f)
 
@@ -74,7 +74,7 @@ _linalg_families = [m for m in _FAMILIES if m.__name__.endswith((".linalg",))]
 _fft_families = [m for m in _FAMILIES if m.__name__.endswith((".fft", ".dct"))]
 # the standard's linalg, and the structured solves polyad adds to it (SciPy's: polyad/ops/linalg/)
 _linalg_extensions = tuple(n for m in _linalg_families for n in getattr(m, "EXTENSIONS", ()))
-linalg = _submodule("linalg", standard.LINALG + _linalg_extensions, _linalg_families)
+linalg = _submodule("linalg", standard.LINALG + _linalg_extensions, [views, *_linalg_families])
 # not in the standard: SciPy's discrete cosine and sine transforms (polyad/ops/dct.py) join the fft extension
 _dct = importlib.import_module("polyad.ops.dct")
 fft = _submodule("fft", standard.FFT + _dct.NAMES, _fft_families)
@@ -141,6 +141,8 @@ _BINARY_OPERATORS = {
     "lshift": "bitwise_left_shift",
     "rshift": "bitwise_right_shift",
 }
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+            "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}  # fmt: skip
 _COMPARISONS = {
     "__eq__": "equal",
     "__ne__": "not_equal",
@@ -171,10 +173,16 @@ def _reflected(fn):
     return lambda self, other: bind(op, other, self)
 
 
-def _inplace(fn):
+def _inplace(fn, name):
+    what = f"x {name}= y"
+
     def method(self, other):
         result = fn(self, other)
-        return self._become(result) if isinstance(result, Tensor) else result
+        if not isinstance(result, Tensor):
+            return result
+        if self._alias is None:  # shares memory with nothing: the common case
+            return self._become(result)
+        return views.write(self, result, what)  # a view, or a base of views: they see the write
 
     return method
 
@@ -184,23 +192,18 @@ def _unary(fn):
     return (lambda self: fn(self)) if op is None else (lambda self: bind(op, self))
 
 
-def _setitem(self, key, value):
-    # functionalised: the updated tensor is computed out of place, then this object becomes it
-    self._become(indexing.index_update(self, key, value))
-
-
 def _tensor_methods():
     """The methods ``Tensor`` gets from the namespace: the standard's operators, indexing, to_device."""
     methods = {
-        "__getitem__": indexing.getitem,
-        "__setitem__": _setitem,
+        "__getitem__": views.getitem,  # a basic index is a view, as in NumPy
+        "__setitem__": views.setitem,  # functionalised, and written through views and bases
         "to_device": lambda self, device, /, *, stream=None: creation.to_device(self, device, stream=stream),
     }
     for name, fname in _BINARY_OPERATORS.items():
         fn = getattr(_module, fname)
         methods[f"__{name}__"] = _forward(fn)
         methods[f"__r{name}__"] = _reflected(fn)
-        methods[f"__i{name}__"] = _inplace(fn)
+        methods[f"__i{name}__"] = _inplace(fn, _SYMBOLS[name])
     for dunder, fname in _COMPARISONS.items():
         methods[dunder] = _forward(getattr(_module, fname))
     for dunder, fname in _UNARY_OPERATORS.items():

@@ -2,7 +2,7 @@
 
     python scripts/bench.py [--quick] [--workload W3] [--out bench-results]
 
-Workloads W1-W8 (see BENCHMARKS.md) run for polyad, for each peer that imports (torch eager autograd,
+Workloads W1-W9 (see BENCHMARKS.md) run for polyad, for each peer that imports (torch eager autograd,
 torch.func, JAX eager and jit with x64, HIPS autograd) and for a hand-written NumPy reference. Float64
 throughout; each system warms up, then the median of repeated runs is reported, and every system's
 result is checked against the reference so the comparison is of the same computation. Results go to
@@ -548,6 +548,31 @@ def w7(table, peers, quick):
     table.add("W7", "polyad Newton (demo, end to end)", ms / 1e3, line.split(";")[0])
 
 
+# ------------------------------------------------------------------------------ W9 long scan
+
+
+def w9(table, peers, quick):
+    """W9 (issue 20): the gradient of 10^4 diffusion steps of 10^5 float64 through a checkpointed
+    pa.scan, eager and under pa.jit, against jax.jit(jax.grad) of lax.scan with a checkpointed body;
+    each system in a process of its own (peak RSS), by scripts/bench_loops.py."""
+    systems = ["polyad", "polyad-jit"] + (["jax"] if "jax" in peers else [])
+    steps = "300" if quick else "10000"
+    r = subprocess.run(
+        [sys.executable, os.path.join(HERE, "bench_loops.py"), "--steps", steps, "--systems", *systems],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if r.returncode != 0:
+        table.add("W9", "polyad scan (bench_loops.py)", None, "FAILED: " + r.stderr.strip()[-200:])
+        return
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 6 or not cells[0].isdigit():
+            continue
+        _, system, seconds, first, peak, value = cells
+        t = float(seconds.split()[0]) if seconds != "-" else None
+        table.add("W9", f"{system}, {steps} steps", t, f"peak RSS {peak}, first call {first}, grad {value}")
+
+
 # ------------------------------------------------------------------------------ W8 sparse Jacobian
 
 
@@ -629,7 +654,7 @@ def w8(table, peers, quick):
             )
 
 
-WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W7": w7, "W8": w8}
+WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W7": w7, "W8": w8, "W9": w9}
 
 
 def main():

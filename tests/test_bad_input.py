@@ -121,6 +121,13 @@ for _n, _t in JACOBIANS.items():
     site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t: t(f_vec)(b))
     site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
 site("jacrev.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.jacrev(f_vec, chunk_size=b)(X))
+for _n, _t in {
+    "saved_residuals": pa.saved_residuals,
+    "print_saved_residuals": pa.print_saved_residuals,
+}.items():
+    site(f"{_n}.func", NOT_CALLABLE, "func")(lambda b, t=_t: t(b, X))
+    site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b, X))
+    site(f"{_n}.args", [None, "x", 3], "array")(lambda b, t=_t: t(f_scalar, b))
 
 SPARSE = {
     "jacobian_sparsity": pa.jacobian_sparsity,
@@ -182,6 +189,9 @@ site("vmap.chunk_size", NOT_CHUNK, "chunk_size")(lambda b: pa.vmap(f_vec, chunk_
 site("vmap.input", NOT_MAPPABLE, "input")(lambda b: pa.vmap(f_vec)(b))
 site("vmap.output", BAD_OUTPUT, "func")(lambda b: pa.vmap(lambda v: b)(XB))
 
+site("Tensor.value", [None, "s", 2.5, [1.0], (1.0, 2.0), object()], "pa.Tensor(value)", "pa.xp.asarray")(
+    lambda b: pa.Tensor(b)
+)
 site("jit.func", NOT_CALLABLE, "func")(lambda b: pa.jit(b)(X))
 NOT_STATIC_NUMS = ["0", 2.5, (0, "1"), None, True, {0: 1}, 1j, 5, -6]
 site("jit.static_argnums", NOT_STATIC_NUMS, "static_argnums")(lambda b: pa.jit(f_vec, static_argnums=b)(X))
@@ -346,6 +356,65 @@ site("checkpoint.f", NOT_CALLABLE, "f")(lambda b: pa.checkpoint(b))
 site("checkpoint.policy", ["all", 3, True, "dots"], "policy")(lambda b: pa.checkpoint(f_vec, policy=b))
 
 
+# ------------------------------------------------------------------------------ solvers and custom rules
+
+NOT_NONDIFF = ["0", 2.5, (-1,), (None,), ("a",), True, [1.5]]
+NOT_FLAG = [None, "yes", 1, 0, 2.5, [True]]
+NOT_SOLVER_CHOICE = ["lu", 3, None, "DENSE", ["cg"]]
+NOT_FAILURE_CHOICE = ["ignore", 3, None, True]
+NOT_OPERATOR = ["A", 3, [[1.0]], object()]
+
+
+def _solve(mv, b):
+    return b
+
+
+site("custom_jvp.fun", NOT_CALLABLE, "fun")(lambda b: pa.custom_jvp(b))
+site("custom_vjp.fun", NOT_CALLABLE, "fun")(lambda b: pa.custom_vjp(b))
+site("custom_jvp.nondiff_argnums", NOT_NONDIFF, "nondiff_argnums")(
+    lambda b: pa.custom_jvp(f_vec, nondiff_argnums=b)
+)
+site("custom_jvp.defjvp", NOT_CALLABLE, "defjvp")(lambda b: pa.custom_jvp(f_vec).defjvp(b))
+site("custom_vjp.defvjp", NOT_CALLABLE, "fwd", "bwd")(lambda b: pa.custom_vjp(f_vec).defvjp(b, b))
+site("custom_root.f", NOT_CALLABLE, "f")(lambda b: pa.custom_root(b, X, _solve, _solve))
+site("custom_root.solve", NOT_CALLABLE, "solve")(lambda b: pa.custom_root(f_vec, X, b, _solve))
+site("custom_root.tangent_solve", NOT_CALLABLE, "tangent_solve")(
+    lambda b: pa.custom_root(f_vec, X, _solve, b)
+)
+site("custom_root.initial_guess", NOT_CARRY, "initial_guess")(
+    lambda b: pa.custom_root(f_vec, b, _solve, _solve)
+)
+site("custom_root.has_aux", NOT_FLAG, "has_aux")(
+    lambda b: pa.custom_root(f_vec, X, _solve, _solve, has_aux=b)
+)
+site("custom_linear_solve.matvec", NOT_CALLABLE, "matvec")(lambda b: pa.custom_linear_solve(b, X, _solve))
+site("custom_linear_solve.solve", NOT_CALLABLE, "solve")(lambda b: pa.custom_linear_solve(f_vec, X, b))
+site("custom_linear_solve.b", NOT_CARRY, "b")(lambda b: pa.custom_linear_solve(f_vec, b, _solve))
+site("custom_linear_solve.transpose_solve", NOT_CALLABLE[1:], "transpose_solve")(
+    lambda b: pa.custom_linear_solve(f_vec, X, _solve, transpose_solve=b)
+)
+site("custom_linear_solve.symmetric", NOT_FLAG, "symmetric")(
+    lambda b: pa.custom_linear_solve(f_vec, X, _solve, symmetric=b)
+)
+site("optimize.root_scalar.f", NOT_CALLABLE, "f")(
+    lambda b: pa.optimize.root_scalar(b, bracket=(0.0, 1.0), method="brentq")
+)
+site("optimize.root.fun", NOT_CALLABLE, "fun")(lambda b: pa.optimize.root(b, X))
+site("optimize.fixed_point.func", NOT_CALLABLE, "func")(lambda b: pa.optimize.fixed_point(b, X))
+site("optimize.minimize.fun", NOT_CALLABLE, "fun")(lambda b: pa.optimize.minimize(b, X))
+site("optimize.least_squares.fun", NOT_CALLABLE, "fun")(lambda b: pa.optimize.least_squares(b, X))
+site("optimize.minimize.linear_solver", NOT_SOLVER_CHOICE, "linear_solver")(
+    lambda b: pa.optimize.minimize(f_scalar, X, linear_solver=b)
+)
+site("optimize.root.on_failure", NOT_FAILURE_CHOICE, "on_failure")(
+    lambda b: pa.optimize.root(f_vec, X, on_failure=b)
+)
+site("sparse.linalg.cg.A", NOT_OPERATOR, "A must be")(lambda b: pa.sparse.linalg.cg(b, X))
+site("sparse.linalg.gmres.on_failure", NOT_FAILURE_CHOICE, "on_failure")(
+    lambda b: pa.sparse.linalg.gmres(f_vec, X, on_failure=b)
+)
+
+
 # ------------------------------------------------------------------------------ the test
 
 CONTEXTS = {
@@ -404,6 +473,7 @@ def test_every_public_function_has_a_site():
     types |= {"SparseJacobian", "SparsityFallbackWarning"}  # made by sparse_jacfwd, ... and by a transform
     types |= {"ChunkPlan", "DistributedError"}  # made by chunk_plan, raised by a cluster
     types |= {"ScipyFFTBackend", "scipy_fft_backend"}  # called by SciPy (tests/test_scipy_fft_backend.py)
+    types |= {"CustomDerivativeError", "ImplicitError"}  # raised by polyad
     missing = set(pa.__all__) - covered - takes_no_bad_input - types
     assert not missing, missing
 

@@ -83,6 +83,9 @@ def _operator_cases():
         "i *= 2": (_imul_int, i),
         "x[1:, ...] = y": (_setitem, x, y),
         "x[b] = 0": (_setitem_mask, x, b),
+        "v = x[1:]; v += y (a view)": (_view_iadd, x, y),
+        "x.mT[..., 0, :] = y[:3]; row of x read after": (_view_setitem, x, y),
+        "reshape(x, -1)[:5] *= 2": (_flat_view_imul, x),
     }
     return [pytest.param(fn, args, mode, id=f"{name}-{mode}") for name, (fn, *args) in cases.items()
             for mode in TRANSFORMS]  # fmt: skip
@@ -100,6 +103,23 @@ def _imul_int(i):
 
 def _setitem(x, y):
     x[1:, ...] = y
+    return x
+
+
+def _view_iadd(x, y):
+    v = x[1:, ...]
+    v += y  # reaches x, as through NumPy's view
+    return x
+
+
+def _view_setitem(x, y):
+    row = x[0, ...]
+    x.mT[..., 0, :] = y[:3]  # writes x's first column: the row view sees its first element change
+    return x, row
+
+
+def _flat_view_imul(x):
+    pxp.reshape(x, (-1,))[:5] *= 2.0
     return x
 
 

@@ -205,10 +205,44 @@ def test_branching_on_numbers_is_exact_and_quiet():
         warnings.simplefilter("error", pa.DerivativeLostWarning)
         assert_close(pa.grad(f)(x), 2 * to_numpy(x))
         assert_close(pa.grad(f)(-x), -np.ones(3))
-    # the one case polyad cannot tell from a lost derivative: a branch to an output that does not depend on
-    # the inputs; the warning says it is harmless then
-    with pytest.warns(pa.DerivativeLostWarning, match="Harmless if the number only chose a branch"):
+        # a branch to an output that does not depend on the inputs: the number only compared, nothing lost
         assert_close(pa.grad(lambda v: xp.asarray(1.0) if float(v[0]) > 0 else v[0])(x), np.zeros(3))
+
+
+def _log_var_term(v):
+    # scipy.stats.boxcox_llf's pattern: a math function of a traced value, in arithmetic
+    return xp.sum(v**2) - 2 * math.log(abs(v[0]))
+
+
+def _stored_then_compared(v):
+    tol = float(v[1]) * 1e-3  # a number kept in a variable, only compared later
+    if float(v[0]) > tol:
+        return xp.sum(v**2)
+    return xp.sum(v)
+
+
+def _stored_then_computed(v):
+    scale = float(v[1])
+    return xp.sum(v) * (scale * 2.0)  # arithmetic on the plain number: its derivative is lost
+
+
+def test_a_lost_derivative_is_reported_with_its_line_even_when_the_output_depends_on_the_inputs():
+    x = arr(X)
+    line = _log_var_term.__code__.co_firstlineno + 2
+    with pytest.warns(pa.DerivativeLostWarning, match=rf"math\.log\(\) at .*test_exits\.py:{line}"):
+        g = pa.grad(_log_var_term)(x)
+    assert_close(g, 2 * to_numpy(x))  # the math.log term is missing: what the warning says
+    line = _stored_then_computed.__code__.co_firstlineno + 1
+    with pytest.warns(pa.DerivativeLostWarning, match=rf"float\(\) at .*test_exits\.py:{line}"):
+        pa.grad(_stored_then_computed)(x)
+    with pytest.warns(pa.DerivativeLostWarning, match="derivative was lost"):
+        pa.jvp(_log_var_term, (x,), (arr([1.0, 0.0, 0.0]),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pa.DerivativeLostWarning)
+        assert_close(pa.grad(_stored_then_compared)(x), 2 * to_numpy(x))
+        # a value that carries no derivative loses nothing: math on it is quiet
+        assert_close(pa.grad(lambda v: xp.sum(v) * math.log(abs(pa.stop_gradient(v[0]))))(x),
+                     np.full(3, math.log(abs(X[0]))))  # fmt: skip
 
 
 def test_int_and_round_have_zero_derivative():

@@ -258,6 +258,21 @@ def test_the_cpu_kernel_is_a_numba_loop_when_numba_is_there():
     assert_close(to_numpy(compiled(arr([0.1, 0.2]))), np.sin([0.1, 0.2]) ** 2 + 1, rtol=1e-15)
 
 
+def test_a_numpy_scalar_argument_runs_the_loop_not_the_straight_line_kernel():
+    # np.float64(0.5) is no ndarray: it used to send the whole group to the straight-line fallback (a
+    # scan's compiled step with a scalar parameter ran unfused at every step)
+    pytest.importorskip("numba")
+    graph = pa.make_graph(lambda x, k: pxp.sin(x) * k + 1, np.array([0.1, 0.2]), np.float64(0.5))
+    (node,) = [n for n in fuse(graph, "numpy").nodes if isinstance(n.op, FusedOp)]
+    calls = []
+    run = cpu_fusion.kernel(node.op.fusion, lambda xp, *a: calls.append(1))
+    out = run(np, np.array([0.1, 0.2]), np.float64(0.5))
+    assert not calls
+    assert_close(out, np.sin([0.1, 0.2]) * 0.5 + 1, rtol=1e-15)
+    run(np, np.array([0.1, 0.2], dtype=np.float32), np.float32(0.5))  # another dtype: the fallback
+    assert calls == [1]
+
+
 def test_an_overridden_kernel_is_not_fused():
     """``library.override`` swaps an op's kernel: code generated from the op's stock semantics would ignore
     the swap, so the op stays out of every group while the override is active."""

@@ -247,9 +247,17 @@ def test_make_graph_refuses_non_array_inputs_naming_them(pre_dispatch):
 
 
 def test_eval_shape_of_python_numbers():
-    assert pa.eval_shape(lambda v: v * 2, 1.5) == 3.0  # no array: the value itself, known without data
-    out = pa.eval_shape(lambda v, s: (v * s, s + 1), _arr([1.0, 2.0]), 3)
-    assert out[0].shape == (2,) and out[1] == 4
+    """A Python number among the outputs is a shape like any output: a weakly typed 0-d ShapeDtype of the
+    default dtype of its kind, as JAX's eval_shape gives (not its value)."""
+    info = dispatch.default_backend().xp.__array_namespace_info__().default_dtypes()
+    out = pa.eval_shape(lambda v: v * 2, 1.5)
+    assert out == pa.ShapeDtype((), info["real floating"], weak_type=True) and out.weak_type
+    out = pa.eval_shape(lambda v, s: (v * s, s + 1, 1j * s, s > 2), _arr([1.0, 2.0]), 3)
+    assert out[0].shape == (2,) and not out[0].weak_type
+    assert out[1] == pa.ShapeDtype((), info["integral"], weak_type=True)
+    assert out[2] == pa.ShapeDtype((), info["complex floating"], weak_type=True)
+    assert out[3].shape == () and not out[3].weak_type and "bool" in str(out[3].dtype)
+    assert "weak_type=True" in repr(out[1])
     with raises_cleanly(TypeError, "eval_shape", "got a str"):
         pa.eval_shape(lambda v: "text", _arr([1.0]))
     with raises_cleanly(TypeError, "eval_shape(func", "callable"):

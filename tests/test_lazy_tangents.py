@@ -3,6 +3,8 @@ the analytic derivatives under jvp, jacfwd, hessian, vmap and grad of jvp; a tan
 computed; element-wise chains keep one scaled tangent; deferred chains stay bounded; a JVP rule registered
 anew is obeyed."""
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
@@ -148,12 +150,25 @@ def test_deferred_chains_are_bounded():
 
 def test_a_jvp_rule_registered_anew_is_obeyed():
     op = OPS["multiply"]
+    registered = op.rules.get(JVP.name)
     try:
         op.register_rule(JVP, lambda ts, y, a, b: 7.0 * y)  # a deliberately wrong rule, to see it is used
         _, t = pa.jvp(lambda x: x * 2.0, (arr(X),), (arr(T),))
         assert_close(to_numpy(t), 7.0 * X * 2.0)
     finally:
-        op.register_rule(JVP, None)
-        lazy_tangents.know_rules(JVP)  # the derived rule anew, known again
+        op.register_rule(JVP, registered)
+        lazy_tangents.know_rules(JVP)  # the rule as it was, known again
     _, t = pa.jvp(lambda x: x * 2.0, (arr(X),), (arr(T),))
     assert_close(to_numpy(t), 2.0 * T)
+
+
+def test_a_zero_tangent_stays_zero_through_an_infinite_factor():
+    """sqrt(x * x) at 0: the tangent of x * x is 0 there and sqrt's factor infinite; the zero-safe rules
+    give 0 (polyad.ops.zero_safe), and so does the product of their factors."""
+    x = arr([0.0, 2.0, -3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's 0.5 / 0 in sqrt's factor, as eagerly
+        _, t = pa.jvp(lambda v: pxp.sqrt(v * v) * 3.0, (x,), (arr([1.0, 1.0, 1.0]),))
+        assert_close(to_numpy(t), np.array([0.0, 3.0, -3.0]))
+        _, t = pa.jvp(lambda v: pxp.log(v * 0.0 + 1.0) + pxp.sqrt(v - v), (x,), (arr([1.0, 1.0, 1.0]),))
+    assert np.all(to_numpy(t) == 0.0)

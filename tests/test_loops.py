@@ -380,36 +380,78 @@ def test_checkpoint_recomputes_and_replays_random_draws():
 # ------------------------------------------------------------------------------ memory
 
 
+def _diffusion_step(k, u):
+    return u + 0.1 * k * (xp.roll(u, 1) + xp.roll(u, -1) - 2.0 * u) - 0.01 * u**3
+
+
+def _grad_peak(f, *args):
+    """The tracemalloc peak (bytes) of ``pa.grad(f)(*args)``: NumPy's allocations."""
+    import tracemalloc
+
+    if pa.get_backend() != "numpy":
+        pytest.skip("tracemalloc sees NumPy's allocations only")
+    tracemalloc.start()
+    try:
+        pa.grad(f)(*args)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_reverse_mode_of_a_long_scan_stays_within_its_checkpoints():
     # the state is 200 KB; 400 steps stored would be 80 MB: with 8 checkpoints the backward pass holds a
     # few states (checkpoints, the working state, cotangents, one step's recording), whatever the length
-    import tracemalloc
-
     n = 25_000
     u0 = xp.linspace(0.0, 1.0, n)
 
     def f(k, steps, checkpoints):
-        def body(u, _):
-            return u + 0.1 * k * (xp.roll(u, 1) + xp.roll(u, -1) - 2.0 * u) - 0.01 * u**3, None
-
-        u, _ = pa.scan(body, u0, length=steps, checkpoints=checkpoints)
+        u, _ = pa.scan(lambda u, _: (_diffusion_step(k, u), None), u0, length=steps, checkpoints=checkpoints)
         return xp.sum(u * u)
 
-    def peak(steps, checkpoints):
-        tracemalloc.start()
-        try:
-            pa.grad(f)(xp.asarray(0.5), steps, checkpoints)
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
     state = n * 8
-    if pa.get_backend() != "numpy":
-        pytest.skip("tracemalloc sees NumPy's allocations only")
-    short, long = peak(50, 8), peak(400, 8)
+    short, long = _grad_peak(f, xp.asarray(0.5), 50, 8), _grad_peak(f, xp.asarray(0.5), 400, 8)
     assert long < 40 * state  # bounded by the checkpoints, not by the 400 steps
     assert long < short + 10 * state  # and it does not grow with the length
-    assert peak(400, None) > 400 * state  # storing every step grows with it
+    assert _grad_peak(f, xp.asarray(0.5), 400, None) > 400 * state  # storing every step grows with it
+
+
+def test_auto_checkpoints_keep_the_backward_pass_within_max_memory():
+    # "auto" fills max_memory with checkpoints: the whole backward pass stays within the budget, also
+    # where the sweep stores states of its own (the primal pass's are freed as the schedule drops them;
+    # held as op arguments they once made the peak 15% over at 4,000 steps)
+    n, budget = 5_000, 4 * 2**20
+    u0 = xp.linspace(0.0, 1.0, n)
+
+    def f(k, steps):
+        step = lambda u, _: (_diffusion_step(k, u), None)  # noqa: E731
+        u, _ = pa.scan(step, u0, length=steps, checkpoints="auto", max_memory=budget)
+        return xp.sum(u * u)
+
+    for steps in (300, 2000):
+        peak = _grad_peak(f, xp.asarray(0.5), steps)
+        residuals = pa.saved_residuals(f, xp.asarray(0.5), steps)
+        stored = sum(r.nbytes for r in residuals if "residuals" in r.where)
+        assert stored > budget / 2  # the budget is used: many checkpoints, not a few
+        assert peak <= budget, (steps, peak / 2**20)
+
+
+def test_auto_checkpoints_keep_a_while_loops_backward_pass_within_max_memory():
+    # a while_loop stores its carries in one array of "auto"'s slots that lives through the backward pass,
+    # beside the sweep's own stores: each slot is counted twice (it was 2.1x the budget before)
+    n, budget = 5_000, 4 * 2**20
+    u0 = xp.linspace(0.0, 1.0, n)
+
+    def f(k, steps):
+        def body(c):
+            return _diffusion_step(k, c[0]), c[1] + 1
+
+        init = (u0, xp.asarray(0))
+        u, _ = pa.while_loop(lambda c: c[1] < steps, body, init, checkpoints="auto", max_memory=budget)
+        return xp.sum(u * u)
+
+    for steps in (300, 1000):
+        peak = _grad_peak(f, xp.asarray(0.5), steps)
+        assert budget / 2 < peak <= budget, (steps, peak / 2**20)
 
 
 # ------------------------------------------------------------------------------ per-example lengths

@@ -219,3 +219,14 @@ def test_numpy_code_example_runs():
     np.testing.assert_allclose(scope["g"], fd, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(scope["H"], scope["H"].T, atol=1e-12)
     assert scope["batch"].shape == (4,)
+
+
+def test_solvers_example_matches_closed_forms():
+    pytest.importorskip("scipy")
+    scope = {}
+    exec(block("optimize.root_scalar"), scope)
+    np.testing.assert_allclose([scope["dx_da"], scope["dx_db"]], [-0.25, 0.25], atol=1e-10)
+    np.testing.assert_allclose(scope["d2x_db2"], -0.09375, atol=1e-10)
+    X, w = scope["X"], scope["ridge"](np.float64(0.5))
+    closed = -np.linalg.solve(X.T @ X + 0.5 * np.eye(3), w)
+    np.testing.assert_allclose(scope["dw_dlam"], closed, rtol=1e-6)

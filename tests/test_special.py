@@ -225,6 +225,8 @@ def _third(f):
 def test_missing_derivative_raises_by_name(fname, argname, fn):
     """A derivative polyad does not have raises when it is asked for, in either mode, never a silent
     zero; the levels are restored."""
+    if f"special.{fname}" in NO_CUDA_KERNEL and pa.get_backend() == "cupy":
+        pytest.skip(NO_CUDA_KERNEL[f"special.{fname}"])  # the op refuses CUDA arrays (tested below)
     a = arr([1.0, 2.0, 3.0])
     fragments = (f"polyad.xp.special.{fname}", f"argument {argname!r}")
     with raises_cleanly(NotImplementedError, *fragments):
@@ -330,7 +332,7 @@ def test_a_device_type_without_kernel_refuses_or_runs_the_generic_kernel():
         np.testing.assert_allclose(np_of(special.expit(x)), scipy_special.expit(np_of(x)), rtol=1e-6)
         np.testing.assert_allclose(np_of(special.logsumexp(x)), scipy_special.logsumexp(np_of(x)), rtol=1e-6)
         # SciPy's kernel is for CPU arrays: elsewhere the dispatcher names the op, never copies to the host
-        with raises_cleanly(NotImplementedError, "'special.erf'", "['xpu']", "kernels registered: ['cpu']"):
+        with raises_cleanly(NotImplementedError, "'special.erf'", "['xpu']", "kernels registered: ['cpu'"):
             special.erf(x)
     finally:
         undo()

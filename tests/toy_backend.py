@@ -145,6 +145,16 @@ def _binary(name):
     return method
 
 
+def _inplace(name):
+    def method(self, other):  # into the NumPy array underneath, so that views see it, as NumPy's do
+        if _DEFER[0] and isinstance(other, _DEFER[0]):
+            return NotImplemented
+        getattr(self._a, name)(_operand(other))
+        return self
+
+    return method
+
+
 def _unary(name):
     return lambda self: wrap(getattr(self._a, name)())
 
@@ -153,6 +163,7 @@ for _n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "
            "rshift"):  # fmt: skip
     setattr(ToyArray, f"__{_n}__", _binary(f"__{_n}__"))
     setattr(ToyArray, f"__r{_n}__", _binary(f"__r{_n}__"))
+    setattr(ToyArray, f"__i{_n}__", _inplace(f"__i{_n}__"))
 for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
     setattr(ToyArray, f"__{_n}__", _binary(f"__{_n}__"))
 for _n in ("neg", "pos", "abs", "invert"):

@@ -24,6 +24,7 @@ import optree
 import polyad.core as core
 import polyad.dispatch as dispatch
 import polyad.graph.compiler as compiler
+from polyad.api import closed_over
 from polyad.api.arguments import check_callable, func_name, is_dim
 from polyad.api.weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
 from polyad.backends.numpy import fusion_compile
@@ -64,8 +65,13 @@ def jit(
     ints, complex numbers, strings and dtypes among the arguments are part of the signature (a new one
     traces again), so they keep their Python semantics; pass an array to trace over its values. Other
     objects are refused unless marked static (their hash and ``==`` then key the
-    cache, so they must compare by value). Arrays the function closes over are constants of the trace
-    (a rebound global is not seen: pass what changes as an argument); values of enclosing transforms it
+    cache, so they must compare by value). Arrays the function closes over are read at each call, so an
+    in-place change to one (``W[0] = 1.0``, ``W += dW``) is seen, as eagerly (JAX bakes them in at the
+    first trace): an array that reaches a traced op is an input of the compiled code; one the function
+    computes with by its library alone (``W * 2.0`` of a NumPy ``W``) is compared with a copy at each
+    call, and a change traces again (``polyad.api.closed_over``). A rebound global is not seen (pass
+    what changes as an argument). Arrays made inside the function are constants of the trace, folded at
+    compile time. Values of enclosing transforms it
     closes over are inputs of the trace, replayed on at each call. ``pa.random`` draws are refused
     inside (they would replay as constants): draw outside and pass the values in.
 
@@ -145,18 +151,24 @@ class _Entry:
 
     A first call need not wait for the optimiser and the fusion (tens of milliseconds for a graph of a
     few thousand nodes, the steps of an unrolled loop): ``finish`` is then the rest of the pipeline,
-    which a background thread runs (``fusion_compile.submit``) while calls run ``graph`` compiled as it
-    was traced (eager's kernels, straight-line); ``run`` switches when it is done. ``optimized``,
-    ``fused`` and ``compiled`` run it at once where asked for before (``lower``, a transformed call)."""
+    which a background thread runs (``fusion_compile.submit``) while calls run ``graph`` as it was traced
+    (eager's kernels); ``run`` switches when it is done. ``optimized``, ``fused`` and ``compiled`` run it
+    at once where asked for before (``lower``, a transformed call)."""
 
-    __slots__ = ("graph", "_optimized", "_fused", "_compiled", "run", "out_tree", "single", "lifted")
-    __slots__ += ("_finish", "_lock")
+    __slots__ = (
+        "graph", "_optimized", "_fused", "_compiled", "run", "out_tree", "single", "lifted",
+        "closed", "watch", "_finish", "_lock",
+    )  # fmt: skip
 
-    def __init__(self, graph, optimized, fused, compiled, lifted=(), finish=None):
+    def __init__(self, graph, optimized, fused, compiled, lifted=(), closed=(), watch=(), finish=None):
         self.graph = graph
         self._optimized = optimized
         self._fused = fused
         self._compiled = compiled
+        # backend arrays the function closed over, inputs before those: read at each call, so that an
+        # in-place change to one between calls is seen, as eagerly
+        self.closed = tuple(closed)
+        self.watch = watch  # arrays it names that NumPy consumed while tracing (closed_over.watched)
         self.run = None
         if compiled is not None:
             self._install(fused if fused is not None else graph, compiled)
@@ -173,6 +185,8 @@ class _Entry:
         held = [i for i, r in enumerate(graph.outputs) if isinstance(r, Const)]
         if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
             run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
+        if self.closed:
+            run = functools.partial(_with_closed, run, self.closed)
         self.run = run
 
     def finish(self):
@@ -226,6 +240,11 @@ class Lowered:
 
     def __repr__(self):
         return self.as_text()
+
+
+def _device(x):
+    """The device of array ``x`` as a part of a cache key (hashable)."""
+    return dispatch.device_key(getattr(x, "device", None))
 
 
 class Jitted:
@@ -291,13 +310,16 @@ class Jitted:
             }
             return predispatch.record_transform("jit", jit, self.func, ((), config), args, kwargs)
         entry, leaves, mode = self._lookup(args, kwargs)
+        if entry.watch and closed_over.changed(entry.watch):  # changed in place since the trace: again
+            self._forget(entry)
+            entry, leaves, mode = self._lookup(args, kwargs)
         if entry.lifted:
-            return _replay(entry, list(leaves) + list(entry.lifted))
+            return _replay(entry, [*leaves, *entry.closed, *entry.lifted])
         if mode is _COMPILED:
             out = entry.run(*leaves)
             return out[0] if entry.single else optree.tree_unflatten(entry.out_tree, list(out))
         if mode is _TRANSFORMED:
-            return _replay(entry, leaves)
+            return _replay(entry, [*leaves, *entry.closed])
         out = entry.run(*leaves)  # plain tensors among the inputs: plain tensors out, as eagerly
         out = [Tensor(o) if dispatch.backend_of_array(o) is not None else o for o in out]
         return optree.tree_unflatten(entry.out_tree, out)
@@ -347,7 +369,7 @@ class Jitted:
                 b = BY_TYPE.get(type(x))
                 if b is None:
                     break
-                sig.append((type(x), x.shape, x.dtype, getattr(x, "device", None)))  # the type: its backend
+                sig.append((type(x), x.shape, x.dtype, _device(x)))  # the type: its backend
             else:
                 key = tuple(sig)
                 entry = self._cache.get(key)
@@ -382,12 +404,12 @@ class Jitted:
                 leaves.append(x)
                 continue
             if b is not None:
-                sig.append((b, x.shape, x.dtype, getattr(x, "device", None)))
+                sig.append((b, x.shape, x.dtype, _device(x)))
                 leaves.append(x)
                 backend = b
             elif isinstance(x, Tensor):
                 b, array = _backend_under(x)
-                sig.append((b, x.shape, x.dtype, getattr(array, "device", None)))
+                sig.append((b, x.shape, x.dtype, _device(array)))
                 if x._interp is None or type(x) is FreshTensor:
                     if mode is _COMPILED and type(x) is not FreshTensor:
                         mode = _PLAIN
@@ -440,6 +462,10 @@ class Jitted:
             self._cache.popitem(last=False)
         return entry
 
+    def _forget(self, entry):
+        for key in [k for k, e in self._cache.items() if e is entry]:
+            del self._cache[key]
+
     def _hit(self, key):
         self.hits += 1
         try:
@@ -490,10 +516,13 @@ class Jitted:
         ]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
         names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
-        graph, lifted = trace_graph(call, avals, in_tree, backend, self._where, names, weak=weak)
+        graph, closed, lifted = trace_graph(
+            call, avals, in_tree, backend, self._where, names, closed_inputs=True, weak=weak
+        )
         graph.donated = self._donated(args, flat, positions)
+        watch = closed_over.watched(self.func, closed)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
-            return _Entry(graph, compiler.optimize(graph), None, None, lifted)
+            return _Entry(graph, compiler.optimize(graph), None, None, lifted, closed, watch)
         math = self.math
 
         def finish():
@@ -507,9 +536,11 @@ class Jitted:
             return optimized, fused, compiled
 
         if fusion_compile.mode() == "wait":
-            return _Entry(graph, *finish())
+            return _Entry(graph, *finish(), closed=closed, watch=watch)
         # the first calls run the graph as traced, its nodes' kernels in a loop; the rest in the background
-        entry = _Entry(graph, None, None, interpret_graph(graph, backend), finish=finish)
+        entry = _Entry(
+            graph, None, None, interpret_graph(graph, backend), closed=closed, watch=watch, finish=finish
+        )
         entry.run = _then_finish(entry, entry.run)
         return entry
 
@@ -616,6 +647,10 @@ def _then_finish(entry, run):
         return out
 
     return first
+
+
+def _with_closed(fn, closed, *args):
+    return fn(*args, *closed)
 
 
 def _copy_outputs(fn, held, bxp, *args):

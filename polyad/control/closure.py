@@ -141,7 +141,7 @@ def trace(fn, example, where):
     avals = [abstract_of(x) for x in flat]
     backend = dispatch.backend_of_device(next((a.device for a in avals), None))
     with predispatch.not_recording():  # the trace is no call of user code a pre-dispatch graph replays
-        graph, lifted = trace_graph(fn, avals, in_tree, backend, where=where, lift_all=True)
+        graph, _, lifted = trace_graph(fn, avals, in_tree, backend, where=where, lift_all=True)
     out_avals = [_output_aval(r, graph) for r in graph.outputs]
     return Body(fn, in_tree, lifted, graph.out_tree, out_avals, graph, where)
 
@@ -244,5 +244,7 @@ def _compile_pullback(body, args, compile_fn):
     in_tree = optree.tree_structure(tuple(range(len(avals))))
     backend = dispatch.backend_of(args)
     with predispatch.not_recording():
-        graph, _ = trace_graph(step_and_back, avals, in_tree, backend, where=f"the pullback of {body.where}")
+        graph, _, _ = trace_graph(
+            step_and_back, avals, in_tree, backend, where=f"the pullback of {body.where}"
+        )
     return compile_fn(graph), from_floats

@@ -11,6 +11,7 @@ import optree
 
 import polyad.config as config
 import polyad.control.schedules as schedules
+import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import vmapped
 from polyad.control.closure import abstract_of, trace
@@ -46,7 +47,7 @@ def check_checkpoints(checkpoints, max_memory, where):
 
 def as_array(v, where, what):
     """A leaf of a loop's carry or xs as an array: Python numbers become arrays, arrays stay."""
-    if isinstance(v, Tensor) or hasattr(v, "__array_namespace__"):
+    if isinstance(v, Tensor) or dispatch.backend_of_array(v) is not None:
         return v
     if isinstance(v, bool | int | float | complex):
         return xp.asarray(v)

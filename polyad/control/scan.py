@@ -22,6 +22,7 @@ Rules bind scans again on the values underneath, so the levels below see one op 
 import math
 
 import polyad.control.schedules as schedules
+import polyad.dispatch as dispatch
 from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback, with_batch_at
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, active_interpreters, bind
@@ -193,7 +194,7 @@ class _JvpStep:
 
 
 def carry_bytes(carry):
-    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, c.__array_namespace__()) for c in carry)
+    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, dispatch.namespace_of(c)) for c in carry)
 
 
 def step_bytes(body, carry):
@@ -202,7 +203,7 @@ def step_bytes(body, carry):
     graph = getattr(body, "graph", None)
     if graph is None or not carry:
         return 0
-    xp_ = carry[0].__array_namespace__()
+    xp_ = dispatch.namespace_of(carry[0])
     return sum(math.prod(o.shape) * itemsize(o.dtype, xp_) for n in graph.nodes for o in n.outputs)
 
 
@@ -301,7 +302,7 @@ def _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_y
 
 
 def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save=(), keep_ys=True,
-         checkpoints=None, max_memory=None, **params):  # fmt: skip
+         checkpoints=None, max_memory=None, last_use=False, **params):  # fmt: skip
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
     sweep = dict(body=body, length=length, reverse=reverse, n_carry=n_carry, n_xs=n_xs, n_y=n_y, save=save)
     if residuals[0] == "steps":
@@ -309,19 +310,29 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
     else:
         _, plan, kept, stacks = residuals
         loop = dict(checkpoints=checkpoints, max_memory=max_memory, **params)
-        cts = bind(SCAN_REVERSE, *g, *primals, *stacks, plan=plan, kept=kept, loop=loop, **sweep)
+        if last_use and not active_interpreters():
+            # grad's backward pass, no transform around it: the sweep takes the only references to the
+            # stored states, so each is freed at its schedule's Free (held as op arguments, the primal
+            # pass's s states would stay alive beside the sweep's own: up to twice the budget)
+            stored = {s: stacks[j * n_carry : (j + 1) * n_carry] for j, s in enumerate(kept)}
+            stacks.clear()
+            cts = reverse_sweep((*g, *primals), plan=plan, kept=kept, loop=loop, stored=stored, **sweep)
+        else:
+            cts = bind(SCAN_REVERSE, *g, *primals, *stacks, plan=plan, kept=kept, loop=loop, **sweep)
     return tuple(c if is_floating(p) else None for c, p in zip(cts, primals))
 
 
 def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pullbacks=None, plan=None,
-                  kept=(), loop=None):  # fmt: skip
+                  kept=(), loop=None, stored=None):  # fmt: skip
     """A scan's backward pass on whatever its arguments are: the output cotangents (carry, ys, the
     checkpoints an enclosing rule asked for), the primals (carry, xs, closure) and, with a ``plan``, the
-    stored states (the carry's leaves at each of the steps ``kept``, the last step's among them).
+    stored states (the carry's leaves at each of the steps ``kept``, the last step's among them), or
+    ``stored``, those states as ``{step: leaves}``, which the sweep empties as it frees them.
     ``pullbacks``: every step's recording (``checkpoints=None``). Returns the cotangents of the primals."""
     n_g = n_carry + n_y + n_carry * len(save)
     g, primals = args[:n_g], args[n_g:]
-    n_in = len(primals) - (n_carry * len(kept) if plan is not None else 0)  # then the stored states' leaves
+    in_args = plan is not None and stored is None
+    n_in = len(primals) - (n_carry * len(kept) if in_args else 0)  # then the stored states' leaves
     carry, xs, consts = _split(primals[:n_in], n_carry, n_xs)
     stacks = primals[n_in:]
     ct_carry = list(g[:n_carry])
@@ -347,7 +358,12 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
         for i in range(length - 1, -1, -1):
             turn(i, pullbacks[i])
     else:
-        slots = {s: list(stacks[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(kept)}
+        slots = (
+            stored
+            if stored is not None
+            else {s: list(stacks[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(kept)}
+        )
+        stored = None
         working = slots.get(length - 1)  # the primal pass's working state: the first turn's
         for action in plan.reverse():
             kind = type(action)
@@ -491,6 +507,7 @@ _reverse_jvp.computes_primal = True
 
 
 _vjp.forward = _vjp_forward
+_vjp.frees_residuals = True  # reverse.py: it receives last_use=True when the tape is consumed
 
 # the backward pass of a scan with checkpoints as one op: its kernel replays the schedule on concrete
 # values; transforms of it replay the same sweep on their own tensors; a capture holds it as one node

@@ -21,7 +21,7 @@ import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
 from polyad.control.closure import abstract_of, trace
 from polyad.control.loops import as_array, check_checkpoints, func_name
-from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation
+from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
 from polyad.core import Op, Tensor, bind, transform_active
 from polyad.ops.base import (
     add,
@@ -294,14 +294,17 @@ class _AsScanBody:
         return self.body(*args)
 
 
-def _slots(checkpoints, max_memory, carry):
+def _slots(checkpoints, max_memory, carry, body=None):
     """The online schedule's slots: an int; "all" (None: every state); "auto": the budget's, as a
     bound on states stored as the run decides (their number is known only at the end)."""
     if checkpoints is None:
         return "all"
     if checkpoints == "auto":
         budget = config.max_memory if max_memory is None else max_memory
-        return ("bounded", schedules.auto_slots(None, carry_bytes(carry), budget, 2 * carry_bytes(carry)))
+        # a slot costs two carries: its row of the primal pass's stack, allocated as one array that lives
+        # through the whole backward pass, and the sweep's own store of that segment beside it
+        reserved = 2 * carry_bytes(carry) + 2 * step_bytes(body, carry)  # as scan's: one step's recording
+        return ("bounded", schedules.auto_slots(None, 2 * carry_bytes(carry), budget, reserved))
     return checkpoints
 
 
@@ -315,7 +318,7 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
             "reverse over reverse) is not supported; use forward over reverse (pa.hessian, pa.jacfwd of grad)"
         )
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
-    slots = _slots(checkpoints, max_memory, primals[:n_carry])
+    slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
     if not isinstance(slots, int) and captured():
         raise ValueError(
             f"{body.where}: reverse mode under pa.jit (or make_graph) needs an int checkpoints=s: "
@@ -349,7 +352,7 @@ def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=N
         n_carry=n_carry,
         n_cond=n_cond,
         n_closure=len(primals) - n_carry - n_cond,
-        slots=_slots(checkpoints, max_memory, primals[:n_carry]),
+        slots=_slots(checkpoints, max_memory, primals[:n_carry], body),
         checkpoints=checkpoints,
         max_memory=max_memory,
     )

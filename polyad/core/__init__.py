@@ -2,7 +2,8 @@
 
 - ``levels``: one integer level per active transform, pushed and popped in try/finally (``new_level``).
 - ``tensor``: ``Tensor``, the one tensor type every transform subclasses, and every way a value leaves a
-  transform (conversions, arrays, copies, the Python numbers polyad hands out).
+  transform (conversions, arrays, copies, the Python numbers polyad hands out); ``fresh``: ``FreshTensor``,
+  an array made inside a transform.
 - ``registry``: ``Op`` and ``OPS``, rule kinds (``rule_kind``, ``rule_of``).
 - ``binding``: ``bind(op, *arrays, **metadata)`` (the highest level among the arrays handles the op) and
   level 0 (``eval_op``: a kernel on backend arrays).
@@ -22,6 +23,7 @@ from polyad.core.binding import (
     set_pre_dispatch_hook,
     split_args,
 )
+from polyad.core.fresh import FreshTensor, fresh, plain
 from polyad.core.levels import (
     Interpreter,
     active_interpreters,
@@ -44,14 +46,11 @@ from polyad.core.registry import (
 from polyad.core.tensor import (
     ConcretizationError,
     DerivativeLostWarning,
-    FreshTensor,
     Tensor,
     TracedComplex,
     TracedFloat,
-    fresh,
     install_methods,
     install_namespace,
-    plain,
     unusable,
 )
 

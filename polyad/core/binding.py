@@ -15,7 +15,8 @@ import threading
 
 import polyad.core.tensor as tensor
 import polyad.dispatch as dispatch
-from polyad.core.tensor import FreshTensor, Tensor, fresh, unusable
+from polyad.core.fresh import FreshTensor, fresh
+from polyad.core.tensor import Tensor, unusable
 from polyad.dispatch import BY_TYPE
 
 _get_ident = threading.get_ident

@@ -23,8 +23,9 @@ the same for ops).
   (CPython rebuilds the number it returns): inside grad or jvp it warns. ``item()`` and ``tolist()`` return
   ``TracedFloat``/``TracedComplex``, numbers whose arithmetic with numbers and arrays stays traced.
   Python arithmetic on a ``float()`` result, and ``math`` functions of any of them, make plain numbers
-  polyad cannot see: a differentiating transform whose output then does not depend on its inputs warns
-  (``DerivativeLostWarning``), naming the conversion. Printing, formatting and comparing are fine.
+  polyad cannot see: such a number of a value carrying a derivative that never comes back is reported as
+  the transform ends (``DerivativeLostWarning``, naming the conversion and the line), unless the code
+  only compares, branches on, rounds or prints it (``call_sites.classify`` reads the converting call).
 - vmap: a conversion of a batched value whose examples all agree returns the common value, so a branch
   on it is the same for every example and exact (``BatchedTensor._scalar``); else a ConcretizationError.
 
@@ -33,22 +34,22 @@ The namespace (``polyad.xp``) gives the class its operators and indexing once it
 """
 
 import math
-import sys
 import threading
 import warnings
 
 import polyad.backends as backends
 import polyad.standard as standard
-from polyad.core.levels import transform_active
+from polyad.core.call_sites import classify
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()
+_OWN_FILES = (__file__,)  # where a number is handed out, the user's call is the first frame outside
 
 
 class DerivativeLostWarning(UserWarning):
-    """A differentiating transform's output does not depend on its inputs, while a number taken from one
-    of its values (``float()``, ``item()``...) never came back to polyad: if the output was computed from
-    that number, its derivative was lost."""
+    """A number taken from a value carrying a derivative (``float()``, ``math.log(x)``, ``item()``...) was
+    computed with and never came back to polyad: its derivative was lost. Raised as the transform ends,
+    naming the conversion and the line; uses that only compare or branch are not reported."""
 
 
 class ConcretizationError(TypeError):
@@ -125,9 +126,8 @@ def _live_changed():
         listener(bool(LIVE))
 
 
-def _remember(number, tensor, what, depth):
-    frame = sys._getframe(depth + 1)
-    note = [what, f"{frame.f_code.co_filename}:{frame.f_lineno}", False]
+def _remember(number, tensor, what):
+    note = _note(tensor, what)
     interp = tensor._interp
     with _LOCK:
         LIVE[id(number)] = (number, tensor, note)
@@ -225,40 +225,65 @@ def _weak_dtype(t, dtype):
     return t
 
 
+def _carries_derivative(t):
+    """Whether tensor ``t`` carries a derivative at some level (a tape entry, a tangent)."""
+    while isinstance(t, Tensor):
+        interp = t._interp
+        if interp is not None and interp.differentiates and t._aux is not None:
+            return True
+        t = t._value
+    return False
+
+
+def _note(tensor, what):
+    """``[what, where, came_back, lossy]`` for a number handed out for ``tensor``: where the user's code
+    converted it, and whether that use can lose a derivative (the value carries one and the code uses the
+    number for more than a comparison, a branch, an integer or a message: ``call_sites.classify``)."""
+    where, callee, control = classify(0, skip=_OWN_FILES)
+    if callee is not None and what == "float()" and callee != "float":
+        what = f"{callee}()"  # math.log(x) converts x by float(): name what the code called
+    return [what, where, False, not control and _carries_derivative(tensor)]
+
+
 def check_lost(interp, what, depends):
-    """Warn when a differentiating transform's outputs do not depend on its inputs (``depends`` False)
-    while a number taken from one of its values never came back: the zero derivative may be a lost one."""
-    if depends or not interp.numbers:
+    """Warn, as the transform ends, for each number taken from one of its values that carried a
+    derivative, was used for more than control flow, and never came back to polyad: its derivative was
+    lost (``depends``: whether the outputs depend on the inputs at all, for the message)."""
+    if not interp.numbers:
         return
-    lost = [LIVE[i][2] for i in interp.numbers if i in LIVE and not LIVE[i][2][2]]
+    lost = [LIVE[i][2] for i in interp.numbers if i in LIVE and not LIVE[i][2][2] and LIVE[i][2][3]]
     if lost:
-        kind, where, _ = lost[0]
-        more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+        kind, where = lost[0][:2]
+        more = (
+            f" (and {len(lost) - 1} more: {', '.join(f'{n[0]} at {n[1]}' for n in lost[1:4])})"
+            if len(lost) > 1
+            else ""
+        )
+        result = "the output does not depend on the inputs" if not depends else "the derivative misses it"
         warnings.warn(
-            f"{what}: the output does not depend on the inputs, and {kind} at {where}{more} turned a traced "
-            "value into a Python number that never came back to polyad. If the output was computed from it "
-            "by Python arithmetic or math functions, its derivative was lost: compute with polyad.xp on the "
-            "value, or hand the number itself back (return it, or pass it to an xp function). Harmless if "
-            "the number only chose a branch",
+            f"{what}: a derivative was lost: {kind} at {where}{more} turned a value carrying a derivative "
+            f"into a Python number, which the code then computed with and which never came back to polyad "
+            f"({result}). Compute with polyad.xp on the value instead (xp.log for math.log, ...), or hand "
+            "the number itself back (return it, or pass it to an xp function). A number used only to compare "
+            "or branch is fine and not reported",
             DerivativeLostWarning,
             stacklevel=4,
         )
 
 
 def _warn_complex(t):
-    """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned."""
-    while isinstance(t, Tensor):
-        interp = t._interp
-        if interp is not None and interp.differentiates:
-            warnings.warn(
-                f"complex() of a value inside {interp.transform} gives a plain number: CPython rebuilds "
-                "it, so polyad cannot recognise it where it comes back and no derivative flows through "
-                "it; use .item() (a TracedComplex, which keeps it) or polyad.xp functions",
-                DerivativeLostWarning,
-                stacklevel=3,
-            )
-            return
-        t = t._value
+    """``complex()`` cannot keep a derivative: CPython builds a new number from the one returned. Warned
+    where the value carries a derivative and the code computes with the number."""
+    if not _note(t, "complex()")[3]:
+        return
+    interp = t._interp
+    warnings.warn(
+        f"complex() of a value inside {interp.transform} gives a plain number: CPython rebuilds it, so "
+        "polyad cannot recognise it where it comes back and no derivative flows through it; use .item() (a "
+        "TracedComplex, which keeps it) or polyad.xp functions",
+        DerivativeLostWarning,
+        stacklevel=3,
+    )
 
 
 def _python_number(t, what):
@@ -268,10 +293,10 @@ def _python_number(t, what):
     return complex(v) if complex_ else float(v), complex_
 
 
-def handed_out(value, t, what, depth=1):
+def handed_out(value, t, what):
     """``value`` (an exact float) as a fresh object polyad remembers as ``t``'s number."""
     value = value * 1.0  # a fresh object: no other use of an equal number is mistaken for it (keeps -0.0)
-    _remember(value, t, what, depth + 1)
+    _remember(value, t, what)
     return value
 
 
@@ -304,8 +329,12 @@ def _arithmetic(name):
         if o is NotImplemented:
             return NotImplemented
         out = getattr(t, name)(o)
+        if isinstance(other, _TracedNumber) and other is not self:
+            other._note[2] = True  # its derivative goes on in the result, which carries this one's note
         if out is NotImplemented or not isinstance(other, int | float | complex):
-            return out  # with an array: the array result
+            if out is not NotImplemented:
+                self._note[2] = True  # with an array: the array result carries the derivative on
+            return out
         return _traced_result(out, self)
 
     method.__name__ = name
@@ -418,6 +447,8 @@ class _TracedNumber:
             )
         a, b = (_operand(i) for i in inputs)
         out = getattr(a, name)(b) if isinstance(a, Tensor) else getattr(b, "__r" + name[2:])(a)
+        for i in traced[1:] if all(isinstance(i, int | float | complex) for i in inputs) else traced:
+            i._note[2] = True  # carried on by the result (a tensor; a traced number keeps the first's note)
         return (
             _traced_result(out, traced[0])
             if all(isinstance(i, int | float | complex) for i in inputs)
@@ -472,12 +503,13 @@ _NUMBER_TYPES = frozenset((float, TracedFloat, TracedComplex))  # what polyad ha
 class Tensor:
     """A polyad tensor: a backend array (or a lower-level tensor) seen through one transform level.
 
-    Every tensor has the same three slots, so that an in-place update can turn a tensor into another
-    kind (``__setitem__`` writing a batched value into an unbatched tensor changes its class):
+    Every tensor has the same slots, so that an in-place update can turn a tensor into another kind
+    (``__setitem__`` writing a batched value into an unbatched tensor changes its class):
 
     - ``_value``: the backend array, or the lower-level tensor, underneath;
     - ``_interp``: the interpreter of the level this tensor belongs to (None for a plain tensor);
-    - ``_aux``: per-transform data (tape node, tangent, batch dimension).
+    - ``_aux``: per-transform data (tape node, tangent, batch dimension);
+    - ``_alias``: the views it has, or the base it is a view of (``polyad.ops.views``), else None.
 
     A plain ``Tensor(array)`` lives at level 0 and makes any backend array speak polyad's namespace.
     Conversions and copies (``float``, ``item``, ``np.asarray``, DLPack, pickle, ``deepcopy``...) are
@@ -490,7 +522,10 @@ class Tensor:
         (3,)
     """
 
-    __slots__ = ("_value", "_interp", "_aux")
+    # ``_alias``: what ``x`` shares memory with, as NumPy's views do (None for most tensors): a view's base
+    # and how to reach it, or a base's live views (``polyad.ops.views``). ``_become`` keeps it: the object
+    # is the same array after an in-place write.
+    __slots__ = ("_value", "_interp", "_aux", "_alias", "__weakref__")
     # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
     _sticky = True
     # NumPy and CuPy must not swallow a tensor into an object array: until the namespace installs NumPy's
@@ -501,9 +536,15 @@ class Tensor:
     _namespace = None  # polyad.xp, once it is assembled (install_namespace)
 
     def __init__(self, value, interp=None, aux=None):
+        if interp is None and not hasattr(value, "shape"):  # a user's pa.Tensor(...): say what it takes
+            raise TypeError(
+                f"pa.Tensor(value): value must be an array of a backend (numpy.ndarray, ...) or a polyad "
+                f"tensor, got {type(value).__name__}; make one with pa.xp.asarray(value)"
+            )
         self._value = value
         self._interp = interp
         self._aux = aux
+        self._alias = None
 
     # -- metadata (the batching tensor overrides shape)
     @property
@@ -586,7 +627,13 @@ class Tensor:
 
     def __index__(self):
         _owner_checked(self, "operator.index()")
-        return self._scalar("index").__index__()
+        v = self._scalar("index")
+        if hasattr(v, "__index__"):
+            return v.__index__()
+        # CuPy's 0-d arrays have no __index__: an integer one converts by int(), as NumPy's would
+        if not self.__array_namespace__().isdtype(self.dtype, "integral"):
+            raise TypeError(f"only an integer array can be an index, got one of dtype {self.dtype}")
+        return int(v)
 
     def __float__(self):
         interp = _owner_checked(self, "float()")
@@ -620,7 +667,7 @@ class Tensor:
             return _to_python(xp, t._scalar("item") if isinstance(t, Tensor) else t)
         value, complex_ = _python_number(t, "item")
         n = (TracedComplex if complex_ else TracedFloat)._make(value, t, None)
-        n._note = _remember(n, t, "item()", 1)
+        n._note = _remember(n, t, "item()")
         return n
 
     def tolist(self):
@@ -693,53 +740,6 @@ class Tensor:
         return f"{kind}(level={self.level}, shape={self.shape}, dtype={self.dtype}, value={self._value!r})"
 
     __hash__ = None  # type: ignore[assignment]
-
-
-class FreshTensor(Tensor):
-    """A plain level-0 tensor for an array created inside a transform, so ``x[key] = traced`` can rebind
-    ``x`` (to a batched or differentiated tensor).
-
-    Level-0 ops on it return FreshTensors while a transform is active (raw arrays after), so that what
-    is computed from it keeps polyad's namespace (``0 == xp.asarray(n)`` is a FreshTensor, not a NumPy
-    bool array, and ``array_namespace`` of it and the transform's tensors is ``polyad.xp``). Every
-    transform sees it as the constant array it holds (``split_args``).
-    """
-
-    __slots__ = ()
-    _sticky = False
-
-    def _become(self, other):
-        return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        # a NumPy ufunc on an array made inside a transform (a constant): NumPy computes it on the array;
-        # a write into it (out=, ufunc.at), or a transform's value among the arguments, is polyad's
-        handler = Tensor.__array_ufunc__
-        if handler is not None and (method == "at" or _polyad_values(inputs, kwargs)):
-            return handler(self, ufunc, method, *inputs, **kwargs)
-        inputs = tuple(i._value if type(i) is FreshTensor else i for i in inputs)
-        return getattr(ufunc, method)(*inputs, **kwargs)
-
-
-def _polyad_values(inputs, kwargs):
-    """Whether a ufunc call has a transform's tensor among its inputs or ``where``, or a tensor as ``out``."""
-    out = kwargs.get("out")
-    outs = out if isinstance(out, tuple) else (out,)
-    traced = (
-        i for i in (*inputs, kwargs.get("where")) if isinstance(i, Tensor) and type(i) is not FreshTensor
-    )
-    return any(isinstance(o, Tensor) for o in outs) or any(True for _ in traced)
-
-
-def fresh(array):
-    """``array`` as a ``FreshTensor`` while any transform is active (creation functions call this), so that
-    ``x[key] = traced`` can rebind ``x``; unchanged outside transforms."""
-    return FreshTensor(array) if transform_active() else array
-
-
-def plain(value):
-    """A transform's output as the caller sees it: a ``FreshTensor`` handed back as its raw array."""
-    return value._value if type(value) is FreshTensor else value
 
 
 def _on_backend(event, backend):

@@ -40,7 +40,7 @@ class GraphInterpreter(Interpreter):
         backend array (closed over, or made while capturing) its ``Const``; a plain tensor its array's;
         a Python value itself; a tensor of an enclosing transform what ``enclosing`` says."""
         if type(a) is FreshTensor:  # an array made while capturing: a constant of the graph
-            a = a._value
+            return self.const_value(a._value), self.const(a._value)
         if isinstance(a, Tensor):
             if a._interp is self:
                 return a._value, a._aux
@@ -48,8 +48,13 @@ class GraphInterpreter(Interpreter):
                 return self.ref(a._value)
             return self.enclosing(a)
         if dispatch.backend_of_array(a) is not None:
-            return self.const_value(a), self.const(a)
+            return self.closed_over(a)
         return a, a
+
+    def closed_over(self, array):
+        """``(value, reference)`` of a backend array the function closes over: here a constant of the
+        graph (pa.jit's tracing makes it an input read at each call instead)."""
+        return self.const_value(array), self.const(array)
 
     def enclosing(self, a):
         """A tensor of an enclosing transform reached the capture: refused (make_graph captures outside

@@ -77,8 +77,10 @@ class TracingInterpreter(GraphInterpreter):
         self.where = where
         self.names = names
         self.lifted = []  # (tensor of an enclosing transform the function closes over, its input Var)
+        self.closed = []  # (backend array the function closes over, its input Var)
         self._dtypes = {}
         self._lifted_ids = {}
+        self._closed_ids = {}
         self._weak_out = False  # the op being recorded has only weak values among its arrays
 
     def new_var(self, aval, weak=False):
@@ -120,6 +122,21 @@ class TracingInterpreter(GraphInterpreter):
             self._lifted_ids[id(a)] = traced  # ``lifted`` keeps ``a`` alive: its id stays its own
             self.lifted.append((a, traced._aux))
         return traced._value, traced._aux
+
+    def closed_over(self, array):
+        """A backend array the function closes over: an input of the graph, passed at each call, so that
+        an in-place change to it between calls is seen, as eagerly (a constant would be read once, and
+        folded at compile time). Arrays made while tracing stay constants."""
+        traced = self._closed_ids.get(id(array))
+        if traced is None:
+            traced = self.new_var(ShapeDtype(tuple(array.shape), array.dtype, getattr(array, "device", None)))
+            self._closed_ids[id(array)] = traced  # ``closed`` keeps ``array`` alive: its id stays its own
+            self.closed.append((array, traced._aux))
+        return traced._value, traced._aux
+
+    def const_and_value(self, array):
+        """``(value, reference)`` of a backend array as a constant of the graph (a loop body's)."""
+        return self.const_value(array), self.const(array)
 
     def const_value(self, array):
         """What tracing computes on for a constant array: its shape and dtype."""
@@ -203,12 +220,17 @@ def _lift_hook(op, args, params):
     return interp.process(op, args, params)
 
 
-def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False, weak=()):
-    """``(graph, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals`` (ShapeDtypes,
-    flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded through its
-    ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``lifted`` lists the tensors of
-    enclosing transforms that ``func`` closes over: they are the graph's last inputs (its ``in_tree`` has
-    them as extra leaves), to be passed when it is replayed. ``names``: a name per input, for errors.
+def trace_graph(
+    func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False, closed_inputs=False, weak=()
+):
+    """``(graph, closed, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals``
+    (ShapeDtypes, flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded
+    through its ``abstract_eval`` rule, computing nothing (``TracingInterpreter``). ``closed`` lists the
+    backend arrays ``func`` closes over, ``lifted`` the tensors of enclosing transforms it closes over:
+    they are the graph's last inputs, in that order (its ``in_tree`` has them as extra leaves), to be
+    passed at each call. ``names``: a name per input, for errors. Without ``closed_inputs`` (pa.jit asks
+    for them, as its compiled code outlives the trace) closed-over backend arrays stay constants of the
+    graph and ``closed`` is empty.
 
     With ``lift_all``, every tensor of an enclosing transform that reaches an op inside ``func`` is lifted,
     even where the op has none of ``func``'s own values among its arguments (``k * 2`` of a closed-over
@@ -220,6 +242,8 @@ def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None, lift_
         ins = [interp.new_var(a, k in weak) for k, a in enumerate(avals)]
         if names is not None:
             interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
+        if not closed_inputs:
+            interp.closed_over = interp.const_and_value
         if lift_all:
             _lifting.tracers.append(interp)
             add_hook(_lift_hook)
@@ -233,9 +257,9 @@ def trace_graph(func, avals, in_tree, backend, where="pa.jit", names=None, lift_
             if lift_all:
                 remove_hook(_lift_hook)
                 _lifting.tracers.pop()
-    inputs = [t._aux for t in ins] + [var for _, var in interp.lifted]
-    if interp.lifted:
+    inputs = [t._aux for t in ins] + [var for _, var in interp.closed] + [var for _, var in interp.lifted]
+    if interp.lifted or interp.closed:
         in_tree = optree.tree_structure(tuple(range(len(inputs))))
     graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
     graph.draws_random = getattr(interp, "drew_random", False)  # (lift_all) the function draws numbers
-    return graph, [t for t, _ in interp.lifted]
+    return graph, [a for a, _ in interp.closed], [t for t, _ in interp.lifted]

@@ -11,7 +11,9 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
    ``broadcast_to``, ``sum``, ``stack``, ``take_index``...) with those rules (``unbroadcast``,
    ``move_to_front``, the reduction rules), closed under their own rules (``broadcast_to`` and ``sum`` are
    each other's transpose, ``stack`` and ``unstack`` too). Each family re-exports its ops that live here.
-4. ``families``: ``unary`` and ``binary``, which define element-wise ops from their derivatives.
+4. ``zero_safe``: ``zero_safe_multiply`` and ``zero_safe_divide``, the products of rules whose derivative
+   can be infinite (a zero cotangent stays zero). ``families``: ``unary`` and ``binary``, which define
+   element-wise ops from their derivatives.
 5. ``elementwise``
 6. ``dtypes``
 7. ``creation`` (``to_device`` asks ``dtypes`` which backend owns a dtype)
@@ -29,7 +31,9 @@ it (so there is no import circle, and ``polyad.xp`` can load them in any order):
 15. ``dct``: SciPy's discrete cosine and sine transforms, added to ``polyad.xp.fft`` (its "cpu" kernel
     calls SciPy through ``special.shared.host_call``)
 16. ``sets``: ``isin`` (the ``unique_*`` functions are in ``searching``)
-17. ``numpy``: NumPy's API on polyad tensors (its functions, ufuncs and array methods), no ops of its own:
+17. ``views``: the namespace functions that make views (``reshape``, ``permute_dims``, ...), indexing
+    and in-place writes through views, as NumPy's alias (``polyad.xp`` installs them)
+18. ``numpy``: NumPy's API on polyad tensors (its functions, ufuncs and array methods), no ops of its own:
     each NumPy function is a composition of the namespace's, so it imports ``polyad.xp`` (assembled from
     the families above); ``polyad/__init__.py`` installs it on ``Tensor``
 

@@ -18,14 +18,17 @@ from polyad.core import Op, Tensor, bind, fresh
 
 
 class ShapeDtype:
-    """An abstract array: shape, dtype and device, no data. Returned by ``eval_shape``."""
+    """An abstract array: shape, dtype and device, no data. Returned by ``eval_shape``. ``weak_type``: it
+    stands for a Python number (``eval_shape`` of a function returning one), whose dtype gives way to an
+    array's in arithmetic, as JAX's weakly typed values do."""
 
-    __slots__ = ("shape", "dtype", "device")
+    __slots__ = ("shape", "dtype", "device", "weak_type")
 
-    def __init__(self, shape, dtype, device=None):
+    def __init__(self, shape, dtype, device=None, weak_type=False):
         self.shape = tuple(shape)
         self.dtype = dtype
         self.device = device
+        self.weak_type = weak_type
 
     # derived from the shape as a tensor's are; ``array_namespace`` of an abstract array is polyad's
     ndim = Tensor.ndim
@@ -33,12 +36,17 @@ class ShapeDtype:
     __array_namespace__ = Tensor.__array_namespace__
 
     def __eq__(self, other):
-        return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape, other.dtype)
+        return isinstance(other, ShapeDtype) and (self.shape, self.dtype, self.weak_type) == (
+            other.shape,
+            other.dtype,
+            other.weak_type,
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self):
-        return f"ShapeDtype(shape={self.shape}, dtype={self.dtype})"
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtype(shape={self.shape}, dtype={self.dtype}{weak})"
 
 
 def backend_kernel(path):

@@ -306,8 +306,8 @@ def _to_device_kernel(xp, x, *, device, stream=None):
     target = dispatch.owner_of_device(device) or dispatch.backend_of_device(device)
     try:
         return target.xp.from_dlpack(x, device=device, copy=True)
-    except Exception:  # a library without DLPack import across devices: convert
-        return target.xp.asarray(x, device=device)
+    except Exception:  # no DLPack import across these devices (CuPy exports to its own): through the host
+        return target.xp.asarray(source.to_numpy(x), device=device)
 
 
 def _to_device_abstract(xp, x, *, device, stream=None):
@@ -355,4 +355,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
         kwargs["device"] = device
     if copy is not None:
         kwargs["copy"] = copy
-    return fresh(backend.xp.from_dlpack(x, **kwargs))
+    try:
+        return fresh(backend.xp.from_dlpack(x, **kwargs))
+    except BufferError:  # CuPy copies by DLPack only to the host: import, then copy in the library
+        if not copy:
+            raise
+        kwargs.pop("copy")
+        return fresh(backend.xp.asarray(backend.xp.from_dlpack(x, **kwargs), copy=True))

@@ -416,7 +416,7 @@ _ARGS_ND = """    Args:
 def _doc(summary, args, returns, example):
     return f"""{summary}
 
-SciPy's definitions and arguments (``scipy.fft``); differentiable to any order and batched by rule.
+    SciPy's definitions and arguments (``scipy.fft``); differentiable to any order and batched by rule.
 
 {args}
 

@@ -38,6 +38,7 @@ from polyad.ops.common import (
 from polyad.ops.families import binary, times_ones, unary
 from polyad.ops.fills import zeros_like
 from polyad.ops.known_ones import KnownOnes, passes_ones, with_ones_rule
+from polyad.ops.zero_safe import zero_safe_divide, zero_safe_multiply
 
 # ------------------------------------------------------------------------------ unary
 
@@ -52,24 +53,24 @@ _LN2, _LN10 = math.log(2.0), math.log(10.0)
 sin = unary("sin", lambda x, y: cos(x))
 cos = unary("cos", lambda x, y: -sin(x))
 tan = unary("tan", lambda x, y: 1 + y * y)
-asin = unary("asin", lambda x, y: 1 / sqrt(1 - x * x))
-acos = unary("acos", lambda x, y: -1 / sqrt(1 - x * x))
+asin = unary("asin", lambda x, y: 1 / sqrt(1 - x * x), singular=True)
+acos = unary("acos", lambda x, y: -1 / sqrt(1 - x * x), singular=True)
 atan = unary("atan", lambda x, y: 1 / (1 + x * x))
-sinh = unary("sinh", lambda x, y: cosh(x))
-cosh = unary("cosh", lambda x, y: sinh(x))
+sinh = unary("sinh", lambda x, y: cosh(x), singular=True)
+cosh = unary("cosh", lambda x, y: sinh(x), singular=True)
 tanh = unary("tanh", lambda x, y: 1 - y * y)
 asinh = unary("asinh", lambda x, y: 1 / sqrt(x * x + 1))
-acosh = unary("acosh", lambda x, y: 1 / sqrt(x * x - 1))
-atanh = unary("atanh", lambda x, y: 1 / (1 - x * x))
-exp = unary("exp", lambda x, y: y)
-expm1 = unary("expm1", lambda x, y: y + 1)
-log = unary("log", lambda x, y: 1 / x)
-log1p = unary("log1p", lambda x, y: 1 / (1 + x))
-log2 = unary("log2", lambda x, y: 1 / (x * _LN2))
-log10 = unary("log10", lambda x, y: 1 / (x * _LN10))
-sqrt = unary("sqrt", lambda x, y: 0.5 / y)
+acosh = unary("acosh", lambda x, y: 1 / sqrt(x * x - 1), singular=True)
+atanh = unary("atanh", lambda x, y: 1 / (1 - x * x), singular=True)
+exp = unary("exp", lambda x, y: y, singular=True)
+expm1 = unary("expm1", lambda x, y: y + 1, singular=True)
+log = unary("log", lambda x, y: 1 / x, singular=True)
+log1p = unary("log1p", lambda x, y: 1 / (1 + x), singular=True)
+log2 = unary("log2", lambda x, y: 1 / (x * _LN2), singular=True)
+log10 = unary("log10", lambda x, y: 1 / (x * _LN10), singular=True)
+sqrt = unary("sqrt", lambda x, y: 0.5 / y, singular=True)
 square = unary("square", lambda x, y: 2 * x)
-reciprocal = unary("reciprocal", lambda x, y: -(y * y))
+reciprocal = unary("reciprocal", lambda x, y: -(y * y), singular=True)
 
 # Linear ops: the JVP is the op itself; the VJP is written once here.
 negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True)
@@ -136,10 +137,11 @@ def _sub_jvp(ts, y, a, b):
 
 
 def _div_jvp(ts, y, a, b):
+    # zero-safe: a zero tangent stays zero where b is 0 (polyad.ops.zero_safe)
     ta, tb = ts
-    out = None if ta is None else ta / b
+    out = None if ta is None else zero_safe_divide(ta, b)
     if tb is not None:
-        d = tb * -(y / b)  # the primal factor first: tangents may be a whole batch of them
+        d = zero_safe_multiply(tb, -(y / b))
         out = d if out is None else out + d
     return broadcast_to_out(out, y)
 
@@ -161,11 +163,17 @@ def _pow_da(a, b):
     return where(b0, 0.0, b * pow(where(b0, 1.0, a), b - 1))
 
 
+def _pow_times_da(g, a, b):
+    """``g * d(a**b)/da``, zero-safe: a zero ``g`` stays zero where the derivative is infinite (a = 0 for
+    b < 1) or NaN (a NaN base, in a term the code discards)."""
+    return zero_safe_multiply(g, conj_if_complex(_pow_da(a, b)))
+
+
 def _pow_vjp(g, y, a, b):
     return (
-        lambda: unbroadcast(g * conj_if_complex(_pow_da(a, b)), a),
-        lambda: unbroadcast(g * conj_if_complex(_log_base(a) * y), b),
-    )
+        lambda: unbroadcast(_pow_times_da(g, a, b), a),
+        lambda: unbroadcast(zero_safe_multiply(g, conj_if_complex(_log_base(a) * y)), b),
+    )  # fmt: skip
 
 
 def _log_base(a):
@@ -181,9 +189,9 @@ def _log_base(a):
 
 def _pow_jvp(ts, y, a, b):
     ta, tb = ts
-    out = None if ta is None else ta * _pow_da(a, b)
+    out = None if ta is None else zero_safe_multiply(ta, _pow_da(a, b))
     if tb is not None:
-        d = tb * (_log_base(a) * y)
+        d = zero_safe_multiply(tb, _log_base(a) * y)
         out = d if out is None else out + d
     return broadcast_to_out(out, y)
 
@@ -206,21 +214,27 @@ def _max_min_vjp(first_wins):
     return vjp, jvp
 
 
-def _binary_deriv_rules(da, db):
-    """VJP and JVP of a real binary op from its partial derivatives ``da(a, b, y)`` and ``db(a, b, y)``."""
+def _binary_deriv_rules(da, db, singular=False):
+    """VJP and JVP of a real binary op from its partial derivatives ``da(a, b, y)`` and ``db(a, b, y)``;
+    ``singular``: they can be infinite or NaN at finite inputs, so the products are zero-safe."""
+    times = zero_safe_multiply if singular else _times
 
     def vjp(g, y, a, b):
-        return lambda: unbroadcast(g * da(a, b, y), a), lambda: unbroadcast(g * db(a, b, y), b)
+        return lambda: unbroadcast(times(g, da(a, b, y)), a), lambda: unbroadcast(times(g, db(a, b, y)), b)
 
     def jvp(ts, y, a, b):
         ta, tb = ts
-        out = None if ta is None else ta * da(a, b, y)
+        out = None if ta is None else times(ta, da(a, b, y))
         if tb is not None:
-            d = tb * db(a, b, y)
+            d = times(tb, db(a, b, y))
             out = d if out is None else out + d
         return broadcast_to_out(out, y)
 
     return {"vjp": vjp, "jvp": jvp}
+
+
+def _times(g, d):
+    return g * d
 
 
 # each ``ones`` rule: the VJP for an all-ones cotangent g, without the products by g (see ops.base)
@@ -232,15 +246,29 @@ subtract = binary(
     ),
     jvp=_sub_jvp,
 )
+
+
+def _mul_jvp(ts, y, a, b):
+    ta, tb = ts
+    out = None if ta is None else zero_safe_multiply(ta, b)
+    if tb is not None:
+        d = zero_safe_multiply(tb, a)
+        out = d if out is None else out + d
+    return broadcast_to_out(out, y)
+
+
+# zero-safe: where one factor is infinite or NaN (an unselected x * log(x) at 0), a zero cotangent or
+# tangent stays zero (polyad.ops.zero_safe); an all-ones cotangent has no zero to keep
 multiply = binary(
     "multiply",
     vjp=with_ones_rule(
         lambda g, y, a, b: (
-            lambda: unbroadcast(g * conj_if_complex(b), a),
-            lambda: unbroadcast(conj_if_complex(a) * g, b),
+            lambda: unbroadcast(zero_safe_multiply(g, conj_if_complex(b)), a),
+            lambda: unbroadcast(zero_safe_multiply(g, conj_if_complex(a)), b),
         ),
         lambda g, y, a, b: (lambda: times_ones(g, b, a, False), lambda: times_ones(g, a, b, False)),
     ),
+    jvp=_mul_jvp,
     bilinear=True,
 )
 
@@ -263,9 +291,9 @@ def _div_vjp_ones(g, y, a, b):
 divide = binary(
     "divide",
     vjp=with_ones_rule(
-        lambda g, y, a, b: (
-            lambda: unbroadcast(g / conj_if_complex(b), a),
-            lambda: unbroadcast(g * conj_if_complex(-(y / b)), b),
+        lambda g, y, a, b: (  # zero-safe: a zero cotangent stays zero where b is 0
+            lambda: unbroadcast(zero_safe_divide(g, conj_if_complex(b)), a),
+            lambda: unbroadcast(zero_safe_multiply(g, conj_if_complex(-(y / b))), b),
         ),
         _div_vjp_ones,
     ),
@@ -294,7 +322,9 @@ maximum = binary("maximum", vjp=_max_vjp, jvp=_max_jvp)
 minimum = binary("minimum", vjp=_min_vjp, jvp=_min_jvp)
 atan2 = binary(
     "atan2",
-    **_binary_deriv_rules(lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b)),
+    **_binary_deriv_rules(
+        lambda a, b, y: b / (a * a + b * b), lambda a, b, y: -a / (a * a + b * b), singular=True
+    ),
 )
 hypot = binary(
     "hypot", **_binary_deriv_rules(lambda a, b, y: safe_divide(a, y), lambda a, b, y: safe_divide(b, y))

@@ -7,6 +7,7 @@ the VJP ``g * conj(f'(x))`` (and its ``ones`` form, which skips the product with
 from polyad.ops.base import broadcast_batch, conj_if_complex, unbroadcast
 from polyad.ops.common import ABSTRACT_SAME, define, dtype_kind, namespace_function, unary_batch
 from polyad.ops.known_ones import Borrowed, with_ones_rule
+from polyad.ops.zero_safe import zero_safe_multiply
 
 
 def times_ones(g, d, x, fresh):
@@ -23,8 +24,10 @@ def times_ones(g, d, x, fresh):
     return unbroadcast(g * conj_if_complex(d), x)
 
 
-def _unary_vjp(deriv):
+def _unary_vjp(deriv, singular):
     def vjp(g, y, x):
+        if singular:  # a zero cotangent stays zero where f' is infinite (polyad.ops.zero_safe)
+            return (zero_safe_multiply(g, conj_if_complex(deriv(x, y))),)
         return (g * conj_if_complex(deriv(x, y)),)
 
     def vjp_ones(g, y, x):
@@ -34,23 +37,33 @@ def _unary_vjp(deriv):
     return with_ones_rule(vjp, vjp_ones)
 
 
-def _unary_jvp(deriv):
-    def jvp(ts, y, x):
-        return ts[0] * deriv(x, y)
+def _unary_jvp(deriv, singular):
+    if singular:
 
-    # forward mode may keep the tangent as this factor times the input's (transforms/lazy_tangents.py)
-    jvp.scale = deriv
+        def jvp(ts, y, x):
+            return zero_safe_multiply(ts[0], deriv(x, y))
+
+    else:
+
+        def jvp(ts, y, x):
+            return ts[0] * deriv(x, y)
+
+    # forward mode may keep the tangent as this factor times the input's (transforms/lazy_tangents.py),
+    # the product zero-safe where the rule's is
+    jvp.scale, jvp.singular = deriv, singular
     return jvp
 
 
-def unary(name, deriv=None, *, abstract_eval=ABSTRACT_SAME, **rules):
+def unary(name, deriv=None, *, abstract_eval=ABSTRACT_SAME, singular=False, **rules):
     """A one-array element-wise op. ``deriv(x, y)`` is ``f'(x)`` given input ``x`` and output ``y``; from it
-    come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``."""
+    come the VJP ``g * conj(f'(x))`` and the JVP ``t * f'(x)``. ``singular``: ``f'`` can be infinite at a
+    finite input (sqrt at 0, exp on overflow), so the products are ``zero_safe_multiply``: an element whose
+    cotangent or tangent is 0 gets 0, not NaN."""
     if deriv is not None:
         if "vjp" not in rules:
-            rules["vjp"] = _unary_vjp(deriv)
+            rules["vjp"] = _unary_vjp(deriv, singular)
         if "jvp" not in rules:
-            rules["jvp"] = _unary_jvp(deriv)
+            rules["jvp"] = _unary_jvp(deriv, singular)
     op = define(name, abstract_eval=abstract_eval, **rules)
     op.register_rule("batch", unary_batch(op))
     return namespace_function(op, arity=1)

@@ -23,6 +23,7 @@ from polyad.ops.base import (
     where,
 )
 from polyad.ops.common import (
+    ABSTRACT_BOOL,
     ShapeDtype,
     broadcast_shape,
     define,
@@ -168,11 +169,11 @@ def _getitem_vjp(g, y, x, *arrays, key):
     if _has_arrays(key):
         return (index_add(z, g, *arrays, key=key),) + (None,) * len(arrays)
     if None in key:
-        g, key = _without_new_axes(g, shape_of(x), key)
+        g, key = without_new_axes(g, shape_of(x), key)
     return (bind(_index_update, z, g, key=key),)
 
 
-def _without_new_axes(g, shape, key):
+def without_new_axes(g, shape, key):
     """A basic key's new axes (None) removed, with the matching size-1 axes of ``g`` (assignment through
     a key with None is outside the standard)."""
     key = _expand(shape, key, ())
@@ -290,25 +291,86 @@ def _update_kernel(xp, x, v, *arrays, key):
 
 
 def _update_by_scatter(xp, x, v, k):
-    """``x`` with ``x[k] = v`` written as scatter-adds of flat positions (a repeated position gets the sum
-    of its writes; the standard leaves repeated writes unspecified)."""
+    """``x`` with ``x[k] = v`` written as scatter-adds of flat positions, for libraries without integer-array
+    assignment. A position written more than once takes its last write, as NumPy's assignment does (the
+    standard leaves repeated writes unspecified; the VJP of ``index_update`` follows the same rule)."""
     flat = xp.reshape(xp.arange(x.size, device=x.device), x.shape)[k]
     vals = xp.asarray(v, dtype=x.dtype, device=x.device)
     shape = broadcast_shape(tuple(flat.shape), tuple(vals.shape))
     flat = xp.reshape(xp.broadcast_to(flat, shape), (-1,))
     vals = xp.reshape(xp.broadcast_to(vals, shape), (-1,))
+    last = _last_occurrence_kernel(xp, flat)
+    vals = xp.where(last, vals, xp.zeros_like(vals))
     n = x.size
-    hit = xp.scatter_add(xp.zeros((n,), dtype=x.dtype, device=x.device), flat, xp.ones_like(vals), 0)
+    hit = xp.scatter_add(xp.zeros((n,), dtype=x.dtype, device=x.device), flat, xp.astype(last, x.dtype), 0)
     added = xp.scatter_add(xp.zeros((n,), dtype=x.dtype, device=x.device), flat, vals, 0)
     out = xp.where(hit > 0, added, xp.reshape(x, (-1,)))
     return xp.reshape(out, x.shape)
 
 
+# ------------------------------------------------------------------------------ repeated writes
+# NumPy buffers an indexed statement: in ``u[idx] = v`` a position named twice takes the last write, and
+# ``u[idx] += v`` (Python's get, add, set) adds once. The value follows from the kernel; the derivatives
+# must agree with it, so the VJP of ``index_update`` sends the cotangent of a position only to the last
+# element of ``v`` written there (its JVP is the kernel on tangents, which agrees by construction).
+
+
+def _last_occurrence_kernel(xp, p):
+    """True where an element of ``p`` (integers, compared along the last axis, leading axes apart) is the
+    last of its value: a stable sort puts equal values in order, the last of each run wins."""
+    order = xp.argsort(p, axis=-1, stable=True)
+    s = xp.take_along_axis(p, order, axis=-1)
+    ends = xp.ones(s.shape[:-1] + (1,), dtype=xp.bool, device=s.device)
+    last_sorted = xp.concat([s[..., 1:] != s[..., :-1], ends], axis=-1) if s.shape[-1] else s == s
+    return xp.take_along_axis(last_sorted, xp.argsort(order, axis=-1, stable=True), axis=-1)
+
+
+_last_occurrence = define(
+    "last_occurrence",
+    _last_occurrence_kernel,
+    abstract_eval=ABSTRACT_BOOL,
+    nondiff=True,
+    batch=lambda info, dims, p: (
+        NotImplemented if ndim_of(p) == 1 else (bind(_last_occurrence, move_to_front(p, dims[0])), 0)
+    ),  # a 0-d example has no last axis: the loop gives eager's error
+)
+
+
+def last_occurrence(p):
+    """True where an element of the integer array ``p`` is the last one with its value along the last
+    axis (the leading axes are independent rows)."""
+    return bind(_last_occurrence, p)
+
+
+def last_writes(x, arrays, key):
+    """For ``x[key] = v`` with integer index arrays: True where an element of the written region is the
+    last write to its position of ``x`` (False where a later element of the region overwrites it)."""
+    positions = bind(getitem_op, reshape(arange(_size(shape_of(x)), device=device_of(x)), shape_of(x)),
+                     *arrays, key=key)  # fmt: skip
+    region = shape_of(positions)
+    return reshape(last_occurrence(reshape(positions, (-1,))), region)
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _repeats_possible(arrays):
+    """Whether a key's index arrays may name a position twice (an integer array; a boolean mask cannot)."""
+    return any(not _is_bool(a) for a in arrays)
+
+
 def _update_vjp(g, y, x, v, *arrays, key):
-    return (
-        lambda: bind(_index_update, g, 0.0, *arrays, key=key),
-        lambda: unbroadcast(bind(getitem_op, g, *arrays, key=key), v),
-    ) + (None,) * len(arrays)
+    def value_cotangent():
+        gv = bind(getitem_op, g, *arrays, key=key)
+        if _repeats_possible(arrays):  # an overwritten write had no effect: its cotangent is zero
+            gv = where(last_writes(x, arrays, key), gv, 0.0)
+        return unbroadcast(gv, v)
+
+    return (lambda: bind(_index_update, g, 0.0, *arrays, key=key), value_cotangent) + (None,) * len(arrays)
 
 
 def _update_jvp(ts, y, x, v, *arrays, key):
@@ -360,6 +422,7 @@ _index_update = define(
     jvp=_update_jvp,
 )
 _index_update.register_rule("batch", _write_batch(_index_update))
+index_update_op = _index_update
 
 
 def index_update(x, key, value):

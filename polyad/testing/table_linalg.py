@@ -8,10 +8,23 @@ extra singular vectors of ``full_matrices=True``, complex eigenvectors whose pha
 says why.
 """
 
+import numpy as np
+
 from polyad.ops.special.shared import host_call
 from polyad.testing.op_table import OpInfo, Sample, on_backend
 
 INF = float("inf")
+
+
+def _solve_broadcast(xp, a, b):
+    """The library's ``solve`` on stacks broadcast by hand, as the standard broadcasts them (CuPy's needs
+    equal batch shapes)."""
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    batch = np.broadcast_shapes(a.shape[:-2], b2.shape[:-2])
+    a2 = xp.broadcast_to(a, (*batch, *a.shape[-2:]))
+    x = xp.linalg.solve(a2, xp.broadcast_to(b2, (*batch, *b2.shape[-2:])))
+    return x[..., 0] if vec else x
 
 
 def dask_lacks(what):
@@ -398,6 +411,7 @@ ROWS = [
     OpInfo(
         "linalg.solve",
         solve_samples,
+        ref=_solve_broadcast,
         backend_failures=dask_lacks("solves with one 2-D matrix and a 1-D or 2-D b, not stacks"),
     ),
     OpInfo(

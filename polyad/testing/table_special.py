@@ -74,8 +74,8 @@ def sample_values(*columns, diff=()):
 
 
 def row(name, samples, generic=False, **kw):
-    return OpInfo(f"special.{name}", samples, ref=_scipy(name),
-                  device_types=None if generic else DEVICE_KERNELS, **kw)  # fmt: skip
+    kw.setdefault("device_types", None if generic else DEVICE_KERNELS)
+    return OpInfo(f"special.{name}", samples, ref=_scipy(name), **kw)
 
 
 def _polygamma(s):

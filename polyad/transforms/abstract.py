@@ -79,15 +79,23 @@ def eval_abstract(func, *args, **kwargs):
             for x in flat
         ]
         out = func(*optree.tree_unflatten(tree, ins), **kwargs)
-        return optree.tree_map(lambda o: _output_aval(o, interp), out, none_is_leaf=False)
+        return optree.tree_map(lambda o: _output_aval(o, interp, backend), out, none_is_leaf=False)
 
 
-def _output_aval(o, interp):
-    """What ``eval_shape`` returns for output leaf ``o``: its ShapeDtype; a Python number as it is."""
+_NUMBER_KINDS = ((bool, None), (int, "integral"), (float, "real floating"), (complex, "complex floating"))
+
+
+def _output_aval(o, interp, backend):
+    """What ``eval_shape`` returns for output leaf ``o``: its ShapeDtype; for a Python number, a weakly
+    typed 0-d one of the backend's default dtype of its kind (as JAX's ``eval_shape`` gives)."""
     if isinstance(o, Tensor) and o._interp is interp:
         return o._value
     if isinstance(o, int | float | complex):
-        return o  # known without computing anything, like the non-array inputs passed through
+        kind = next(k for t, k in _NUMBER_KINDS if isinstance(o, t))
+        if kind is None:  # a bool: the dtype of the backend's bool arrays
+            return ShapeDtype((), backend.xp.empty((0,), dtype=backend.xp.bool).dtype)
+        dtype = backend.xp.__array_namespace_info__().default_dtypes()[kind]
+        return ShapeDtype((), dtype, weak_type=True)
     if not hasattr(o, "shape") or not hasattr(o, "dtype"):
         kind = type(o).__name__
         raise TypeError(

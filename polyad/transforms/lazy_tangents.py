@@ -24,7 +24,10 @@ outputs. Values are those of the eager rules up to the order of the products (a 
 rounds differently from a product of products: ulps, as any reassociation).
 """
 
+import math
+
 from polyad.core import OPS, rule_of
+from polyad.ops.zero_safe import zero_safe_multiply
 
 MAX_DEPTH = 8  # deferred rules in a chain before the next one runs at once (bounds what they keep alive)
 MAX_TERMS = 4  # terms of a Scaled tangent beyond which it is computed (a sum of many tangents)
@@ -32,7 +35,9 @@ _UNSET = object()
 
 
 class Scaled:
-    """A tangent ``sum(coefficient * base)`` over ``terms`` ``((base, coefficient or None for one), ...)``."""
+    """A tangent ``sum(coefficient * base)`` over ``terms`` ``((base, coefficient or None for one, safe),
+    ...)``; ``safe``: a factor of the coefficient came from a zero-safe rule (``polyad.ops.zero_safe``), so
+    the product is zero-safe too: where the base is 0 the term is 0, whatever the coefficient."""
 
     __slots__ = ("terms", "value")
 
@@ -58,8 +63,8 @@ def concrete(t):
     if cls is Scaled:
         if t.value is _UNSET:
             total = None
-            for base, coef in t.terms:
-                term = base if coef is None else base * coef
+            for base, coef, safe in t.terms:
+                term = base if coef is None else zero_safe_multiply(base, coef) if safe else base * coef
                 total = term if total is None else total + term
             t.value, t.terms = total, ()
         return t.value
@@ -90,15 +95,17 @@ def _minus_one(y, a, b=None):
     return -1
 
 
-# op name -> per argument, its factor ``f(y, a, b)`` (None: one); used only while the op's JVP rule is the
-# one these factors describe (``_factors`` compares the rule itself), so a rule registered anew is obeyed
+# op name -> per argument, ``(factor, safe)``: its factor ``f(y, a, b)`` (None: one) and whether the rule
+# multiplies by it zero-safely (``polyad.ops.zero_safe``: multiply's and divide's rules do); used only
+# while the op's JVP rule is the one these describe (``_binary_factors`` compares the rule itself), so a
+# rule registered anew is obeyed
 _FACTORS = {
-    "add": (_one, _one),
-    "subtract": (_one, _minus_one),
-    "multiply": (lambda y, a, b: b, lambda y, a, b: a),
-    "divide": (lambda y, a, b: 1 / b, lambda y, a, b: -(y / b)),
-    "negative": (_minus_one,),
-    "positive": (_one,),
+    "add": ((_one, False), (_one, False)),
+    "subtract": ((_one, False), (_minus_one, False)),
+    "multiply": ((lambda y, a, b: b, True), (lambda y, a, b: a, True)),
+    "divide": ((lambda y, a, b: 1 / b, True), (lambda y, a, b: -(y / b), True)),
+    "negative": ((_minus_one, False),),
+    "positive": ((_one, False),),
 }
 _RULES = {}  # id of the JVP rule the factors describe -> (that rule, the factors)
 
@@ -117,12 +124,18 @@ def _binary_factors(rule):
     return known[1] if known is not None and known[0] is rule else None
 
 
-def _times(c, d):
+def _times(c, d, safe):
+    """The coefficient ``c`` times the factor ``d`` (None: one); zero-safe where the rule's product is: a
+    coefficient 0 stays 0 where ``d`` is infinite, as the tangent it multiplies did eagerly."""
     if c is None:
         return d
     if d is None:
         return c
-    return c * d
+    if not safe or (isinstance(d, int | float) and math.isfinite(d)):
+        return c * d
+    if isinstance(c, int | float | complex):
+        return c * d if c != 0 else 0
+    return zero_safe_multiply(c, d)
 
 
 def _plus(c, d):
@@ -141,7 +154,7 @@ def tangent(op, rule, tangents, out, primals, params):
     now (on concrete tangents)."""
     scale = getattr(rule, "scale", None)
     if scale is not None and not params:  # a unary op of the element-wise family: t * f'(x), same shape
-        return _scaled(tangents[0], scale(primals[0], out))
+        return _scaled(tangents[0], scale(primals[0], out), rule.singular)
     factors = _binary_factors(rule) if not params else None
     if factors is not None and len(factors) == len(tangents) and hasattr(out, "shape"):
         lazy = _combined(tangents, primals, factors, out)
@@ -154,19 +167,20 @@ def tangent(op, rule, tangents, out, primals, params):
     return rule(tuple(concrete(t) for t in tangents), out, *primals, **params)
 
 
-def _scaled(t, coef):
+def _terms(t):
+    """The terms ``(base, coefficient, safe)`` of tangent ``t`` (a computed one: itself, times one)."""
+    if type(t) is Scaled and t.value is _UNSET:
+        return t.terms
+    return ((concrete(t), None, False),)
+
+
+def _scaled(t, coef, safe):
     """``t`` times ``coef`` (a value of ``t``'s shape), kept lazy."""
     if type(t) is Deferred:
         t = concrete(t)
     if t is None:
         return None
-    if type(t) is Scaled and t.value is _UNSET:
-        terms = t.terms
-        if len(terms) == 1:
-            base, c = terms[0]
-            return Scaled(((base, coef if c is None else c * coef),))
-        return Scaled(tuple((base, coef if c is None else c * coef) for base, c in terms))
-    return Scaled(((concrete(t), coef),))
+    return Scaled(tuple((base, _times(c, coef, safe), s or safe) for base, c, s in _terms(t)))
 
 
 def _combined(tangents, primals, factors, out):
@@ -183,10 +197,11 @@ def _combined(tangents, primals, factors, out):
         p = primals[k]
         if getattr(p, "shape", None) != shape:
             return _UNSET
-        coef = factors[k](out, *primals)
-        return tangents[k] if coef is None else _scaled(tangents[k], coef)
+        factor, safe = factors[k]
+        coef = factor(out, *primals)
+        return tangents[k] if coef is None else _scaled(tangents[k], coef, safe)
     terms = {}
-    for t, p, factor in zip(tangents, primals, factors):
+    for t, p, (factor, safe) in zip(tangents, primals, factors):
         if t is None:
             continue
         if getattr(p, "shape", None) != shape:
@@ -196,10 +211,13 @@ def _combined(tangents, primals, factors, out):
             if t is None:
                 continue
         coef = factor(out, *primals)
-        for base, c in t.terms if type(t) is Scaled and t.value is _UNSET else ((concrete(t), None),):
-            c = _times(c, coef)
+        for base, c, s in _terms(t):
+            c, s = _times(c, coef, safe), s or safe
             key = id(base)
-            terms[key] = (base, c) if key not in terms else (base, _plus(terms[key][1], c))
+            if key in terms:
+                _, c0, s0 = terms[key]
+                c, s = _plus(c0, c), s or s0
+            terms[key] = (base, c, s)
     if len(terms) > MAX_TERMS:
         return _UNSET
     return Scaled(tuple(terms.values())) if terms else None

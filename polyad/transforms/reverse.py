@@ -139,6 +139,10 @@ class ReverseInterpreter(Interpreter):
                 _ones_step(rule.ones(g, out, *primals, **params), parents, ct, known, borrowed)
                 g = None
                 continue
+            if consume and getattr(rule, "frees_residuals", False):
+                # the entry's last use: a rule keeping its own residuals may free them as it goes (a
+                # loop's checkpoints, each dropped when its schedule is done with it)
+                params = dict(params, last_use=True)
             grads = rule(g, out, *primals, **params)
             for pid, gi in zip(parents, grads):
                 if pid is None or gi is None:

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.fft as sfft
 import scipy.integrate as integrate
 import scipy.optimize as optimize
+import scipy.signal as signal
 import scipy.special as special
 import scipy.stats as stats
 import sklearn.decomposition as decomposition
@@ -119,24 +120,14 @@ FLOAT_ARITHMETIC = Fail(
     "an exact float, so the arithmetic is invisible to polyad; grad raises DerivativeLostWarning (an error "
     "in this suite) instead of a zero gradient, jvp refuses the float output",
 )
-SQRT_AT_ZERO = Fail(
-    "polyad",
-    "sqrt's derivative at 0 is infinite: the zero tangent of the diagonal (set to 0 before sqrt) times "
-    "inf is nan where the function is constant (JAX and PyTorch give nan too)",
-)
-MATH_ON_A_SCALAR = Fail(
-    "polyad",
-    "SciPy computes `- 2 * math.log(abs(lmb))`: math.log takes float() of the traced scalar and returns a "
-    "plain number polyad cannot see, so that term loses its derivative while the rest of the output keeps "
-    "one, and no DerivativeLostWarning fires: grad and jvp give a wrong value WITHOUT an error",
-)
-SCALAR_IN_VMAP = Fail(
-    "scipy",
-    "the function branches on its scalar parameter and takes math.log of it (`if lmb == 0`, "
-    "`math.log(abs(lmb))`): a batch of parameters is no one Python number, so vmap raises "
-    "ConcretizationError",
-)
 # the libraries' side
+SCIPY_MATH_ON_VALUE = Fail(
+    "scipy",
+    "math.log(abs(lmb)) of the traced lmb: CPython computes a plain float, so the term's derivative is "
+    "lost; polyad reports it (DerivativeLostWarning naming math.log and the line, an error in this suite) "
+    "instead of returning a wrong derivative, and vmap's examples give different numbers "
+    "(ConcretizationError)",
+)
 SCIPY_NUMPY_ONLY = Fail("scipy", "no array API path: the function converts its input with np.asarray")
 SCIPY_REAL_TRANSFORMS_NUMPY_ONLY = Fail(
     "scipy",
@@ -152,11 +143,6 @@ SKLEARN_FLOAT_RESULT = Fail(
     "scikit-learn",
     "the metric returns float(...) of its result: one Python number cannot hold a batch of values, so "
     "vmap raises ConcretizationError (vmap(chunk_size=1) loops)",
-)
-SKLEARN_NAN_BRANCH = Fail(
-    "scikit-learn",
-    "_incremental_mean_and_var computes 0/0 = nan in a term it then overwrites; reverse mode sends a "
-    "zero cotangent through that term, and 0 * nan is nan (as in JAX and PyTorch)",
 )
 
 
@@ -357,11 +343,31 @@ SCIPY_STATS = [
         lambda lmb, x: stats.boxcox_llf(lmb, x),
         lambda rng: (rng.uniform(-0.5, 0.5, ()), rng.uniform(0.5, 2.0, 6)),
         argnums=(0, 1),
-        known_failures={**_on(MATH_ON_A_SCALAR, "grad", "jvp"), **_on(SCALAR_IN_VMAP, "vmap")},
+        known_failures=_on(SCIPY_MATH_ON_VALUE),
     ),
 ]
 
+
+def _signal_and_kernel(n=16, k=3):
+    return lambda rng: (rng.uniform(-1, 1, n), rng.uniform(-1, 1, k))
+
+
 SCIPY_OTHER = [
+    # writes through views: ``part = ret[..., :k]; part += overlap`` (its values were wrong before polyad
+    # followed views)
+    Row("scipy.signal.oaconvolve", signal.oaconvolve, _signal_and_kernel(), argnums=(0, 1), fast=True),
+    Row(
+        "scipy.signal.oaconvolve(mode='same')",
+        lambda a, k: signal.oaconvolve(a, k, mode="same"),
+        _signal_and_kernel(),
+        argnums=(0, 1),
+    ),
+    Row(
+        "scipy.signal.oaconvolve(mode='valid')",
+        lambda a, k: signal.oaconvolve(a, k, mode="valid"),
+        _signal_and_kernel(19, 5),
+        argnums=(0, 1),
+    ),
     Row("scipy.integrate.trapezoid", integrate.trapezoid, _vec()),
     Row("scipy.integrate.simpson", integrate.simpson, _vec(7), known_failures=_on(SCIPY_NUMPY_ONLY)),
     Row("scipy.optimize.rosen", optimize.rosen, _vec(4)),
@@ -457,7 +463,6 @@ SKLEARN_PAIRWISE = [
         f"sklearn.metrics.pairwise.{f.__name__}",
         f,
         _mat(5, 3, 0.1, 1.0),
-        known_failures=_on(SQRT_AT_ZERO, "jvp") if f is pairwise.euclidean_distances else {},
     )
     for f in (
         pairwise.cosine_similarity,
@@ -492,7 +497,6 @@ SKLEARN_ESTIMATORS = [
         _fit_transform(preprocessing.StandardScaler),
         _mat(),
         fast=True,
-        known_failures=_on(SKLEARN_NAN_BRANCH, "grad"),
     ),
     Row(
         "sklearn.preprocessing.MinMaxScaler",

@@ -97,3 +97,18 @@ LINALG = {
     "linalg.lu_factor": {"cuda": _lu_factor},
     "linalg.lu_solve": {"cuda": _lu_solve},
 }
+
+
+def _solve(xp, a, b):
+    """The standard's ``solve``: a 1-D ``b`` is one right-hand side for every matrix of ``a``, else the
+    stacks broadcast; ``cupy.linalg.solve`` needs equal batch shapes, so both are broadcast first."""
+    if b.ndim == 1:
+        b2 = cupy.broadcast_to(b[:, None], (*a.shape[:-1], 1))
+        return cupy.linalg.solve(a, cupy.ascontiguousarray(b2))[..., 0]
+    batch = numpy.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a2 = cupy.ascontiguousarray(cupy.broadcast_to(a, (*batch, *a.shape[-2:])))
+    b2 = cupy.ascontiguousarray(cupy.broadcast_to(b, (*batch, *b.shape[-2:])))
+    return cupy.linalg.solve(a2, b2)
+
+
+LINALG["linalg.solve"] = {"cuda": _solve}

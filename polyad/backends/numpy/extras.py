@@ -34,6 +34,17 @@ def roll(x, shift, axis=None):
     return np.roll(x, shift, axis=axis)
 
 
+def product_without_nan(g, d, divide=False):
+    """``g * d`` (``g / d``) of NumPy arrays when it holds no NaN, else None, decided by one sum (a NaN, or
+    inf - inf, makes it NaN). The zero-safe products of ``polyad.ops.zero_safe`` then need no mask; None
+    tells them to build it. (Where the product makes a NaN, NumPy warns as the plain product always did.)"""
+    if not isinstance(g, np.ndarray | np.generic) or not isinstance(d, np.ndarray | np.generic | float):
+        return None
+    out = g / d if divide else g * d
+    total = np.add.reduce(out, None)
+    return None if total != total else out
+
+
 # NumPy 2 already conforms for these; calling them directly skips array-api-compat's wrappers, which
 # matter on the per-op hot path (sign is in abs's VJP, zeros_like seeds every cotangent).
 sign = np.sign

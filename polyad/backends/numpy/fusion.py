@@ -292,7 +292,9 @@ def kernel(spec, fallback):
 
     def run(xp, *args):
         for a in args:
-            if type(a) is not np.ndarray or a.dtype != dtype:
+            if type(a) is not np.ndarray and not isinstance(a, np.generic):
+                return fallback(xp, *args)
+            if a.dtype != dtype:
                 return fallback(xp, *args)
         if not compiled:
             loop = fusion_compile.ready(text, build)
@@ -302,6 +304,8 @@ def kernel(spec, fallback):
         fused = compiled[0]
         flat = []
         for a, mode in zip(args, modes):
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result) runs fused too
             if mode == "copy":
                 a = np.broadcast_to(a, shape)
             flat.append(np.ascontiguousarray(a).reshape(-1))

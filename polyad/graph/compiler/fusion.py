@@ -82,6 +82,18 @@ FUSABLE = {
     "atanh": (1, "np.arctanh({0})", "atanh({0})"),
     "logaddexp": (2, "np.logaddexp({0}, {1})", "(fmax({0}, {1}) + log1p(exp(-fabs({0} - {1}))))"),  # CuPy's
     "special.erf": (1, "math.erf({0})", "erf({0})"),
+    # the zero-safe products of the rules (polyad.ops.zero_safe): g * d, g / d, with a factor that would
+    # make a zero g NaN taken as 0 (as 1 for the division)
+    "zero_safe_multiply": (
+        2,
+        "({0} * ({1} if ({0} != 0 or np.isfinite({1})) else 0.0))",
+        "({0} * (({0} != (T)0 || isfinite({1})) ? {1} : (T)0))",
+    ),
+    "zero_safe_divide": (
+        2,
+        "({0} / ({1} if ({0} != 0 or ({1} != 0 and {1} == {1})) else 1.0))",
+        "({0} / (({0} != (T)0 || ({1} != (T)0 && {1} == {1})) ? {1} : (T)1))",
+    ),
     # shape ops that are the identity on the elements of a group of their output's shape
     "broadcast_to": (1, "{0}", "{0}"),
 }

@@ -23,6 +23,7 @@ from polyad.ops.linalg.decompositions import svd
 from polyad.ops.linalg.products import matmul
 from polyad.ops.linalg.shared import leading_batch, real_dtype, real_if_complex
 from polyad.ops.manipulation import squeeze
+from polyad.ops.zero_safe import zero_safe_multiply
 
 
 def _sgn(x):
@@ -69,7 +70,11 @@ def _vector_norm_vjp(g, y, x, *, axis=None, keepdims=False, ord=2):
         return (ge * safe_divide(x, ye),)
     w = _vnorm_deriv(x, ye, axis, ord)
     s = _sgn(x)
-    return (ge * s if w is None else ge * (s * w),)
+    if w is None:
+        return (ge * s,)
+    # p < 1: |x|**(p-1) is infinite at a zero element, whose sign (0) takes the subgradient 0; a zero
+    # cotangent stays zero (polyad.ops.zero_safe)
+    return (zero_safe_multiply(ge, zero_safe_multiply(s, w)),)
 
 
 def _vector_norm_jvp(ts, y, x, *, axis=None, keepdims=False, ord=2):
@@ -81,7 +86,7 @@ def _vector_norm_jvp(ts, y, x, *, axis=None, keepdims=False, ord=2):
     ye, _ = _norm_parts(x, y, None, axis, keepdims)
     w = _vnorm_deriv(x, ye, axis, ord)
     d = real_if_complex(conj_if_complex(_sgn(x)) * t)
-    return _sum(d if w is None else d * w, axis=axis, keepdims=keepdims)
+    return _sum(d if w is None else zero_safe_multiply(d, w), axis=axis, keepdims=keepdims)
 
 
 def _vector_norm_abstract(xp, x, *, axis=None, keepdims=False, ord=2):

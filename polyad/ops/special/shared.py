@@ -20,6 +20,7 @@ from polyad.ops.base import astype, broadcast_batch, broadcast_to_out, unbroadca
 from polyad.ops.common import ShapeDtype, broadcast_shape, dtype_kind, unary_batch, xp_of
 from polyad.ops.creation import asarray
 from polyad.ops.elementwise import abs
+from polyad.ops.zero_safe import zero_safe_multiply
 
 SCIPY_EXTRA = "pip install polyad[scipy]"
 PREFIX = "special."  # op names: "special.erf"
@@ -173,7 +174,7 @@ def later(key):
 def _cotangent(fname, argname, partial, g, y, args, i):
     if isinstance(partial, NoDerivative):
         return lambda: partial.fail(fname, argname)
-    return lambda: unbroadcast(g * partial(*args, y), args[i])
+    return lambda: unbroadcast(zero_safe_multiply(g, partial(*args, y)), args[i])
 
 
 def _as_arrays(args, y):
@@ -185,7 +186,9 @@ def _as_arrays(args, y):
 
 def derivative_rules(fname, argnames, partials):
     """VJP and JVP of an element-wise function of real arguments from its partial derivatives, each
-    ``partial(*args, y)`` in polyad ops (so the rules differentiate and batch again)."""
+    ``partial(*args, y)`` in polyad ops (so the rules differentiate and batch again). The products are
+    zero-safe: many of these derivatives are infinite somewhere finite (erfinv at ±1, logit at 0 and 1,
+    entr at 0, gammaln at its poles), and a zero cotangent or tangent must stay zero there."""
 
     def vjp(g, y, *args):
         args = _as_arrays(args, y)
@@ -199,7 +202,7 @@ def derivative_rules(fname, argnames, partials):
                 continue
             if isinstance(p, NoDerivative):
                 p.fail(fname, argnames[i])
-            d = t * p(*args, y)
+            d = zero_safe_multiply(t, p(*args, y))
             out = d if out is None else out + d
         return broadcast_to_out(out, y)
 
