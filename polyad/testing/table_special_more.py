@@ -4,8 +4,12 @@
 domain, with ``scipy.special`` as the reference; ``sample_values`` samples add the edges of each domain
 and the points where a derivative switches to a series."""
 
-from polyad.testing.op_table import Sample
+from polyad.testing.op_table import Sample, on_backend
 from polyad.testing.table_special import nary, row, sample_values, unary
+
+# seen on an H100 (CuPy 14.2): cupyx's kernels for these give NaN or other values than SciPy's at some of the
+# rows' orders and arguments, so values and the derivatives built on them differ
+_CUPYX_DIFFERS = on_backend("cupy", "cupyx.scipy.special's kernel differs from SciPy's (NaN at some orders)")
 
 _DEGREES = [0.0, 90.0, 180.0, 270.0, -90.0, 360.0, 45.0, 1e3]  # exact at multiples of 90
 
@@ -74,11 +78,16 @@ ROWS = [
              sample_values([0.06, 1e300])),
         generic=True),
     # orders and degrees
-    row("yn", orders((-2, 4), floats=[(0.5, 3.0)])),
-    row("lpmv", orders((0, 3), floats=[(0.5, 3.0), (-0.8, 0.8)], diff=(2,))),
+    row("yn", orders((-2, 4), floats=[(0.5, 3.0)]), backend_failures=_CUPYX_DIFFERS),
+    row("lpmv", orders((0, 3), floats=[(0.5, 3.0), (-0.8, 0.8)], diff=(2,)), backend_failures=_CUPYX_DIFFERS),
     row("hyp1f1", nary((0.2, 2.0), (0.5, 3.0), (-2.0, 2.0), diff=(2,)), device_types=("cpu",)),  # no cupyx
     # gamma's sign, zeta - 1
-    row("gammasgn", unary(0.3, 3.0, extra=sample_values([-0.5, -1.5, -2.5, 0.7, 0.0, -0.0])), generic=True),
+    row(
+        "gammasgn",
+        unary(0.3, 3.0, extra=sample_values([-0.5, -1.5, -2.5, 0.7, 0.0, -0.0])),
+        generic=True,
+        backend_failures=on_backend("cupy", "cupyx's gammasgn differs from SciPy's at 0 and -0", "value"),
+    ),
     row("zetac", unary(1.5, 6.0, extra=sample_values([0.5, 0.9, 30.0], diff=(0,)))),
     # continuous distributions: derivatives in the degrees of freedom and shapes too
     row("chdtr", nary((1.0, 6.0), (0.3, 6.0), scalar=3.0)),
