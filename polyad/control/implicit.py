@@ -32,6 +32,7 @@ from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 from polyad.transforms.forward import DualTensor, ForwardInterpreter
+from polyad.transforms.lazy_tangents import concrete
 from polyad.transforms.reverse import ReverseInterpreter
 from polyad.transforms.sparsity import SPARSITY
 from polyad.transforms.sparsity_rules import ALL
@@ -91,7 +92,8 @@ def _forward_tangent(call, flat_in, values, tangents_in, tangents_values, then=N
         result = []
         for o in outs:
             if isinstance(o, Tensor) and o._interp is interp:
-                result.append(zeros_like(o._value) if o._aux is None else o._aux)
+                t = concrete(o._aux)  # a lazy tangent computed (transforms/lazy_tangents.py)
+                result.append(zeros_like(o._value) if t is None else t)
             else:
                 result.append(zeros_like(o))
         return result if then is None else then(result)

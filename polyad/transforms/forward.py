@@ -13,7 +13,9 @@ from polyad.transforms.lazy_tangents import concrete, know_rules, tangent
 
 
 class DualTensor(Tensor):
-    """A value at a jvp level: ``_value`` is the primal, ``_aux`` the tangent."""
+    """A value at a jvp level: ``_value`` is the primal, ``_aux`` the tangent, which may be lazy: code
+    outside this interpreter reads it through ``lazy_tangents.concrete(t._aux)`` (jvp's outputs, loop
+    bodies', implicit functions')."""
 
     __slots__ = ()
 
