@@ -26,7 +26,7 @@ rounds differently from a product of products: ulps, as any reassociation).
 
 import math
 
-from polyad.core import OPS, rule_of
+from polyad.core import OPS, Tensor, rule_of
 from polyad.ops.zero_safe import zero_safe_multiply
 
 MAX_DEPTH = 8  # deferred rules in a chain before the next one runs at once (bounds what they keep alive)
@@ -78,6 +78,17 @@ def concrete(t):
             t.rule = t.tangents = t.out = t.primals = t.params = None  # let go of what it kept
         return t.value
     return t
+
+
+def _frozen(x):
+    """``x`` as it is now: a tensor object can become another value later (an in-place write, ``_become``;
+    a closed-over value standing in for another while a loop body runs), so a lazy tangent keeps a new
+    object with its present fields, never the object itself (eager code read its value at once)."""
+    if not isinstance(x, Tensor):
+        return x
+    snapshot = object.__new__(type(x))
+    snapshot._value, snapshot._interp, snapshot._aux, snapshot._alias = x._value, x._interp, x._aux, None
+    return snapshot
 
 
 def _depth(t):
@@ -163,7 +174,8 @@ def tangent(op, rule, tangents, out, primals, params):
     if op.linear or op.bilinear:
         depth = 1 + max(_depth(t) for t in tangents)
         if depth <= MAX_DEPTH:
-            return Deferred(rule, tuple(tangents), out, tuple(primals), params, depth)
+            frozen = tuple(_frozen(p) for p in primals)
+            return Deferred(rule, tuple(_frozen(t) for t in tangents), _frozen(out), frozen, params, depth)
     return rule(tuple(concrete(t) for t in tangents), out, *primals, **params)
 
 
@@ -171,7 +183,7 @@ def _terms(t):
     """The terms ``(base, coefficient, safe)`` of tangent ``t`` (a computed one: itself, times one)."""
     if type(t) is Scaled and t.value is _UNSET:
         return t.terms
-    return ((concrete(t), None, False),)
+    return ((_frozen(concrete(t)), None, False),)
 
 
 def _scaled(t, coef, safe):
@@ -180,6 +192,7 @@ def _scaled(t, coef, safe):
         t = concrete(t)
     if t is None:
         return None
+    coef = _frozen(coef)
     return Scaled(tuple((base, _times(c, coef, safe), s or safe) for base, c, s in _terms(t)))
 
 
@@ -210,10 +223,10 @@ def _combined(tangents, primals, factors, out):
             t = concrete(t)
             if t is None:
                 continue
-        coef = factor(out, *primals)
+        coef = _frozen(factor(out, *primals))
         for base, c, s in _terms(t):
             c, s = _times(c, coef, safe), s or safe
-            key = id(base)
+            key = (id(base._value), id(base._interp), id(base._aux)) if isinstance(base, Tensor) else id(base)
             if key in terms:
                 _, c0, s0 = terms[key]
                 c, s = _plus(c0, c), s or s0
