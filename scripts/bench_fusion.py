@@ -28,12 +28,14 @@ from functools import partial
 
 import numpy as np
 
-import polyad as pa
-from polyad import xp
-from polyad.backends.numpy import fusion as cpu
-from polyad.backends.numpy import fusion_threads
-from polyad.graph.compiler import fuse
-from polyad.graph.compiler.fusion import FUSABLE, FusedOp
+os.environ.setdefault("POLYAD_FUSION_COMPILE", "wait")  # time the loops, not their first calls
+
+import polyad as pa  # noqa: E402
+from polyad import xp  # noqa: E402
+from polyad.backends.numpy import fusion as cpu  # noqa: E402
+from polyad.backends.numpy import fusion_threads  # noqa: E402
+from polyad.graph.compiler import fuse  # noqa: E402
+from polyad.graph.compiler.fusion import FUSABLE, FusedOp  # noqa: E402
 
 
 def w2_loss(m, v):

@@ -48,6 +48,7 @@ def _threads():
 
 
 THREADS = _threads()
+os.environ.setdefault("POLYAD_FUSION_COMPILE", "wait")  # pa.jit's first call compiles its loops: untimed
 
 import numpy as np  # noqa: E402  (after the thread settings)
 import scipy  # noqa: E402

@@ -33,6 +33,13 @@ on_numpy = pytest.mark.skipif(
 TABLE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "api" / "jit_accuracy.inc"
 
 
+@pytest.fixture(autouse=True)
+def _loops_compile_at_the_first_call(monkeypatch):
+    """These tests check what the fused loop computes: its first call waits for Numba rather than running
+    the group's ops while the loop compiles in the background (tests/test_first_call.py checks that)."""
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")
+
+
 # ------------------------------------------------------------------------------------------ the functions
 
 

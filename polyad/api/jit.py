@@ -16,6 +16,7 @@ rules (fused kernels need not have rules).
 import collections
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 
 import optree
@@ -25,9 +26,13 @@ import polyad.dispatch as dispatch
 import polyad.graph.compiler as compiler
 from polyad.api import closed_over
 from polyad.api.arguments import check_callable, func_name, is_dim
+from polyad.api.weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
+from polyad.backends.numpy import fusion_compile
 from polyad.core import FreshTensor, Tensor
+from polyad.core.tensor import reconnect
 from polyad.dispatch import BY_TYPE
 from polyad.graph import predispatch
+from polyad.graph.compiler.codegen import interpret_graph
 from polyad.graph.compiler.fusion import check_math
 from polyad.graph.ir import Const
 from polyad.graph.tracing import trace_graph
@@ -55,9 +60,11 @@ def jit(
 
     While tracing, array arguments have no values: ``bool``, ``float``, ``int``, ``item()`` or
     ``np.asarray`` of one raises ``pa.ConcretizationError`` naming it. Mark such an argument static, or
-    write the branch with ``xp.where``. Python numbers, strings and dtypes among the arguments are part of
-    the signature (a new number traces again), so they keep their Python semantics; pass an array to trace
-    over its values. Other objects are refused unless marked static (their hash and ``==`` then key the
+    write the branch with ``xp.where``. Python floats are traced too, weakly typed as in JAX (a new value
+    does not trace again; ``x32 * dt`` stays float32, as eagerly; ``polyad/api/weak_floats.py``). Python
+    ints, complex numbers, strings and dtypes among the arguments are part of the signature (a new one
+    traces again), so they keep their Python semantics; pass an array to trace over its values. Other
+    objects are refused unless marked static (their hash and ``==`` then key the
     cache, so they must compare by value). Arrays the function closes over are read at each call, so an
     in-place change to one (``W[0] = 1.0``, ``W += dW``) is seen, as eagerly (JAX bakes them in at the
     first trace): an array that reaches a traced op is an input of the compiled code; one the function
@@ -140,32 +147,74 @@ def _compile_body(graph, backend, math):
 
 class _Entry:
     """One traced signature: the captured graph, the optimised graph (replayed under transforms), the
-    compiled fused graph (for raw arrays) and the structure of the outputs."""
+    compiled fused graph (for raw arrays) and the structure of the outputs.
+
+    A first call need not wait for the optimiser and the fusion (tens of milliseconds for a graph of a
+    few thousand nodes, the steps of an unrolled loop): ``finish`` is then the rest of the pipeline,
+    which a background thread runs (``fusion_compile.submit``) while calls run ``graph`` as it was traced
+    (eager's kernels); ``run`` switches when it is done. ``optimized``, ``fused`` and ``compiled`` run it
+    at once where asked for before (``lower``, a transformed call)."""
 
     __slots__ = (
-        "graph", "optimized", "fused", "compiled", "run", "out_tree", "single", "lifted", "closed", "watch"
+        "graph", "_optimized", "_fused", "_compiled", "run", "out_tree", "single", "lifted",
+        "closed", "watch", "_finish", "_lock",
     )  # fmt: skip
 
-    def __init__(self, graph, optimized, fused, compiled, lifted=(), closed=(), watch=()):
+    def __init__(self, graph, optimized, fused, compiled, lifted=(), closed=(), watch=(), finish=None):
         self.graph = graph
-        self.optimized = optimized
-        self.fused = fused
-        self.compiled = compiled
-        self.run = compiled.fn if compiled is not None else None
-        held = [i for i, r in enumerate(fused.outputs) if isinstance(r, Const)] if fused is not None else []
-        if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
-            self.run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
-        self.out_tree = optimized.out_tree
-        self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
-        # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
-        # entry serves one call only (it is not cached)
-        self.lifted = lifted
+        self._optimized = optimized
+        self._fused = fused
+        self._compiled = compiled
         # backend arrays the function closed over, inputs before those: read at each call, so that an
         # in-place change to one between calls is seen, as eagerly
         self.closed = tuple(closed)
         self.watch = watch  # arrays it names that NumPy consumed while tracing (closed_over.watched)
-        if self.closed and self.run is not None:
-            self.run = functools.partial(_with_closed, self.run, self.closed)
+        self.run = None
+        if compiled is not None:
+            self._install(fused if fused is not None else graph, compiled)
+        self.out_tree = graph.out_tree
+        self.single = self.out_tree.is_leaf()  # one output, no pytree to rebuild
+        # tensors of enclosing transforms the function closed over, the graph's last inputs: such an
+        # entry serves one call only (it is not cached)
+        self.lifted = lifted
+        self._finish = finish  # () -> (optimized, fused, compiled): the pipeline still to run, or None
+        self._lock = threading.Lock() if finish is not None else None
+
+    def _install(self, graph, compiled):
+        run = compiled.fn
+        held = [i for i, r in enumerate(graph.outputs) if isinstance(r, Const)]
+        if held:  # an output that is a constant of the trace: a fresh copy per call, as eagerly
+            run = functools.partial(_copy_outputs, compiled.fn, held, compiled.backend.xp)
+        if self.closed:
+            run = functools.partial(_with_closed, run, self.closed)
+        self.run = run
+
+    def finish(self):
+        """Run the rest of the pipeline now if it has not run (the background thread's job)."""
+        if self._finish is None:
+            return
+        with self._lock:
+            if self._finish is None:
+                return
+            optimized, fused, compiled = self._finish()
+            self._optimized, self._fused, self._compiled = optimized, fused, compiled
+            self._install(fused, compiled)
+            self._finish = None
+
+    @property
+    def optimized(self):
+        self.finish()
+        return self._optimized
+
+    @property
+    def fused(self):
+        self.finish()
+        return self._fused
+
+    @property
+    def compiled(self):
+        self.finish()
+        return self._compiled
 
 
 class Lowered:
@@ -338,10 +387,22 @@ class Jitted:
         leaves = []
         mode = _COMPILED
         backend = None
+        weak = []  # positions in ``leaves`` of Python floats: traced, weakly typed (weak_floats.py)
         for x in flat:
             b = BY_TYPE.get(type(x))
             if b is None and not isinstance(x, Tensor):
                 b = dispatch.backend_of_array(x)  # a type not seen yet, or not an array (None)
+            if b is None and isinstance(x, float):
+                x = reconnect(x)  # a number polyad handed out for a tensor (float(t)) is that tensor
+                if not isinstance(x, Tensor):
+                    sig.append(WEAK_FLOAT)
+                    weak.append(len(leaves))
+                    leaves.append(x)
+                    continue
+                sig.append((WEAK_FLOAT, x.dtype))  # weak too, a tensor of an enclosing transform underneath
+                mode = _TRANSFORMED
+                leaves.append(x)
+                continue
             if b is not None:
                 sig.append((b, x.shape, x.dtype, _device(x)))
                 leaves.append(x)
@@ -367,10 +428,17 @@ class Jitted:
                     "argument static (static_argnums / static_argnames): its hash and == then key the "
                     "cache, so it must compare by value"
                 )
-        if mode is _TRANSFORMED:  # replay on the tensors themselves
-            leaves = [x for x in flat if isinstance(x, Tensor) or _array_backend(x) is not None]
         if backend is None:
             backend = dispatch.default_backend()
+        if mode is _TRANSFORMED:  # replay on the tensors themselves
+            leaves = [
+                x
+                for x in (reconnect(x) if isinstance(x, float) else x for x in flat)
+                if isinstance(x, Tensor | float) or _array_backend(x) is not None
+            ]
+            weak = [k for k, x in enumerate(leaves) if isinstance(x, float)]
+        for k in weak:
+            leaves[k] = weak_value(leaves[k], backend)
         key = (tree, tuple(sig), statics, backend)
         try:
             entry = self._cache.get(key)
@@ -417,8 +485,9 @@ class Jitted:
         return (dyn_args, dyn_kwargs), (static_args, static_kwargs)
 
     def _rebuild(self, args, kwargs, tree, flat):
-        """A function of the traced array leaves that calls ``func`` with everything else in place."""
-        positions = [i for i, x in enumerate(flat) if isinstance(x, Tensor) or _array_backend(x) is not None]
+        """A function of the traced leaves (arrays, Python floats) that calls ``func`` with everything else
+        in place."""
+        positions = [i for i, x in enumerate(flat) if is_traced_leaf(x)]
         plain_call = self._plain_call and not kwargs
         n = len(args)
         static_pos = {i % n for i in self.static_argnums if -n <= i < n} if n else set()
@@ -440,19 +509,40 @@ class Jitted:
 
     def _trace(self, args, kwargs, flat, tree, sig, backend):
         call, positions = self._rebuild(args, kwargs, tree, flat)
-        avals = [ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3]) for p in positions]
+        weak = {k for k, p in enumerate(positions) if sig[p] is WEAK_FLOAT or sig[p][0] is WEAK_FLOAT}
+        avals = [
+            weak_aval(flat[p], backend) if k in weak else ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3])
+            for k, p in enumerate(positions)
+        ]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
         names = [self._leaf_label(args, kwargs, tree, p) for p in positions]
         graph, closed, lifted = trace_graph(
-            call, avals, in_tree, backend, self._where, names, closed_inputs=True
+            call, avals, in_tree, backend, self._where, names, closed_inputs=True, weak=weak
         )
         graph.donated = self._donated(args, flat, positions)
-        optimized = compiler.optimize(graph)
         watch = closed_over.watched(self.func, closed)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
-            return _Entry(graph, optimized, None, None, lifted, closed, watch)
-        fused, compiled = _pipeline(optimized, backend, self.math)
-        return _Entry(graph, optimized, fused, compiled, closed=closed, watch=watch)
+            return _Entry(graph, compiler.optimize(graph), None, None, lifted, closed, watch)
+        math = self.math
+
+        def finish():
+            optimized = compiler.optimize(graph)
+            fused, compiled = _pipeline(optimized, backend, math)
+            if backend.name == "numpy":  # the fused loops start compiling now, not at their first call
+                for node in fused.nodes:
+                    warm = getattr(getattr(node.op, "kernels", {}).get("cpu"), "warm", None)
+                    if warm is not None:
+                        warm()
+            return optimized, fused, compiled
+
+        if fusion_compile.mode() == "wait":
+            return _Entry(graph, *finish(), closed=closed, watch=watch)
+        # the first calls run the graph as traced, its nodes' kernels in a loop; the rest in the background
+        entry = _Entry(
+            graph, None, None, interpret_graph(graph, backend), closed=closed, watch=watch, finish=finish
+        )
+        entry.run = _then_finish(entry, entry.run)
+        return entry
 
     def _leaf_label(self, args, kwargs, tree, i):
         """A readable name of leaf ``i`` of a call's traced arguments: "argument 1['w']", "argument 'y'"."""
@@ -542,6 +632,21 @@ def _replay(entry, leaves):
                 flat[i] = b.xp.asarray(flat[i], copy=True)
         out = optree.tree_unflatten(graph.out_tree, flat)
     return out
+
+
+def _then_finish(entry, run):
+    """``run``, which hands the rest of ``entry``'s pipeline to the background thread once a call has
+    returned: the first call does not share the interpreter with that work (on two cores it took twice
+    as long while optimise and fuse ran beside it)."""
+
+    def first(*args):
+        out = run(*args)
+        if entry.run is first:
+            entry.run = run
+            fusion_compile.submit(entry.finish)
+        return out
+
+    return first
 
 
 def _with_closed(fn, closed, *args):

@@ -7,6 +7,7 @@ import threading
 
 import optree
 
+import polyad.xp as xp
 from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, remove_hook
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
@@ -32,6 +33,33 @@ class TracedTensor(GraphTensor):
         self._scalar("np.asarray")
 
 
+class WeakTracedTensor(TracedTensor):
+    """A traced Python float (a ``pa.jit`` argument, and what Python arithmetic computes from such values
+    alone): as in eager code, where the number meets a floating array the array's dtype wins (``x32 * dt``
+    stays float32), so the tracer casts it to that dtype first; alone it is the backend's default float."""
+
+    __slots__ = ()
+    weakly_typed = True  # xp.asarray of one is an array, as eagerly (ops/creation.py reads this)
+
+
+# ops a Python float's own operators bind (dt * 2, -dt, dt ** 2...): eagerly their result is a Python float
+# again, so traced it stays weak; any other op of weak values gives a 0-d array, as eagerly
+PYTHON_ARITHMETIC = frozenset(
+    {
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "floor_divide",
+        "remainder",
+        "pow",
+        "negative",
+        "positive",
+        "abs",
+    }
+)
+
+
 class TracingInterpreter(GraphInterpreter):
     """Graph capture on abstract values, for ``pa.jit``: each op is recorded and its output shape and
     dtype come from its ``abstract_eval`` rule; nothing is computed. A value of the function's arguments
@@ -53,8 +81,9 @@ class TracingInterpreter(GraphInterpreter):
         self._dtypes = {}
         self._lifted_ids = {}
         self._closed_ids = {}
+        self._weak_out = False  # the op being recorded has only weak values among its arrays
 
-    def new_var(self, aval):
+    def new_var(self, aval, weak=False):
         dtype = self._dtypes.get(aval.dtype)
         if dtype is None:  # a rule may give a scalar type (NumPy's np.bool): the arrays' own dtype object,
             # as a concrete capture records it
@@ -63,14 +92,33 @@ class TracingInterpreter(GraphInterpreter):
             aval = ShapeDtype(aval.shape, dtype, aval.device)
         v = Var(self.next_id, aval.shape, dtype)
         self.next_id += 1
-        return TracedTensor(aval, self, v)
+        return (WeakTracedTensor if weak or self._weak_out else TracedTensor)(aval, self, v)
+
+    def process(self, op, args, params):
+        """Record ``op``; a weak value (a traced Python float) among its arguments is first cast to the
+        dtype of the floating array it meets, as eager code's Python number would be, and a result of
+        weak values alone is weak again."""
+        if not any(type(a) is WeakTracedTensor for a in args):
+            return super().process(op, args, params)
+        ref = next((d for d in map(_strong_float_dtype, args) if d is not None), None)
+        if ref is not None:
+            args = [_cast(a, ref) if type(a) is WeakTracedTensor else a for a in args]
+            return super().process(op, args, params)
+        if op.name not in PYTHON_ARITHMETIC:  # xp.exp(dt) is a 0-d array eagerly: no longer weak
+            return super().process(op, args, params)
+        self._weak_out = True
+        try:
+            return super().process(op, args, params)
+        finally:
+            self._weak_out = False
 
     def enclosing(self, a):
         """A value of an enclosing transform closed over: an extra input of the graph, so that replaying
         the graph on it keeps what it carries (its derivative, batch or place in a graph)."""
         traced = self._lifted_ids.get(id(a))
         if traced is None:
-            traced = self.new_var(ShapeDtype(a.shape, a.dtype, getattr(bottom(a), "device", None)))
+            aval = ShapeDtype(a.shape, a.dtype, getattr(bottom(a), "device", None))
+            traced = self.new_var(aval, weak=type(a) is WeakTracedTensor)  # a loop body's, of a jit's float
             self._lifted_ids[id(a)] = traced  # ``lifted`` keeps ``a`` alive: its id stays its own
             self.lifted.append((a, traced._aux))
         return traced._value, traced._aux
@@ -129,6 +177,24 @@ class TracingInterpreter(GraphInterpreter):
         )
 
 
+def _strong_float_dtype(a):
+    """The dtype of ``a`` if it is a floating array that is not weak (a tensor or a backend array)."""
+    if type(a) is WeakTracedTensor or isinstance(a, bool | int | float | complex):
+        return None
+    dtype = getattr(a, "dtype", None)
+    if dtype is None or not hasattr(a, "shape"):
+        return None
+    name = dtype_name(dtype)
+    return dtype if name.startswith(("float", "complex")) else None
+
+
+def _cast(weak, dtype):
+    """``weak`` as ``dtype`` (one recorded ``astype``), or itself where it has that dtype already."""
+    if dtype_name(weak.dtype) == dtype_name(dtype):
+        return weak
+    return xp.astype(weak, dtype)
+
+
 class _Lifting(threading.local):
     def __init__(self):
         self.tracers = []  # this thread's tracers that lift every enclosing tensor, innermost last
@@ -155,7 +221,7 @@ def _lift_hook(op, args, params):
 
 
 def trace_graph(
-    func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False, closed_inputs=False
+    func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False, closed_inputs=False, weak=()
 ):
     """``(graph, closed, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals``
     (ShapeDtypes, flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded
@@ -169,9 +235,11 @@ def trace_graph(
     With ``lift_all``, every tensor of an enclosing transform that reaches an op inside ``func`` is lifted,
     even where the op has none of ``func``'s own values among its arguments (``k * 2`` of a closed-over
     ``k``): ``lifted`` is then ``func``'s whole closure in transforms' tensors, which a loop body needs to
-    make explicit (``polyad.control.closure``)."""
+    make explicit (``polyad.control.closure``).
+
+    ``weak``: the positions of inputs that stand for Python floats (``WeakTracedTensor``)."""
     with new_level(TracingInterpreter, backend, where, {}) as interp:
-        ins = [interp.new_var(a) for a in avals]
+        ins = [interp.new_var(a, k in weak) for k, a in enumerate(avals)]
         if names is not None:
             interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
         if not closed_inputs:

@@ -213,7 +213,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
             if copy is False:
                 raise ValueError(f"asarray(copy=False) cannot cast {x.dtype} to {dtype} without a copy")
             return astype_like(x, dtype)
-        if copy and x is obj:
+        if (copy or getattr(x, "weakly_typed", False)) and x is obj:
+            # a copy; of a traced Python float (pa.jit), an array like eager asarray's, no longer weak
             return bind(_copy, x)
         return x
     if isinstance(obj, list | tuple) and _contains_tensor(obj):

@@ -14,11 +14,17 @@ functions differ from libm's in the last bit here and there).
 
 Threads: large calls run in chunks on several cores when that is measured to pay (``fusion_threads.py``).
 
+Compilation: a kernel's first call hands its loop to a background thread and runs the group's ops as NumPy
+calls until the loop is ready (``fusion_compile.py``); values in the loop are named by their place in the
+group, so groups of the same structure (the steps of an unrolled Python loop) share one source and one
+compiled loop.
+
 The generated source is written to a file under the cache directory (``$POLYAD_CACHE_DIR``, default
 ``~/.cache/polyad``) so that Numba's own cache can keep the machine code between processes; where that
 directory cannot be written the source is compiled in memory.
 """
 
+import functools
 import hashlib
 import importlib.util
 import math
@@ -28,7 +34,7 @@ import threading
 
 import numpy as np
 
-from . import fusion_threads
+from . import fusion_compile, fusion_threads, vecmath_names
 
 MATH_MODES = ("fast", "exact")
 # ops whose code in the loop gives NumPy's result bit for bit (IEEE arithmetic, correctly rounded): the only
@@ -100,17 +106,23 @@ def source(spec, libm=False):
         if mode != "one":
             lines.append(f"        s{k} = in{k}[i]")
     checked = set()  # arguments counted already (sin(x) and cos(x) count x once)
+    # values are named by their order in the group, not by their graph ids: groups of the same structure
+    # (each step of an unrolled loop) then have the same source, and share one compiled kernel
+    local = {}
     for st in spec.statements:
         if st.cpu is None:
             continue  # a sum: NumPy reduces the stored summand
-        names = [f"s{v}" if kind == "in" else f"t{v}" if kind == "t" else literals[v] for kind, v in st.args]
+        names = [
+            f"s{v}" if kind == "in" else f"t{local[v]}" if kind == "t" else literals[v] for kind, v in st.args
+        ]
         expr, check = _expression(st, names, spec, libm)
-        lines.append(f"        t{st.target} = {expr}")
+        local[st.target] = len(local)
+        lines.append(f"        t{local[st.target]} = {expr}")
         if check is not None and names[0] not in checked:
             checked.add(names[0])
             lines.append(f"        outside += {check}")
     for k, target in enumerate(stored):
-        lines.append(f"        out{k}[i] = t{target}")
+        lines.append(f"        out{k}[i] = t{local[target]}")
     lines.append("    return outside")
     return "\n".join(lines) + "\n"
 
@@ -119,7 +131,7 @@ def _expression(statement, names, spec, libm):
     """``(text, check)``: the statement's expression in the loop, and the text counting an argument the
     fast function leaves to libm (None if it never does)."""
     plain = statement.cpu.format(*names).replace("(1.0 / ", "(one / ")
-    vm = _vecmath()
+    vm = vecmath_names  # the text only: Numba is not imported until a kernel is built
     if spec.math != "fast" or statement.op not in vm.FUNCTIONS:
         return plain, None
     if statement.op == "pow" and statement.args[1][0] == "lit" and statement.args[1][1] in _POWERS:
@@ -197,16 +209,19 @@ def _build(text, cache=True):
         header += f"from polyad.backends.numpy import vecmath as {name}\n"
     header += "\n"
     jit = "numba.njit(error_model='numpy', nogil=True, cache={})(fused)\n"
-    # the fast functions' source is part of the key: Numba's cache of a kernel does not see its callees change
-    versions = f"{numba.__version__}\n{_vecmath_digest() if uses_vecmath else ''}"
-    digest = hashlib.sha1(f"{text}\n{versions}".encode()).hexdigest()[:20]
+    # the file's name is a hash of all that its machine code depends on beyond what Numba's cache checks
+    # (its signatures, the CPU, Python): the whole file, the fast functions' source (Numba does not see a
+    # callee change), Numba's and NumPy's versions. A change of any is a new file, never a stale kernel
+    versions = f"{numba.__version__}\n{np.__version__}\n{_vecmath_digest() if uses_vecmath else ''}"
+    whole = header + text + "\n\nkernel = " + jit.format(True)
+    digest = hashlib.sha1(f"{whole}\n{versions}".encode()).hexdigest()[:20]
     path = _cache_file(digest) if cache else None
     if path is not None:
         try:
             if not os.path.exists(path):
-                with open(f"{path}.{os.getpid()}.tmp", "w") as f:
-                    f.write(header + text + "\n\nkernel = " + jit.format(True))
-                os.replace(f"{path}.{os.getpid()}.tmp", path)
+                with open(f"{path}.{os.getpid()}.{threading.get_ident()}.tmp", "w") as f:
+                    f.write(whole)
+                os.replace(f"{path}.{os.getpid()}.{threading.get_ident()}.tmp", path)
             name = f"polyad_fused_{digest}"
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
@@ -270,23 +285,35 @@ def kernel(spec, fallback):
     multiple = len(results) > 1
     checks = "outside +=" in text
     runner = fusion_threads.Runner()
+    small = fusion_threads.PROBE  # below it a call runs serially, untimed (Runner)
+
+    compiled = []  # the loop, once ready
+    build = functools.partial(_compiled_loop, text, dtype, len(modes), len(stored))
 
     def run(xp, *args):
+        for a in args:
+            if type(a) is not np.ndarray and not isinstance(a, np.generic):
+                return fallback(xp, *args)
+            if a.dtype != dtype:
+                return fallback(xp, *args)
+        if not compiled:
+            loop = fusion_compile.ready(text, build)
+            if loop is None:  # compiling in the background (fusion_compile.py): the group's ops meanwhile
+                return fallback(xp, *args)
+            compiled.append(loop)
+        fused = compiled[0]
         flat = []
         for a, mode in zip(args, modes):
             if type(a) is not np.ndarray:
-                if not isinstance(a, np.generic):
-                    return fallback(xp, *args)
                 a = np.asarray(a)  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result) runs fused too
-            if a.dtype != dtype:
-                return fallback(xp, *args)
             if mode == "copy":
                 a = np.broadcast_to(a, shape)
             flat.append(np.ascontiguousarray(a).reshape(-1))
         outs = [np.empty(n, dtype) for _ in stored]
-        fused = _compile(text)
-        timeable = bool(fused.signatures)  # compiled already: a serial call's time is its work
-        outside = runner(_chunked(fused, flat, outs, modes, n), n, timeable)
+        if n < small:  # never threads: the loop itself, no chunking closure (most of a small call's time)
+            outside = fused(n, *flat, *outs)
+        else:
+            outside = runner(_chunked(fused, flat, outs, modes, n), n, True)
         if checks and outside:  # arguments beyond the fast reduction: the call again, with libm's
             exact = _compile(source(spec, libm=True))
             fusion_threads.Runner()(_chunked(exact, flat, outs, modes, n), n, False)
@@ -298,8 +325,25 @@ def kernel(spec, fallback):
                 values.append(xp.sum(outs[where].reshape(shape), **params))
         return tuple(values) if multiple else values[0]
 
+    def warm():
+        """Start compiling the loop now (in the background), not at the first call."""
+        if not compiled:
+            loop = fusion_compile.ready(text, build)
+            if loop is not None:
+                compiled.append(loop)
+
     run.source = text
+    run.warm = warm
     return run
+
+
+def _compiled_loop(text, dtype, inputs, outputs):
+    """The loop of source ``text`` compiled for flat ``dtype`` arrays (``inputs`` then ``outputs`` of
+    them), by a call on empty ones: what ``fusion_compile`` runs in the background."""
+    loop = _compile(text)
+    one = [np.empty(1, dtype) for _ in range(inputs + outputs)]
+    loop(0, *one)
+    return loop
 
 
 def _chunked(fused, flat, outs, modes, n):

@@ -33,6 +33,7 @@ import numpy as np
 
 from .vecmath_base import always_inline, vector_function
 from .vecmath_exp import arccosh, arcsinh, arctanh, cosh, exp, expm1, log, log1p, logaddexp, power, sinh, tanh
+from .vecmath_names import FUNCTIONS, MODULE_NAME, REDUCED, expression, libm_expression, range_check
 from .vecmath_trig import TRIG_LIMIT, arccos, arcsin, arctan, cos, erf, outside, sin, tan
 
 
@@ -40,34 +41,6 @@ from .vecmath_trig import TRIG_LIMIT, arccos, arcsin, arctan, cos, erf, outside,
 def sqrt(x):
     """LLVM's square root (one instruction, correctly rounded, vectorised as it is)."""
     return np.sqrt(x)
-
-
-# polyad op name -> function of this module
-FUNCTIONS = {
-    "sin": "sin",
-    "cos": "cos",
-    "tan": "tan",
-    "exp": "exp",
-    "expm1": "expm1",
-    "log": "log",
-    "log1p": "log1p",
-    "tanh": "tanh",
-    "sinh": "sinh",
-    "cosh": "cosh",
-    "atan": "arctan",
-    "asin": "arcsin",
-    "acos": "arccos",
-    "asinh": "arcsinh",
-    "acosh": "arccosh",
-    "atanh": "arctanh",
-    "sqrt": "sqrt",
-    "pow": "power",
-    "logaddexp": "logaddexp",
-    "special.erf": "erf",
-}
-# ops whose large arguments fall back to libm (``outside``), and libm's function for each, in Numba
-REDUCED = {"sin": "np.sin", "cos": "np.cos", "tan": "np.tan"}
-MODULE_NAME = "vm"  # the name the generated source imports this module under
 
 
 _PREPARED = set()
@@ -84,32 +57,6 @@ def prepare(text):
         result = numba.int64 if name == "outside" else numba.float64
         always_inline(getattr(module, name), result(*[numba.float64] * arity))
         _PREPARED.add(name)
-
-
-def expression(op, dtype, args):
-    """The source text of ``op`` on the argument names ``args`` in a fused loop of ``dtype`` ("float32"
-    or "float64"), or None if this module has no function for ``op``."""
-    name = FUNCTIONS.get(op)
-    if name is None:
-        return None
-    if dtype == "float64":
-        return f"{MODULE_NAME}.{name}({', '.join(args)})"
-    wide = ", ".join(f"np.float64({a})" for a in args)
-    return f"np.{dtype}({MODULE_NAME}.{name}({wide}))"
-
-
-def libm_expression(op, dtype, args):
-    """``op``'s text with libm's function instead (for the arguments ``outside`` the fast reduction)."""
-    return f"{REDUCED[op]}({', '.join(args)})"
-
-
-def range_check(op, dtype, arg):
-    """The text that counts an argument of ``op`` that needs libm, or None if ``op`` never does."""
-    if op not in REDUCED:
-        return None
-    return (
-        f"{MODULE_NAME}.outside(np.float64({arg}))" if dtype != "float64" else f"{MODULE_NAME}.outside({arg})"
-    )
 
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)

@@ -6,6 +6,7 @@ import functools
 import optree
 
 import polyad.core as core
+import polyad.dispatch as dispatch
 from polyad.dispatch import BY_TYPE
 from polyad.graph.ir import Const, Var, live_nodes, param_to_backend, signature_error, to_backend
 
@@ -42,11 +43,7 @@ def compile_graph(graph, b):
             lines.append(f"    v{node.outputs[0].id} = k{i}()")
             names[node.outputs[0].id] = f"v{node.outputs[0].id}"
             continue
-        if op.kernels or op.from_device or op.higher_order is not None:
-            kernel = functools.partial(core.bind, op)  # device choice or a graph inside: dispatch it
-        else:
-            kernel = op.impls.get(b) or op.resolve(b)
-        env[f"k{i}"] = kernel
+        env[f"k{i}"] = _kernel_of(op, b)
         call = ", ".join(name_of(r) for r in node.inputs)
         if params:
             env[f"p{i}"] = params
@@ -63,6 +60,20 @@ def compile_graph(graph, b):
     source = "\n".join(lines)
     exec(compile(source, f"<polyad graph of {len(graph.nodes)} nodes>", "exec"), env)
     return CompiledGraph(env["replay"], source, graph.inputs, graph.in_tree, graph.out_tree, b)
+
+
+def _kernel_of(op, b):
+    """What compiled code calls for ``op`` on the Backend ``b``'s arrays: its resolved kernel; for an op
+    with kernels per device type or a graph inside, ``bind`` (which chooses); a fused group on NumPy, its
+    CPU kernel itself (it hands arrays it does not take to its straight-line kernel), saving the dispatch
+    of each call (a few microseconds, most of a small group's time)."""
+    plain_cpu = b.name == "numpy" and not dispatch.DEVICE_TYPE_PREDICATES and set(b.device_types) == {"cpu"}
+    cpu = op.kernels.get("cpu") if plain_cpu and getattr(op, "fusion", None) is not None else None
+    if cpu is not None:
+        return functools.partial(cpu, b.xp)
+    if op.kernels or op.from_device or op.higher_order is not None:
+        return functools.partial(core.bind, op)  # device choice or a graph inside: dispatch it
+    return op.impls.get(b) or op.resolve(b)
 
 
 def _shape_only_kernel(op, like, params, backend):
@@ -128,3 +139,54 @@ class CompiledGraph:
 
     def __repr__(self):
         return self.source
+
+
+def interpret_graph(graph, b):
+    """``graph`` as a function of backend arrays like ``compile_graph``'s, without generating code: a loop
+    over its live nodes with their kernels resolved for the Backend ``b`` once. Python's ``compile`` of a
+    graph of thousands of nodes takes tens of milliseconds (an unrolled loop's); this costs a few
+    microseconds per node per call instead. ``pa.jit`` runs a graph this way until its optimised, fused
+    and compiled form is ready."""
+    live = live_nodes(graph.nodes, graph.outputs)
+    dying = _last_uses(live, graph.outputs)
+    consts = {}
+
+    def ref(r):
+        if isinstance(r, Var):
+            return (True, r.id)
+        if isinstance(r, Const):
+            if r.index not in consts:
+                consts[r.index] = to_backend(graph.consts[r.index], b)
+            return (False, consts[r.index])
+        return (False, r)
+
+    steps = []
+    for pos, (_, node) in enumerate(live):
+        op = node.op
+        params = {k: param_to_backend(v, b) for k, v in node.params.items()}
+        outs = tuple(o.id for o in node.outputs)
+        gone = tuple(dying.get(pos, ()))
+        if op.shape_only is not None and isinstance(node.inputs[0], Var):
+            kernel = _shape_only_kernel(op, node.inputs[0], params, b)
+            steps.append((kernel, (), {}, outs, False, gone))
+            continue
+        kernel = _kernel_of(op, b)
+        steps.append((kernel, tuple(ref(r) for r in node.inputs), params, outs, op.multiple_results, gone))
+    inputs = [v.id for v in graph.inputs]
+    outputs = [ref(r) for r in graph.outputs]
+
+    def run(*args):
+        env = dict(zip(inputs, args))
+        for kernel, refs, params, outs, multiple, gone in steps:
+            out = kernel(*[env[r] if is_var else r for is_var, r in refs], **params)
+            if multiple:
+                env.update(zip(outs, out))
+            else:
+                env[outs[0]] = out
+            for vid in gone:
+                del env[vid]
+        return tuple(env[r] if is_var else r for is_var, r in outputs)
+
+    return CompiledGraph(
+        run, "# interpreted: no code generated", graph.inputs, graph.in_tree, graph.out_tree, b
+    )

@@ -203,14 +203,17 @@ def check_math(math, where):
 
 
 class _Group:
-    __slots__ = ("id", "members", "shape", "dtype", "ext_deps", "parent")
+    __slots__ = ("id", "members", "shape", "dtype", "ext_deps", "parent", "mask")
 
     def __init__(self, id, shape, dtype):
         self.id = id
         self.members = []  # node indices, ascending
         self.shape = shape
         self.dtype = dtype
-        self.ext_deps = set()  # groups some input from outside this group depends on
+        # sets of groups as bit masks (bit k: the group of id k), so that unions and tests cost one integer
+        # operation however many groups an unrolled loop makes (sets of them made fusing quadratic)
+        self.ext_deps = 0  # groups some input from outside this group depends on
+        self.mask = 1 << id  # the ids of this group and of every group merged into it
         self.parent = None  # union-find: the group this one was merged into
 
 
@@ -291,7 +294,7 @@ def _find_groups(graph, allowed=None):
     producer = {}  # var id -> node index
     group_of = {}  # node index -> _Group (resolve with _root)
     reduced = set()  # var ids that sums of a group produced: no member of that group reads them
-    deps = {}  # var id -> set of groups its value depends on
+    deps = {}  # var id -> mask of the groups its value depends on
     groups = []
     for i, node in enumerate(graph.nodes):
         for o in node.outputs:
@@ -301,11 +304,13 @@ def _find_groups(graph, allowed=None):
         group = None
         if kind is not None:
             group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups)
-        mine = {_root(g) for v in in_vars for g in deps.get(v.id, ())}
+        mine = 0
+        for v in in_vars:
+            mine |= deps.get(v.id, 0)
         if group is not None:
             group_of[i] = group
             group.members.append(i)
-            mine.add(group)
+            mine |= group.mask
             if kind == "sum":
                 reduced.add(node.outputs[0].id)
         for o in node.outputs:
@@ -333,14 +338,14 @@ def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
         for g in candidates
         if not any(
             (v.id in reduced and _root(group_of[producer[v.id]]) is g)
-            or (not _produced_in(v, g, producer, group_of) and g in _roots(deps.get(v.id, ())))
+            or (not _produced_in(v, g, producer, group_of) and deps.get(v.id, 0) & g.mask)
             for v in in_vars
         )
     ]
     chosen = []
     for g in reversed(candidates):  # the nearest producer's group first
         # two groups merge only if no path leads from one to the other (it would pass outside both)
-        if all(g not in _roots(c.ext_deps) and c not in _roots(g.ext_deps) for c in chosen):
+        if all(not (c.ext_deps & g.mask) and not (g.ext_deps & c.mask) for c in chosen):
             chosen.append(g)
     if kind == "sum":
         # a sum joins the group of its summand only
@@ -358,19 +363,16 @@ def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
             other.parent = group
             group.members = sorted(group.members + other.members)
             group.ext_deps |= other.ext_deps
+            group.mask |= other.mask
     for v in in_vars:
         if not _produced_in(v, group, producer, group_of):
-            group.ext_deps |= _roots(deps.get(v.id, ()))
+            group.ext_deps |= deps.get(v.id, 0)
     return group
 
 
 def _produced_in(v, group, producer, group_of):
     p = producer.get(v.id)
     return p in group_of and _root(group_of[p]) is group
-
-
-def _roots(groups):
-    return {_root(g) for g in groups}
 
 
 # ------------------------------------------------------------------------------------------ rebuilding
@@ -473,6 +475,15 @@ def _fused_op(spec, members, inputs, out_vars):
     """The op of one group: generic kernel and transform body = the members as straight-line calls."""
     multiple = len(out_vars) > 1
     positions = {("v", r.id) if isinstance(r, Var) else ("c", r.index): k for k, r in enumerate(inputs)}
+    # the group's values that each member reads for the last time: the body lets go of them there, as
+    # compiled code does (it is what runs on NumPy arrays while the loop compiles)
+    kept = {v.id for v in out_vars}
+    produced = {n.outputs[0].id for n in members}
+    last = {r.id: k for k, node in enumerate(members) for r in node.inputs if isinstance(r, Var)}
+    dying = [[] for _ in members]
+    for vid, k in last.items():
+        if vid not in kept and vid in produced:
+            dying[k].append(vid)
 
     def body(*args):
         env = {}
@@ -484,8 +495,10 @@ def _fused_op(spec, members, inputs, out_vars):
                 return args[positions[("c", r.index)]]
             return r
 
-        for node in members:
+        for node, gone in zip(members, dying):
             env[node.outputs[0].id] = bind(node.op, *[read(r) for r in node.inputs], **node.params)
+            for vid in gone:
+                del env[vid]
         outs = tuple(env[v.id] for v in out_vars)
         return outs if multiple else outs[0]
 
