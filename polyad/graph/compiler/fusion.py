@@ -39,6 +39,7 @@ Example:
     True
 """
 
+import heapq
 import numbers
 
 import polyad.dispatch as dispatch
@@ -380,48 +381,57 @@ def _produced_in(v, group, producer, group_of):
 
 def _rebuild(graph, groups, math):
     nodes = graph.nodes
-    member_of = {}
-    for g in groups:
-        if len(g.members) > 1:
-            for i in g.members:
-                member_of[i] = g
     readers = {}  # var id -> indices of the nodes that read it
     for i, node in enumerate(nodes):
         for r in node.inputs:
             if isinstance(r, Var):
                 readers.setdefault(r.id, set()).add(i)
     graph_outputs = {r.id for r in graph.outputs if isinstance(r, Var)}
-    units = []  # (first index, Node)
-    for i, node in enumerate(nodes):
-        if i not in member_of:
-            units.append((i, node))
-    for g in {id(g): g for g in member_of.values()}.values():
-        units.append((g.members[0], _fused_node(graph, g, readers, graph_outputs, math)))
-    units.sort(key=lambda u: u[0])
-    return graph.replace(nodes=_topological([n for _, n in units]))
+    fused = [g for g in groups if len(g.members) > 1]
+    while True:
+        member_of = {i: g for g in fused for i in g.members}
+        units = []  # (first index, Node, its group or None)
+        for i, node in enumerate(nodes):
+            if i not in member_of:
+                units.append((i, node, None))
+        for g in fused:
+            units.append((g.members[0], _fused_node(graph, g, readers, graph_outputs, math), g))
+        units.sort(key=lambda u: u[0])
+        order, stuck = _topological([n for _, n, _ in units])
+        if not stuck:
+            return graph.replace(nodes=order)
+        # fused nodes that wait on each other: a group gained an input that depends on another group
+        # after a value of that group was read into it (the grouping's dependency masks are taken when a
+        # value is made). Those groups, and any fused node behind them, run unfused; the rest stays.
+        unfused = {id(units[k][2]) for k in stuck if units[k][2] is not None}
+        if not unfused:  # the graph itself has a cycle: not one a capture or a trace can make
+            raise RuntimeError(f"fuse: the graph's nodes {stuck[:5]}... read each other's outputs")
+        fused = [g for g in fused if id(g) not in unfused]
 
 
 def _topological(nodes):
-    """``nodes`` in an order where every value is computed before it is read (groups may have moved a
-    member's output later than one of its readers); ties keep the given order."""
+    """``(order, stuck)``: ``nodes`` in an order where every value is computed before it is read (groups
+    may have moved a member's output later than one of its readers), ties in the given order; ``stuck``
+    the indices of the nodes that a cycle keeps from being placed (none for a graph without one)."""
     producer = {o.id: k for k, n in enumerate(nodes) for o in n.outputs}
-    done = [False] * len(nodes)
+    waiting = [0] * len(nodes)
+    readers = [[] for _ in nodes]
+    for k, node in enumerate(nodes):
+        needs = {producer[r.id] for r in node.inputs if isinstance(r, Var) and r.id in producer} - {k}
+        waiting[k] = len(needs)
+        for p in needs:
+            readers[p].append(k)
+    ready = [k for k in range(len(nodes)) if waiting[k] == 0]
+    heapq.heapify(ready)
     order = []
-    for start in range(len(nodes)):
-        stack = [(start, False)]
-        while stack:
-            k, expanded = stack.pop()
-            if done[k]:
-                continue
-            if expanded:
-                done[k] = True
-                order.append(nodes[k])
-                continue
-            stack.append((k, True))
-            for r in reversed(nodes[k].inputs):
-                if isinstance(r, Var) and r.id in producer and not done[producer[r.id]]:
-                    stack.append((producer[r.id], False))
-    return order
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(nodes[k])
+        for r in readers[k]:
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                heapq.heappush(ready, r)
+    return order, [k for k in range(len(nodes)) if waiting[k] > 0]
 
 
 def _fused_node(graph, group, readers, graph_outputs, math):
