@@ -77,7 +77,8 @@ DASK_LOOPS := "tests/test_loops.py::test_scan_equals_the_unrolled_loop_under_eve
 
 test-dask: $(TEST)
 	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py $(PYTEST_ARGS)
-	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_OPS) $(DASK_LOOPS) $(PYTEST_ARGS)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_OPS) $(PYTEST_ARGS)
+	POLYAD_BACKEND=dask $(PY) -m pytest -q $(DASK_LOOPS) $(PYTEST_ARGS)
 
 test-dask-full: $(TEST)
 	POLYAD_BACKEND=dask $(PY) -m pytest -q tests/test_dask.py tests/test_ops.py $(PYTEST_ARGS)
