@@ -620,3 +620,35 @@ def test_writing_traced_values_into_arrays_created_inside():
     # what a transform returns is a plain backend array even when it was created inside
     out, _ = pa.jvp(lambda v: xp.zeros(2), (x,), (x,))
     assert dispatch.backend_of_array(out) is not None and not isinstance(out, pa.Tensor)
+
+
+def test_a_raw_array_the_tape_reads_is_read_only_until_the_tape_is_freed():
+    # the backward pass reads the values an op saw: a closed-over NumPy array written in place after use
+    # gave the new values' derivative silently ([2, 1, 1] for the true [1, 1, 1]); now the write raises
+    if pa.get_backend() != "numpy":
+        pytest.skip("NumPy's arrays have a writeable flag; the other libraries' arrays are immutable here")
+    import gc
+
+    buf = np.ones(3)
+
+    def f(x):
+        y = x * buf
+        buf[0] = 2.0
+        return pa.xp.sum(y)
+
+    with pytest.raises(ValueError, match="read-only"):
+        pa.grad(f)(np.ones(3))
+    gc.collect()
+    assert buf.flags.writeable and buf[0] == 1.0  # given back once the transform is gone
+    g = pa.grad(lambda x: pa.xp.sum(x * buf))(np.ones(3))
+    assert buf.flags.writeable and np.array_equal(g, buf)  # grad frees its tape: writeable at once
+    _, vjp_fn = pa.vjp(lambda x: pa.xp.sum(x * buf), np.ones(3))
+    assert not buf.flags.writeable  # a kept vjp_fn still reads it
+    assert np.array_equal(vjp_fn(np.float64(1.0))[0], buf)
+    del vjp_fn
+    gc.collect()
+    assert buf.flags.writeable
+    frozen = np.ones(3)
+    frozen.flags.writeable = False
+    pa.grad(lambda x: pa.xp.sum(x * frozen))(np.ones(3))
+    assert not frozen.flags.writeable  # an array read-only before stays so

@@ -10,6 +10,9 @@ level records the backward pass itself, and that is how higher derivatives work.
 the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
 """
 
+import threading
+import weakref
+
 from polyad.core import (
     Interpreter,
     Tensor,
@@ -59,6 +62,9 @@ class ReverseInterpreter(Interpreter):
         self.next_id = 0
         self.respect_no_grad = respect_no_grad
         self._dead_cache = None  # forward_sweep's last-use table
+        # raw arrays from outside the transform that the tape reads, made read-only while it holds them
+        self.held = []
+        weakref.finalize(self, release, self.held)
 
     def new_leaf(self, value):
         """Wrap ``value`` as an input to differentiate; returns the tracer."""
@@ -89,6 +95,7 @@ class ReverseInterpreter(Interpreter):
         else:  # a rule that keeps its own residuals (a loop's checkpoints): handed to it as a parameter
             out, residuals = forward(*primals, **params)
             params = dict(params, residuals=residuals)
+        hold(self.held, args)
         if op.multiple_results:
             ids = tuple(range(self.next_id, self.next_id + len(out)))
             self.next_id += len(out)
@@ -156,6 +163,8 @@ class ReverseInterpreter(Interpreter):
         for pid, v in borrowed.items():
             if ct.get(pid) is v:
                 ct[pid] = asarray(v, copy=True)
+        if consume:
+            release(self.held)
         return ct
 
     def forward_sweep(self, seeds, keep=None):
@@ -237,6 +246,50 @@ def _accumulate(ct, pid, gi):
     else:
         ct[pid] = add(prev, gi)
     return False
+
+
+# A raw array the tape reads (a closed-over NumPy array, not a tensor) that the user's code then writes in
+# place would change the derivative silently (the backward pass reads the new values): while a tape holds
+# it, it is read-only, so the write raises. Counted per array: several tapes may hold one.
+_HELD = {}  # id(array) -> [array, how many tapes hold it]
+_HELD_LOCK = threading.Lock()
+
+
+def hold(held, args):
+    """Make the writeable raw arrays among ``args`` read-only, noting them in ``held`` (one tape's list)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            continue
+        flags = getattr(a, "flags", None)
+        if flags is None or isinstance(a, int | float | complex):
+            continue
+        with _HELD_LOCK:
+            entry = _HELD.get(id(a))
+            if entry is not None and entry[0] is a:
+                entry[1] += 1
+            elif getattr(flags, "writeable", False) and getattr(a, "ndim", 0):
+                try:
+                    flags.writeable = False
+                except (ValueError, AttributeError, TypeError):
+                    continue
+                _HELD[id(a)] = [a, 1]
+            else:
+                continue
+        held.append(a)
+
+
+def release(held):
+    """Give back the arrays a tape held (writeable again once no tape holds them)."""
+    with _HELD_LOCK:
+        while held:
+            a = held.pop()
+            entry = _HELD.get(id(a))
+            if entry is None or entry[0] is not a:
+                continue
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _HELD[id(a)]
+                a.flags.writeable = True
 
 
 def _drain(tape):
