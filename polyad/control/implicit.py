@@ -240,7 +240,8 @@ class LinearProblem:
         return self._derivative
 
 
-def _ls_kernel(xp_, *args, problem):
+def _solve_kernel(xp_, *args, problem):
+    """The kernel of both solve ops (a linear solve, a root): the problem's own solve on plain arrays."""
     n, m = problem.n, problem.m
     out = problem.run(list(args[:n]), list(args[n : n + m]), list(args[n + m :]))
     _no_traced(out, problem.where, "solve")
@@ -373,7 +374,7 @@ def _batch_rule(op):
 
 LINEAR_SOLVE = Op(
     "custom_linear_solve",
-    _ls_kernel,
+    _solve_kernel,
     multiple_results=True,
     abstract_eval=_ls_abstract,
     jvp=_ls_jvp,
@@ -538,13 +539,6 @@ class RootProblem:
         return self._linear
 
 
-def _root_kernel(xp_, *args, problem):
-    n, m = problem.n, problem.m
-    out = problem.run(list(args[:n]), list(args[n : n + m]), list(args[n + m :]))
-    _no_traced(out, problem.where, "solve")
-    return tuple(plain(o) for o in out)  # arrays made inside a transform come back as FreshTensors
-
-
 def _root_abstract(xp_, *avals, problem):
     if problem.has_aux:
         raise TypeError(f"{problem.where}: has_aux=True outputs have no abstract evaluation")
@@ -573,7 +567,7 @@ def _root_vjp(g, out, *args, problem):
 
 ROOT = Op(
     "custom_root",
-    _root_kernel,
+    _solve_kernel,
     multiple_results=True,
     abstract_eval=_root_abstract,
     jvp=_root_jvp,
