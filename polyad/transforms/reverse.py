@@ -63,7 +63,7 @@ class ReverseInterpreter(Interpreter):
         self.respect_no_grad = respect_no_grad
         self._dead_cache = None  # forward_sweep's last-use table
         # raw arrays from outside the transform that the tape reads, made read-only while it holds them
-        self.held = []
+        self.held = {}  # id -> array
         weakref.finalize(self, release, self.held)
 
     def new_leaf(self, value):
@@ -256,18 +256,19 @@ _HELD_LOCK = threading.Lock()
 
 
 def hold(held, args):
-    """Make the writeable raw arrays among ``args`` read-only, noting them in ``held`` (one tape's list)."""
+    """Make the writeable raw arrays among ``args`` read-only, noting them in ``held`` (one tape's
+    ``{id: array}``: an array this tape holds already costs one lookup)."""
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, Tensor) or id(a) in held:
             continue
         flags = getattr(a, "flags", None)
-        if flags is None or isinstance(a, int | float | complex):
-            continue
+        if flags is None or not getattr(a, "ndim", 0):
+            continue  # a Python or NumPy scalar, or an array without flags (immutable here)
         with _HELD_LOCK:
             entry = _HELD.get(id(a))
             if entry is not None and entry[0] is a:
                 entry[1] += 1
-            elif getattr(flags, "writeable", False) and getattr(a, "ndim", 0):
+            elif getattr(flags, "writeable", False):
                 try:
                     flags.writeable = False
                 except (ValueError, AttributeError, TypeError):
@@ -275,14 +276,14 @@ def hold(held, args):
                 _HELD[id(a)] = [a, 1]
             else:
                 continue
-        held.append(a)
+        held[id(a)] = a
 
 
 def release(held):
     """Give back the arrays a tape held (writeable again once no tape holds them)."""
     with _HELD_LOCK:
         while held:
-            a = held.pop()
+            _, a = held.popitem()
             entry = _HELD.get(id(a))
             if entry is None or entry[0] is not a:
                 continue
