@@ -141,3 +141,33 @@ def test_zero_safe_products_under_vmap_and_jit():
     got = pa.vmap(pa.grad(lambda v: pxp.sum(f(v))))(xs)
     assert_close(got, np.array([[0.0, 0.5 / math.sqrt(0.7)], [0.0, 0.25]]))
     assert_close(pa.jit(pa.grad(lambda v: pxp.sum(f(v))))(xs[1, :]), np.array([0.0, 0.25]))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("divide", [False, True])
+@pytest.mark.parametrize(
+    "d_shape", [(5,), (1, 5), (4, 5)]
+)  # a small factor (its own sum decides) and a full one
+def test_zero_safe_products_equal_the_masked_formula(divide, d_shape):
+    """The zero-safe kernels against ``g * where(m, d, 0)`` / ``g / where(m, d, 1)`` written in NumPy, for
+    factors with and without the values the mask replaces, against cotangents with zeros, infinities and
+    NaN, broadcast both ways."""
+    rng = np.random.default_rng(0)
+    op = pa.ops.zero_safe.zero_safe_divide if divide else pa.ops.zero_safe.zero_safe_multiply
+    g = rng.standard_normal((4, 5))
+    g[0, :] = 0.0
+    g[1, 1], g[2, 2] = np.inf, np.nan
+    bad = [0.0, np.nan, np.inf] if divide else [np.inf, -np.inf, np.nan]
+    factors = [rng.uniform(0.5, 2.0, d_shape)]
+    for value in bad:
+        d = rng.uniform(0.5, 2.0, d_shape)
+        d.flat[0], d.flat[-1] = value, value
+        factors.append(d)
+    huge = np.full(d_shape, 1e308)  # finite, but its sum overflows: the product decides, as before
+    factors.append(huge)
+    for d in factors:
+        usable = ((d != 0) & (d == d)) if divide else np.isfinite(d)
+        m = (g != 0) | usable
+        want = g / np.where(m, d, 1.0) if divide else g * np.where(m, d, 0.0)
+        got = to_numpy(op(arr(g), arr(d)))
+        np.testing.assert_array_equal(got, want)

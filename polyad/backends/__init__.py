@@ -17,9 +17,9 @@ Its fields:
   indices accumulating) and ``index_add(target, key, values)`` (the same at a general index ``key``).
   Any other function there replaces the namespace's function of that name (a faster direct call); a
   mapping named ``linalg`` or ``fft`` adds to or replaces functions of that extension. Optional:
-  ``product_without_nan(g, d, divide=False)`` (``g * d`` or ``g / d`` when that holds no NaN, else None, by
-  a check cheaper than a mask: NumPy's sums the product), which lets the zero-safe products of
-  ``polyad.ops.zero_safe`` skip their mask.
+  ``product_without_nan(g, d, divide=False)`` (``g * d`` or ``g / d`` where that equals the zero-safe
+  product, else None, by a check cheaper than a mask: NumPy's sums a factor much smaller than the product,
+  else the product), which lets the zero-safe products of ``polyad.ops.zero_safe`` skip their mask.
 - ``array_types``: the types of the library's arrays (``isinstance`` decides which backend owns an array).
 - ``is_scalar(x) -> bool``: True for the library's scalar objects that subclass a Python number yet
   belong to it (NumPy's ``float64`` subclasses ``float``); never for Python's own types. Default: never.

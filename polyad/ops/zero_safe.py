@@ -12,7 +12,8 @@ Definition: ``g * where(m, d, 0)`` with ``m = (g != 0) | isfinite(d)`` (``g / wh
 keeps the derivative in ``g`` exact wherever ``d`` is finite, so second derivatives through a rule stay
 right where a cotangent happens to be zero. Only the rules whose derivative can be infinite at a finite
 input use these ops. On NumPy the kernel forms the plain product and builds the mask only when that
-product holds a NaN (the backend's ``product_without_nan``: one sum), so the cost elsewhere is that sum.
+product holds a NaN (the backend's ``product_without_nan``: one sum, of the factor where it is much
+smaller than the product, as an unbatched factor against vmap's tangents), so the cost elsewhere is that sum.
 """
 
 import cmath

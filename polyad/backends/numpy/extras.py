@@ -35,11 +35,22 @@ def roll(x, shift, axis=None):
 
 
 def product_without_nan(g, d, divide=False):
-    """``g * d`` (``g / d``) of NumPy arrays when it holds no NaN, else None, decided by one sum (a NaN, or
-    inf - inf, makes it NaN). The zero-safe products of ``polyad.ops.zero_safe`` then need no mask; None
-    tells them to build it. (Where the product makes a NaN, NumPy warns as the plain product always did.)"""
+    """``g * d`` (``g / d``) of NumPy arrays where it equals the zero-safe product, else None (the
+    zero-safe products of ``polyad.ops.zero_safe`` then build their mask).
+
+    Two cheap proofs, one sum each. Where ``d`` is much smaller than the product (an unbatched factor
+    meeting vmap's batch of tangents), its own sum decides: a finite sum means no inf or NaN in ``d``
+    (for a division: the sum of ``1 / d``, finite only if ``d`` holds no 0 and no NaN), so the mask would
+    change nothing, whatever ``g`` holds. Otherwise the product's sum: no NaN there (a NaN, or inf - inf,
+    makes it NaN) means no ``0 * inf`` either. (Where the product makes a NaN, NumPy warns as the plain
+    product always did.)"""
     if not isinstance(g, np.ndarray | np.generic) or not isinstance(d, np.ndarray | np.generic | float):
         return None
+    if 4 * np.size(d) <= np.size(g):
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            total = np.add.reduce(np.divide(1.0, d) if divide else d, None)
+        if np.isfinite(total):
+            return g / d if divide else g * d
     out = g / d if divide else g * d
     total = np.add.reduce(out, None)
     return None if total != total else out
