@@ -5,12 +5,14 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
 
 import polyad as pa
 from polyad import core, dispatch
+from polyad.backends.numpy import fusion_compile
 from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
 
 
@@ -180,3 +182,12 @@ def cupy_kernels_on_stand_ins(monkeypatch):
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels")
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.linalg_kernels")
     return kernels, calls
+
+
+def start_tracemalloc():
+    """``tracemalloc.start()`` once the background compiler (``fusion_compile``) is idle: tracemalloc
+    counts every thread's allocations, and a Numba compile an earlier test handed that thread would count
+    in this test's peak (seen: the loop-memory tests over their budget after the jit tests on a busy
+    machine)."""
+    fusion_compile.wait()
+    tracemalloc.start()

@@ -7,7 +7,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from helpers import assert_close, to_numpy
+from helpers import assert_close, start_tracemalloc, to_numpy
 
 import polyad as pa
 from polyad import core, dispatch
@@ -97,7 +97,7 @@ def test_auto_peak_memory_stays_within_the_budget(A, transform):
     result_bytes = n * n * 8 if transform != "vmap" else 512 * n * 8
 
     def peak(**kw):
-        tracemalloc.start()
+        start_tracemalloc()
         try:
             base = tracemalloc.get_traced_memory()[0]
             out = fn(**kw)(arg)

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import assert_close, raises_cleanly, to_numpy
+from helpers import assert_close, raises_cleanly, start_tracemalloc, to_numpy
 
 import polyad as pa
 from polyad.transforms.batching import LoopFallbackWarning
@@ -142,7 +142,7 @@ def test_fixed_point_gradient_and_memory_do_not_depend_on_iterations():
         return xp.sum(x**2)
 
     def peak(fn, n):
-        tracemalloc.start()
+        start_tracemalloc()
         try:
             g = pa.grad(fn)(theta, n)
             return g, tracemalloc.get_traced_memory()[1]

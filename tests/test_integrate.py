@@ -8,7 +8,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import start_tracemalloc, to_numpy
 
 import polyad as pa
 from polyad.integrate import solve_ivp
@@ -216,7 +216,7 @@ def test_reverse_mode_memory_within_its_budget():
     k = xp.asarray(0.5, dtype=xp.float64)
     peaks = []
     for steps in (50, 400):
-        tracemalloc.start()
+        start_tracemalloc()
         try:
             g = pa.grad(final)(k, steps)
             peaks.append(tracemalloc.get_traced_memory()[1])

@@ -9,7 +9,14 @@ import importlib
 import numpy as np
 import optree
 import pytest
-from helpers import assert_close, op_table_array_cases, raises_cleanly, sample_as_function, to_numpy
+from helpers import (
+    assert_close,
+    op_table_array_cases,
+    raises_cleanly,
+    sample_as_function,
+    start_tracemalloc,
+    to_numpy,
+)
 
 import polyad as pa
 from polyad import dispatch
@@ -516,7 +523,7 @@ def test_compiled_code_frees_intermediates_as_it_goes():
     f = pa.jit(chain)
     expected = chain(x)
     f(x)
-    tracemalloc.start()
+    start_tracemalloc()
     try:
         out = f(x)
         peak = tracemalloc.get_traced_memory()[1]

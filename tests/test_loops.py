@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import assert_close
+from helpers import assert_close, start_tracemalloc
 
 import polyad as pa
 from polyad.control import schedules
@@ -390,7 +390,7 @@ def _grad_peak(f, *args):
 
     if pa.get_backend() != "numpy":
         pytest.skip("tracemalloc sees NumPy's allocations only")
-    tracemalloc.start()
+    start_tracemalloc()
     try:
         pa.grad(f)(*args)
         return tracemalloc.get_traced_memory()[1]

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 import pytest
-from helpers import assert_close, to_numpy
+from helpers import assert_close, start_tracemalloc, to_numpy
 from helpers import raises_cleanly as _raises
 
 import polyad as pa
@@ -475,7 +475,7 @@ def test_grad_memory_flat_over_10000_calls():
     assert grown < 200, f"{grown} more live objects after 10,000 grad calls"
     # and in bytes: what polyad's own code allocates during 500 calls does not stay alive (the backend
     # libraries' allocations are left out: NumPy keeps a bounded cache of small buffers)
-    tracemalloc.start()
+    start_tracemalloc()
     try:
         for _ in range(100):
             g(x)
