@@ -290,25 +290,37 @@ def kernel(spec, fallback):
     compiled = []  # the loop, once ready
     build = functools.partial(_compiled_loop, text, dtype, len(modes), len(stored))
 
+    flat_group = len(shape) == 1  # a 1-D group: its arrays are the loop's flat arrays, no reshape
+    # a sum of a floating group by the ufunc itself (np.sum's wrapper is most of a small sum's time;
+    # it only differs for small integers, which it widens)
+    add_reduce = np.add.reduce if dtype.kind in "fc" else None
+
     def run(xp, *args):
-        for a in args:
-            if type(a) is not np.ndarray and not isinstance(a, np.generic):
+        # the common case in few Python steps: the kernel's overhead is most of a small group's time
+        flat = []
+        for a, mode in zip(args, modes):
+            if type(a) is np.ndarray:
+                if a.dtype != dtype:
+                    return fallback(xp, *args)
+                if mode == "copy":
+                    a = np.broadcast_to(a, shape)
+                if not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                if a.ndim != 1:
+                    a = a.reshape(-1)
+            elif isinstance(a, np.generic):  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result)
+                if a.dtype != dtype:
+                    return fallback(xp, *args)
+                a = np.asarray(a).reshape(-1)
+            else:
                 return fallback(xp, *args)
-            if a.dtype != dtype:
-                return fallback(xp, *args)
+            flat.append(a)
         if not compiled:
             loop = fusion_compile.ready(text, build)
             if loop is None:  # compiling in the background (fusion_compile.py): the group's ops meanwhile
                 return fallback(xp, *args)
             compiled.append(loop)
         fused = compiled[0]
-        flat = []
-        for a, mode in zip(args, modes):
-            if type(a) is not np.ndarray:
-                a = np.asarray(a)  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result) runs fused too
-            if mode == "copy":
-                a = np.broadcast_to(a, shape)
-            flat.append(np.ascontiguousarray(a).reshape(-1))
         outs = [np.empty(n, dtype) for _ in stored]
         if n < small:  # never threads: the loop itself, no chunking closure (most of a small call's time)
             outside = fused(n, *flat, *outs)
@@ -319,10 +331,13 @@ def kernel(spec, fallback):
             fusion_threads.Runner()(_chunked(exact, flat, outs, modes, n), n, False)
         values = []
         for how, where, params in results:
+            out = outs[where] if flat_group else outs[where].reshape(shape)
             if how == "stored":
-                values.append(outs[where].reshape(shape))
+                values.append(out)
+            elif add_reduce is not None:
+                values.append(add_reduce(out, axis=params["axis"], keepdims=bool(params["keepdims"])))
             else:
-                values.append(xp.sum(outs[where].reshape(shape), **params))
+                values.append(xp.sum(out, **params))
         return tuple(values) if multiple else values[0]
 
     def warm():
