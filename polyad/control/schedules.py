@@ -550,7 +550,8 @@ class OnlineSchedule:
         self._steps = 0
         self._length: int | None = None
         self._advances: int | None = None
-        self._cache = None  # see _choose
+        self._sums = None  # _choose's partial sums over the stored steps (see _interior_candidates)
+        self._changed = 0  # the first index of _stored changed since they were computed
 
     @property
     def stored(self) -> tuple[int, ...]:
@@ -593,8 +594,7 @@ class OnlineSchedule:
         drop = self._choose(step)
         if drop is None:
             return ()
-        if drop < slots - 1:
-            self._cache = None  # the cache depends on every stored step but the latest
+        self._changed = min(self._changed, drop)  # the sums depend on every stored step but the latest
         dropped = stored.pop(drop)
         stored.append(step)
         return (Free(dropped), Store(step))
@@ -607,11 +607,9 @@ class OnlineSchedule:
         #   ... in place of p[j], j <= k-2: K(j) + cost([p[k-1], i), 2), where K(j) = P(j-1) + the merged
         #       gap [p[j-1], p[j+1]) with slots-j+1 slots + the gaps after it, each with one slot more;
         # P(m): the first m gaps. Only the terms named here depend on i or on p[k-1]; the rest (the prefix
-        # sums and min K(j) over j <= k-3) is cached until a state other than the latest is dropped.
+        # sums and min K(j) over j <= k-3) is kept, and redone only from the first stored step dropped since.
         p, k = self._stored, self.slots
-        if self._cache is None:
-            self._cache = self._interior_candidates()
-        prefix_k3, prefix_k2, best_low, best_low_j = self._cache
+        prefix_k3, prefix_k2, best_low, best_low_j = self._interior_candidates()
         last_gap = p[k - 1] - p[k - 2]
         best_value, best_j = None, None
         if k >= 3:
@@ -629,19 +627,30 @@ class OnlineSchedule:
         return None if keep_out < best_value else best_j
 
     def _interior_candidates(self):
-        # (P(k-3), P(k-2), min over 1 <= j <= k-3 of K(j) less the term of gap k-2, its earliest j)
+        # (P(k-3), P(k-2), min over 1 <= j <= k-3 of K(j) less the term of gap k-2, its earliest j), from
+        # partial sums over the stored steps p, each entry a function of p[0..index + 1] alone, so that
+        # dropping p[d] leaves the entries before d - 1 as they are (a long loop drops many states):
+        #   prefix[t] = P(t), the gaps before p[t] with k - u slots each (u: the gap's index);
+        #   shifted[j] = the gaps 1..j with one slot more each;
+        #   K(j) less the term of gap k-2 = prefix[j-1] + merged gap j + shifted[k-3] - shifted[j], so the
+        #   min over j is that of low[j] = prefix[j-1] + merged gap j - shifted[j], kept as a running min.
         p, k = self._stored, self.slots
-        gaps = [p[t + 1] - p[t] for t in range(k - 2)]  # gaps 0..k-3, none ending at p[k-1]
-        prefix = [0]
-        for t, g in enumerate(gaps):
-            prefix.append(prefix[-1] + _advances(g, k - t))
-        best, best_j, after = None, None, 0  # after: gaps j+1..k-3 with one slot more
-        for j in range(k - 3, 0, -1):
-            value = prefix[j - 1] + _advances(p[j + 1] - p[j - 1], k - j + 1) + after
-            if best is None or value <= best:
-                best, best_j = value, j
-            after += _advances(gaps[j], k - j + 1)
-        return prefix[k - 3] if k >= 3 else 0, prefix[k - 2], best, best_j
+        if self._sums is None:
+            self._sums = ([0] * (k - 1), [0] * (k - 2), [0] * (k - 2), [0] * (k - 2))
+        prefix, shifted, low, low_j = self._sums
+        for t in range(max(1, self._changed), k - 1):
+            prefix[t] = prefix[t - 1] + _advances(p[t] - p[t - 1], k - t + 1)
+        for j in range(max(1, self._changed - 1), k - 2):
+            shifted[j] = shifted[j - 1] + _advances(p[j + 1] - p[j], k - j + 1)
+            value = prefix[j - 1] + _advances(p[j + 1] - p[j - 1], k - j + 1) - shifted[j]
+            if j == 1 or value < low[j - 1]:  # strictly less: the earliest j of the minimum
+                low[j], low_j[j] = value, j
+            else:
+                low[j], low_j[j] = low[j - 1], low_j[j - 1]
+        self._changed = k
+        if k < 4:
+            return prefix[k - 3] if k == 3 else 0, prefix[k - 2], None, None
+        return prefix[k - 3], prefix[k - 2], low[k - 3] + shifted[k - 3], low_j[k - 3]
 
     def reverse(self, length: int) -> Iterator[Action]:
         """The reverse sweep of a loop that ran ``length`` steps (one ``before_step`` call each).
