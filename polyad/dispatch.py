@@ -169,6 +169,25 @@ def backend_of_array(x):
     return None
 
 
+def persisted(values):
+    """``values`` (a sequence) with the arrays of lazy backends computed and their values kept (the
+    backend's ``persist``: Dask's), the rest as they are: a Python loop that reads a value at every step
+    calls this on its state, so that a step's graph starts from the last step's values, not the loop's
+    start (without it, step ``n`` of a while loop on Dask arrays computed all ``n`` steps again)."""
+    lazy = {}
+    for i, v in enumerate(values):
+        b = backend_of_array(v)
+        if b is not None and hasattr(b.xp, "persist"):
+            lazy.setdefault(b.name, (b, []))[1].append(i)
+    if not lazy:
+        return values
+    out = list(values)
+    for b, where in lazy.values():
+        for i, v in zip(where, b.xp.persist(*[out[i] for i in where])):
+            out[i] = v
+    return out
+
+
 def namespace_of(x):
     """The Array API namespace of ``x``: a tensor's own (``polyad.xp``), else its backend's (CuPy's arrays
     have no ``__array_namespace__`` method)."""

@@ -357,3 +357,40 @@ def test_python_values_compute_where_asked():
     np.testing.assert_allclose(g.compute(), 4 * np.linspace(0.5, 1.5, 6), rtol=1e-13)
     with lazily(), pytest.raises(AssertionError, match="was computed"):
         pa.grad(f)(x)
+
+
+# ------------------------------------------------------------------------------ loops that read values
+
+
+def _while_chunk_steps(n):
+    """(chunk multiplications run, the result) of a while_loop of ``n`` steps on a carry of two chunks;
+    each step's condition is a value, so the loop computes at every step."""
+    runs = []
+
+    def scaled(block):
+        runs.append(1)
+        return block * 0.99
+
+    x0 = chunked(np.linspace(1.0, 2.0, 6), chunks=3)
+    meta = np.empty((0,), dtype=np.float64)  # no call on an empty block to find it
+    x = pa.while_loop(lambda x: x[0] > 0.99 ** (n - 0.5), lambda x: x.map_blocks(scaled, meta=meta), x0)
+    return len(runs), x.compute()
+
+
+def test_a_while_loop_computes_each_step_once():
+    """The carry is persisted at each step (the backend's ``persist``), so each chunk of each step is
+    computed once. Before, step ``n`` computed the ``n`` steps before it again (quadratic: 30 s for 300
+    steps of a 10-element carry, 2.3 s now)."""
+    for n in (10, 40):
+        runs, value = _while_chunk_steps(n)
+        np.testing.assert_allclose(value, np.linspace(1.0, 2.0, 6) * 0.99**n, rtol=1e-13)
+        assert runs == 2 * n, (n, runs)  # two chunks a step
+
+
+def test_persisted_leaves_other_values_alone():
+    x = chunked(np.arange(4.0))
+    plain = np.arange(3.0)
+    out = dispatch.persisted([x + 1, plain, 2.5])
+    assert isinstance(out[0], da.Array) and out[1] is plain and out[2] == 2.5
+    assert len(out[0].__dask_graph__()) == out[0].npartitions  # its chunks' values, no task left
+    np.testing.assert_array_equal(out[0].compute(), np.arange(4.0) + 1)

@@ -19,7 +19,11 @@ Its fields:
   mapping named ``linalg`` or ``fft`` adds to or replaces functions of that extension. Optional:
   ``product_without_nan(g, d, divide=False)`` (``g * d`` or ``g / d`` where that equals the zero-safe
   product, else None, by a check cheaper than a mask: NumPy's sums a factor much smaller than the product,
-  else the product), which lets the zero-safe products of ``polyad.ops.zero_safe`` skip their mask.
+  else the product), which lets the zero-safe products of ``polyad.ops.zero_safe`` skip their mask; and, for
+  a lazy library, ``persist(*arrays) -> arrays`` (each array computed, its value kept: Dask's persist),
+  which a Python loop calls on its state at each step it reads a value (a while loop's condition, an ODE
+  solver's step control), so that each step's graph starts from the last step's values, not from the
+  loop's start (``polyad.dispatch.persisted``).
 - ``array_types``: the types of the library's arrays (``isinstance`` decides which backend owns an array).
 - ``is_scalar(x) -> bool``: True for the library's scalar objects that subclass a Python number yet
   belong to it (NumPy's ``float64`` subclasses ``float``); never for Python's own types. Default: never.

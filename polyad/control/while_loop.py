@@ -17,6 +17,7 @@ import optree
 
 import polyad.config as config
 import polyad.control.schedules as schedules
+import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
 from polyad.control.closure import abstract_of, trace
@@ -64,7 +65,7 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
                     stored[action.step] = carry
                 else:
                     del stored[action.step]
-        carry = body(*carry, *b_closure)
+        carry = dispatch.persisted(body(*carry, *b_closure))  # a lazy carry: computed once a step
         steps += 1
     if schedule is None:
         return tuple(carry)
@@ -619,9 +620,10 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     if not transform_active():
         val = optree.tree_unflatten(tree, flat)
         while _predicate(cond_fun(val), where):
-            val = body_fun(val)
-            if optree.tree_structure(val, none_is_leaf=False) != tree:
+            leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
+            if out_tree != tree:
                 raise TypeError(f"{where}: body_fun returned a value of another structure than init_val")
+            val = optree.tree_unflatten(tree, dispatch.persisted(leaves))  # a lazy carry: once a step
         return val
     dtypes = [v.dtype for v in flat]
 

@@ -7,6 +7,7 @@ it (one NumPy ``add.at`` per chunk), so a gradient scattered into a large chunke
 import string
 
 import array_api_compat.dask.array as compat
+import dask
 import dask.array as da
 import numpy as np
 from dask.array.core import elemwise, normalize_chunks
@@ -125,6 +126,12 @@ def cholesky(x, /, *, upper=False):
 
 
 linalg = {"cholesky": cholesky}  # merged into the namespace's linalg
+
+
+def persist(*arrays):
+    """The arrays computed, their chunks kept in memory (``dask.persist``, one graph for all): a loop that
+    reads a value at every step then computes each step once, not every step before it again."""
+    return dask.persist(*arrays)
 
 
 def to_numpy(array):
