@@ -391,6 +391,9 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
             for k, c in enumerate(cts[n_carry:]):
                 if c is not None:
                     ct_closure[k] = c if ct_closure[k] is None else add(ct_closure[k], c)
+            # lazy cotangents computed once a step: a graph growing with the steps costs each new op
+            # a merge of every layer before it (Dask: quadratic in the steps)
+            ct_carry, ct_closure = _persisted_lists(ct_carry, ct_closure)
             working = None
         elif kind is schedules.Restore:
             working = stored[action.step]
@@ -400,12 +403,20 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
             del stored[action.step]
         else:
             a, b = action
-            working = list(bind(SCAN, *working, *closure, length=b - a, **advance)[:n_carry])
+            working = dispatch.persisted(
+                list(bind(SCAN, *working, *closure, length=b - a, **advance)[:n_carry])
+            )
     return (
         *ct_carry,
         *[zeros_like(c) for c in c_closure],
         *[_or_zero(c, v) for c, v in zip(ct_closure, closure)],
     )
+
+
+def _persisted_lists(a, b):
+    """``dispatch.persisted`` of two lists in one call (one graph computed for both); Nones kept."""
+    both = dispatch.persisted([*a, *b])
+    return list(both[: len(a)]), list(both[len(a) :])
 
 
 def _or_zero(c, like):
