@@ -130,6 +130,37 @@ def test_pre_dispatch_refuses_vjp_and_restores_state():
     assert_close(g(_arr([0.5])), _xp().cos(_arr([0.5])) * _xp().sin(_arr([0.5])))
 
 
+@pytest.mark.parametrize("construct", ["while_loop", "custom_root", "custom_linear_solve"])
+def test_pre_dispatch_refuses_value_dependent_steps(construct):
+    """A while loop or a solver records its Python steps one by one under a pre-dispatch capture: the
+    graph would replay that fixed unrolling (a loop that doubled x = 1 six times doubled x = 50 six times
+    too: 3200 where the loop gives 50). It refuses; a pre_dispatch=False capture holds one node, right on
+    other inputs."""
+
+    def doubling(x):
+        return pa.while_loop(lambda v: xp.sum(v) < 100.0, lambda v: v * 2.0, x)
+
+    def newton(f, x0):
+        return pa.while_loop(lambda x: xp.abs(f(x)) > 1e-12, lambda x: x - f(x) / (3 * x**2), x0)
+
+    def cube_root(a):
+        return pa.custom_root(lambda x: x**3 - a, a, newton, lambda g, y: y / 3)
+
+    def halve(b):
+        return pa.custom_linear_solve(lambda v: 2.0 * v, b, lambda mv, r: r / 2.0)
+
+    f, x, other, want = {
+        "while_loop": (doubling, _arr([1.0, 1.0]), _arr([50.0, 50.0]), [50.0, 50.0]),
+        "custom_root": (cube_root, _arr(8.0), _arr(27.0), 3.0),
+        "custom_linear_solve": (halve, _arr([1.0, 3.0]), _arr([4.0, 6.0]), [2.0, 3.0]),
+    }[construct]
+    with pytest.raises(NotImplementedError, match="cannot hold"):
+        pa.make_graph(f, x, pre_dispatch=True)
+    assert core.pre_dispatch_hook() is None and not predispatch._state.frames
+    assert core.current_level() == 0
+    assert_close(pa.make_graph(f, x)(other), np.asarray(want))
+
+
 def test_compiled_graph_matches_eager_on_each_backend():
     f = lambda v: xp.sum(xp.tanh(v) * xp.exp(-v * v))  # noqa: E731
     x = _arr([0.1, -0.4, 0.9])

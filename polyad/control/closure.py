@@ -133,6 +133,19 @@ class CompiledBody:
         return f"CompiledBody({self.where})"
 
 
+def refuse_pre_dispatch_capture(where, what):
+    """Raise where a pre-dispatch capture (``make_graph(f, pre_dispatch=True)``) would record a
+    construct whose steps depend on the values (``what``: "a while loop", "a solver's iterations") as
+    the Python calls of this one run: replayed on other inputs, that fixed unrolling gives a wrong result
+    without an error (a while loop that stopped after 6 steps at x = 1 ran 6 steps at x = 50)."""
+    if predispatch.recording():
+        raise NotImplementedError(
+            f"{where}: make_graph(f, pre_dispatch=True) cannot hold {what}: its steps depend on the "
+            "values, and recorded one by one they would replay as this run's fixed unrolling; capture "
+            "with make_graph(f, ...) (pre_dispatch=False: one op node) or use pa.jit"
+        )
+
+
 def trace(fn, example, where):
     """``fn`` as a ``Body``: traced once on the abstract values of ``example`` (a tuple of arrays, tensors
     or ShapeDtypes: ``fn``'s positional arguments), lifting every tensor of an enclosing transform it

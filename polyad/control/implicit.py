@@ -22,7 +22,7 @@ vmap runs the solve once per example (vmap's loop, with its ``LoopFallbackWarnin
 import optree
 
 from polyad.control.bodies import with_batch_at
-from polyad.control.closure import substituted, trace, unaliased
+from polyad.control.closure import refuse_pre_dispatch_capture, substituted, trace, unaliased
 from polyad.control.custom_derivatives import batch_front, cell_tensors
 from polyad.control.loops import func_name
 from polyad.control.rule_calls import as_array
@@ -446,6 +446,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     flat, tree = optree.tree_flatten(b, none_is_leaf=False)
     flat = [as_array(v, where, "b") for v in flat]
     if not transform_active():
+        refuse_pre_dispatch_capture(where, "a linear solver's iterations")
         problem = LinearProblem(lambda v, c: _plain_matvec(matvec, tree, v), solve, transpose_solve,
                                 symmetric, tree, has_aux, where, 0)  # fmt: skip
         return _unflatten(problem, problem.run(flat, [], []))
@@ -617,6 +618,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     flat, tree = optree.tree_flatten(initial_guess, none_is_leaf=False)
     flat = [as_array(v, where, "initial_guess") for v in flat]
     if not transform_active():
+        refuse_pre_dispatch_capture(where, "a root finder's iterations")
         problem = RootProblem(
             lambda x, c: _plain_matvec(f, tree, x), solve, tangent_solve, tree, has_aux, where, 0
         )

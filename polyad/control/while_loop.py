@@ -20,7 +20,7 @@ import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
-from polyad.control.closure import abstract_of, trace
+from polyad.control.closure import abstract_of, refuse_pre_dispatch_capture, trace
 from polyad.control.loops import as_array, check_checkpoints, func_name
 from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
 from polyad.core import Op, Tensor, bind, transform_active
@@ -629,6 +629,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     flat, tree = optree.tree_flatten(init_val, none_is_leaf=False)
     flat = [as_array(v, where, "init_val") for v in flat]
     if not transform_active():
+        refuse_pre_dispatch_capture(where, "a while loop")
         val = optree.tree_unflatten(tree, flat)
         while _predicate(cond_fun(val), where):
             leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
