@@ -34,6 +34,7 @@ from polyad.control.while_loop import while_loop
 from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
 from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
 from polyad.graph import Graph
+from polyad.graph.capture import SpecializedGraphWarning
 from polyad.library import custom_op
 from polyad.moved import install_moved_paths
 from polyad.ops import numpy as numpy_api
@@ -103,6 +104,7 @@ __all__ = [
     "SparseJacobian",
     "ScipyFFTBackend",
     "SparsityFallbackWarning",
+    "SpecializedGraphWarning",
     "Tensor",
     "array_namespace",
     "Graph",

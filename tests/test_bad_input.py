@@ -472,6 +472,7 @@ def test_every_public_function_has_a_site():
     types = {"ConcretizationError", "ShapeDtype", "Tensor", "Graph", "DEVICE_PRIORITY", "stop_gradient"}
     types |= {"TracedFloat", "TracedComplex", "DerivativeLostWarning"}  # made by transforms, not by users
     types |= {"SparseJacobian", "SparsityFallbackWarning"}  # made by sparse_jacfwd, ... and by a transform
+    types |= {"SpecializedGraphWarning"}  # warned by make_graph
     types |= {"ChunkPlan", "DistributedError"}  # made by chunk_plan, raised by a cluster
     types |= {"ScipyFFTBackend", "scipy_fft_backend"}  # called by SciPy (tests/test_scipy_fft_backend.py)
     types |= {"CustomDerivativeError", "ImplicitError"}  # raised by polyad

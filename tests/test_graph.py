@@ -1,6 +1,8 @@
 """Graph capture: make_graph below the transforms (graphs of grad, vmap, jacobians; replay on each
 backend; compile), call_delegate, and pre-dispatch capture (transform nodes, free variables, refusals)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import assert_close, raises_cleanly
@@ -159,6 +161,30 @@ def test_pre_dispatch_refuses_value_dependent_steps(construct):
     assert core.pre_dispatch_hook() is None and not predispatch._state.frames
     assert core.current_level() == 0
     assert_close(pa.make_graph(f, x)(other), np.asarray(want))
+
+
+def test_a_branch_on_a_captured_value_warns_where_it_is_baked_in():
+    """make_graph runs the function once: an ``if`` on a captured value bakes in the branch taken, and the
+    graph replays it for other inputs (silently, until this warning); pa.cond keeps both branches."""
+    x, other = _arr([1.0, 2.0]), _arr([-1.0, -2.0])
+
+    def branchy(v):
+        if xp.sum(v) > 0:  # the line the warning names
+            return v * 2.0
+        return v - 10.0
+
+    with pytest.warns(pa.SpecializedGraphWarning, match=r"bool\(\) of a captured value") as record:
+        graph = pa.make_graph(branchy, x)
+    assert record[0].filename == __file__
+    assert_close(graph(other), np.array([-2.0, -4.0]))  # the branch of x, not branchy(other)
+
+    def with_cond(v):
+        return pa.cond(xp.sum(v) > 0, lambda u: u * 2.0, lambda u: u - 10.0, v)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pa.SpecializedGraphWarning)
+        graph = pa.make_graph(with_cond, x)
+    assert_close(graph(other), np.array([-11.0, -12.0]))
 
 
 def test_compiled_graph_matches_eager_on_each_backend():

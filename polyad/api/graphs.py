@@ -22,7 +22,11 @@ def make_graph(func: Callable[..., Any], *args: Any, pre_dispatch: bool = False)
             transform nodes that re-run eagerly on replay.
 
     Returns:
-        A callable, printable ``Graph``.
+        A callable, printable ``Graph``. It holds one run of ``func``: a Python ``if``/``while`` on a
+        captured value is replayed as it went for ``args`` (a ``SpecializedGraphWarning`` names the line;
+        ``xp.where``, ``pa.cond`` and ``pa.while_loop`` keep the choice in the graph). With
+        ``pre_dispatch=True``, a while loop or a ``custom_root``/``custom_linear_solve`` solve raises
+        ``NotImplementedError`` (its steps would be recorded as this run's unrolling).
 
     Example:
         >>> import numpy as np, polyad as pa

@@ -1,8 +1,11 @@
 """Concrete capture (``make_graph``): a level pushed below every transform records each plain op that
 reaches it as a ``Node``, running its kernel too (tensors hold concrete values), so Python control flow on
-values works and the graph records the path taken. Transforms inside the function have already turned
+values works and the graph records the path taken (a ``SpecializedGraphWarning`` says where: the graph
+replays that path for every input). Transforms inside the function have already turned
 into plain ops by then: the graph of ``make_graph(pa.grad(f), x)`` holds the backward pass as ordinary ops.
 """
+
+import warnings
 
 import optree
 
@@ -12,10 +15,32 @@ from polyad.graph.graph import Graph
 from polyad.graph.ir import Const, Node, Var
 
 
+class SpecializedGraphWarning(UserWarning):
+    """A captured value became a Python bool or int (an ``if``, a ``while``, a count) while
+    ``make_graph`` captured: the graph holds the outcome for the example inputs and replays it for every
+    input. Keep the choice in the graph (``xp.where``, ``pa.cond``, ``pa.while_loop``) or capture again
+    for inputs that take another path."""
+
+
 class GraphTensor(Tensor):
     """A value being captured: ``_value`` is the concrete array, ``_aux`` its variable number."""
 
     __slots__ = ()
+
+    def _scalar(self, what):
+        if what in _SPECIALIZING:  # (float() is not: a number that comes back is the value again)
+            warnings.warn(
+                SpecializedGraphWarning(
+                    f"make_graph: {what}() of a captured value: the graph holds this input's outcome (the "
+                    "branch taken, the count) and replays it for every input; use xp.where, pa.cond or "
+                    "pa.while_loop to keep the choice in the graph"
+                ),
+                stacklevel=3,  # the user's line (bool(t), or the `if t:` that called __bool__)
+            )
+        return super()._scalar(what)
+
+
+_SPECIALIZING = ("bool", "int", "index")
 
 
 class GraphInterpreter(Interpreter):
