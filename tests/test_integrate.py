@@ -342,8 +342,9 @@ def test_robertson_sensitivities_match_cvodes():
 
 
 def test_radau_derivatives_of_the_decay():
-    """The implicit derivative of the Newton solve: first and second derivatives to the tolerance, vmap
-    of grad (examples finishing at different steps) against the analytic values."""
+    """The implicit derivative of the Newton solve (pa.custom_root): first and second derivatives to the
+    tolerance, vmap of grad (examples finishing at different steps), jit of grad, against the analytic
+    values."""
     k = xp.asarray(0.5, dtype=xp.float64)
     f = lambda k: decay(k, "Radau", rtol=1e-8)  # noqa: E731  (order 5: rtol 1e-8 is within TOL)
     close(f(k), Y_T, TOL)
@@ -352,6 +353,10 @@ def test_radau_derivatives_of_the_decay():
     close(pa.hessian(f)(k), D2Y_DK2, 1e3 * TOL)
     ks = np.array([0.5, 1.0])
     close(pa.vmap(pa.grad(f))(arr(ks)), -6 * np.exp(-3 * ks), TOL)
+    close(pa.jacrev(f)(k), DY_DK, TOL)
+    close(pa.jacfwd(f)(k), DY_DK, TOL)
+    close(pa.jit(f)(k), Y_T, TOL)
+    close(pa.jit(pa.grad(f))(k), DY_DK, TOL)  # the collocation root (custom_root) compiled with its pullback
 
 
 def test_progress_bar_reports_the_interval(capsys):

@@ -4,14 +4,15 @@ An attempt solves the collocation equations ``G(Z) = Z - h (A x I) F(Z) = 0`` fo
 increments ``Z`` (``F_i = f(t + c_i h, y + Z_i)``) by simplified Newton iterations whose matrix
 ``I - h (A x J)`` takes ``J = df/dy`` from ``pa.jacfwd`` of ``fun``, then estimates the error and picks the
 next step size as SciPy's ``Radau`` does (Hairer and Wanner's estimate and predictive controller). Unlike
-SciPy it solves the real ``3n`` system in ``Z`` rather than the transformed complex one, takes the
-Jacobian afresh at every step and starts Newton from zero, so its steps are close to SciPy's, not equal.
+SciPy it solves the real ``3n`` system in ``Z`` rather than the transformed complex one, so its steps
+are close to SciPy's, not equal (the Jacobian is kept from step to step and Newton starts from the last
+step's collocation polynomial, as SciPy's).
 
-The Newton iterations are not differentiated (they run on ``stop_gradient`` values): the converged ``Z``
-is differentiated implicitly. ``Z`` enters the solution as ``Z* + (N(N(Z*)) - stop_gradient(...))``,
-where ``N`` is a full Newton step with the exact Jacobian ``dG/dZ`` (``pa.jacfwd``): its value is ``Z*``
-and its derivatives are those of the root by the implicit function theorem (one Newton step from a point
-held constant gives the first derivative, two the second), accurate to the Newton tolerance.
+Under a transform the Newton solve goes through ``pa.custom_root``: the simplified Newton iteration runs
+on plain arrays in the op's kernel (nothing of it recorded) and the converged ``Z`` is differentiated by
+the implicit function theorem, ``dZ = -(dG/dZ)^{-1} (dG/dc) dc``; the tangent solve uses the exact
+``dG/dZ`` at the root (the Newton matrix's Jacobian is an old one), so the derivatives are those of the
+root to the Newton tolerance, and every order differentiates again (hessian).
 """
 
 from typing import NamedTuple
@@ -19,6 +20,8 @@ from typing import NamedTuple
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
 from polyad.api.sparse import sparse_jacfwd
+from polyad.control.implicit import custom_root
+from polyad.core import Tensor
 from polyad.integrate import explicit
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
@@ -39,7 +42,6 @@ P = (
 NEWTON_MAXITER = 6
 MIN_FACTOR, MAX_FACTOR = 0.2, 10.0
 EPS = 2.220446049250313e-16
-IMPLICIT_STEPS = 2  # Newton steps that carry the derivative: exact first and second derivatives
 
 
 class RadauMethod(NamedTuple):
@@ -82,22 +84,22 @@ def _newton_matrix(xp, J, h, n):
     return xp.eye(3 * n, dtype=J.dtype, device=J.device) - h * block
 
 
-def _simplified_newton(problem, t, y, h, J, scale, tol, eager, Z0):
-    """SciPy's simplified Newton iteration and its convergence test, on values not differentiated:
-    ``(Z, converged, iterations, rate)``. Outside transforms it stops when it has converged or failed;
-    under one it runs every iteration, each example's result frozen when it stops."""
-    n, xp, stop_gradient = problem.n, problem.xp, problem.sg
-    t, y, h = stop_gradient(t), stop_gradient(y), stop_gradient(h)
-    M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, n))
+def _simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit):
+    """SciPy's simplified Newton iteration and its convergence test: ``(Z, converged, iterations,
+    rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv`` the inverse Newton matrix. With ``early_exit`` (plain
+    arrays) it stops when it has converged or failed; else (a batch) it runs every iteration, each
+    example's result frozen when it stops."""
+    shape = tuple(Z0.shape)
+    size = shape[0] * shape[1]
     Z = Z0
-    active = xp.asarray(True, device=y.device)
-    converged = xp.asarray(False, device=y.device)
-    iterations = xp.zeros((), dtype=xp.int64, device=y.device)
-    rate = xp.zeros((), dtype=y.dtype, device=y.device)
-    norm_old = -xp.ones((), dtype=y.dtype, device=y.device)
+    active = xp.asarray(True, device=Z0.device)
+    converged = xp.asarray(False, device=Z0.device)
+    iterations = xp.zeros((), dtype=xp.int64, device=Z0.device)
+    rate = xp.zeros((), dtype=Z0.dtype, device=Z0.device)
+    norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
     for k in range(NEWTON_MAXITER):
-        G = stop_gradient(_residual(problem, t, y, h, Z))  # fun's parameters carry derivatives: not here
-        dZ = -xp.reshape(M_inv @ xp.reshape(G, (3 * n,)), (3, n))
+        G = residual(Z)
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
         finite = xp.all(xp.isfinite(G))
         dnorm = explicit.rms(xp, dZ / scale)
         has_rate = norm_old > 0
@@ -113,22 +115,47 @@ def _simplified_newton(problem, t, y, h, J, scale, tol, eager, Z0):
         converged = converged | done
         active = step & ~done
         norm_old = xp.where(active, dnorm, norm_old)
-        if eager and not bool(active):
+        if early_exit and not bool(active):
             break
     return Z, converged, iterations, rate
 
 
-def _implicit(problem, t, y, h, Z_star):
-    """``Z_star`` with the root's derivatives (the module's note): full Newton steps from a constant."""
-    n, xp, stop_gradient = problem.n, polyad_xp, polyad_stop_gradient
-    Z = stop_gradient(Z_star)
-    for _ in range(IMPLICIT_STEPS):
-        G = xp.reshape(_residual(problem, t, y, h, Z), (3 * n,))
-        dG = jacfwd(lambda z: xp.reshape(_residual(problem, t, y, h, xp.reshape(z, (3, n))), (3 * n,)))(
-            xp.reshape(Z, (3 * n,))
+def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
+    """The stage increments ``Z`` (the root of ``G``) by ``pa.custom_root``, with the Newton iteration's
+    ``(converged, iterations, rate)``. The solve (``_simplified_newton`` on plain arrays) is not
+    differentiated; ``Z`` is, by the implicit function theorem: ``dZ = -(dG/dZ)^{-1} (dG/dc) dc`` for
+    whatever ``G`` depends on (``t``, ``y``, ``h``, ``fun``'s parameters), each order of derivative one more
+    tangent solve. The convergence report rides along as a second unknown ``info`` whose residual is
+    zero (its derivative is zero; the tangent solve gives it none), since a root's aux has no abstract
+    evaluation under ``pa.jit`` and ``pa.while_loop``."""
+    n, xp = problem.n, polyad_xp
+    info0 = xp.zeros((3,), dtype=Z0.dtype, device=Z0.device)
+
+    def residual(x):
+        Z, info = x
+        return _residual(problem, t, y, h, Z), 0.0 * info
+
+    def solve(f, x0):
+        Z_start, info = x0
+        early_exit = not any(isinstance(v, Tensor) for v in (Z_start, M_inv, scale))  # else a batch
+        Z, converged, iterations, rate = _simplified_newton(
+            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit
         )
-        Z = Z - xp.reshape(xp.linalg.solve(dG, G[:, None])[:, 0], (3, n))
-    return stop_gradient(Z_star) + (Z - stop_gradient(Z))
+        report = xp.stack([xp.astype(converged, Z.dtype), xp.astype(iterations, Z.dtype), rate])
+        return Z, report
+
+    def tangent_solve(g, b):
+        # g is exactly dG/dZ at the root (or its transpose, in reverse mode); the Newton matrix, with a
+        # Jacobian kept from earlier steps, is not (its solution would be a derivative off by h dJ)
+        bZ, b_info = b
+        zero_info = 0.0 * b_info  # from an input: a zero made here is a FreshTensor inside the kernel
+        matrix = xp.reshape(jacfwd(lambda v: g((v, zero_info))[0])(bZ), (3 * n, 3 * n))  # g is linear
+        x = xp.linalg.solve(matrix, xp.reshape(bZ, (3 * n, 1)))
+        return xp.reshape(x, (3, n)), zero_info
+
+    Z, info = custom_root(residual, (Z0, info0), solve, tangent_solve)
+    info = polyad_stop_gradient(info)  # a report, no derivative (no integer cotangents downstream)
+    return Z, info[0] > 0.5, xp.astype(info[1], xp.int64), info[2]
 
 
 def _dense_coefficients(Z):
@@ -193,8 +220,14 @@ def attempt(problem, state, max_steps, eager):
     scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
     Z0 = _extrapolated(xp, stop_gradient(state["Q"]), stop_gradient(state["h_prev"]), hs)
-    Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager, Z0)
-    Z = Z_star if eager else _implicit(problem, t, y, h, Z_star)
+    M_inv = stop_gradient(xp.linalg.inv(_newton_matrix(xp, J, hs, problem.n)))
+    if eager:  # no derivative: the iteration itself
+        Z, converged, iterations, rate = _simplified_newton(
+            xp, lambda Z: _residual(problem, ts, ys, hs, Z), Z0, M_inv, scale, tol, True
+        )
+    else:
+        Z, converged, iterations, rate = _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0)
+    Z_star = stop_gradient(Z)
     y_new = y + Z[2, ...]
     # the error estimate and the controller, not differentiated
     eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
