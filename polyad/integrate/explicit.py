@@ -37,6 +37,7 @@ class Problem:
         self.sg = polyad_stop_gradient if namespace is None else _identity
         self.jac_sparsity = jac_sparsity  # Radau's Newton Jacobians: a pattern, "detect" or None
         self.sparse_jacobian = None  # its pa.sparse_jacfwd, made at the first use (coloured once)
+        self.radau_constants = None  # Radau's coefficients as the backend's arrays (outside transforms)
         self.t_bound, self.direction = t_bound, direction
         self.rtol, self.atol, self.max_step = rtol, atol, max_step
         self.t_eval, self.n = t_eval, n
