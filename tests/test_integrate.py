@@ -97,6 +97,12 @@ def test_failure_and_max_steps_reported():
     assert blowup.message == ref.message
     cut = solve_ivp(fun_linear, (0.0, 10.0), arr([0.0, 2.0]), max_steps=5)
     assert cut.status == -1 and "max_steps" in cut.message
+    for method in ("DOP853", "Radau"):
+        blowup = solve_ivp(lambda t, y: y * y, (0.0, 2.0), arr([1.0]), method)
+        ref = scipy_integrate.solve_ivp(lambda t, y: y * y, (0.0, 2.0), [1.0], method)
+        assert blowup.status == ref.status == -1 and blowup.message == ref.message
+        cut = solve_ivp(fun_linear, (0.0, 10.0), arr([0.0, 2.0]), method, max_steps=5)
+        assert cut.status == -1 and "max_steps" in cut.message
 
 
 # ------------------------------------------------------------------------------ y' = -k y under transforms
@@ -325,6 +331,25 @@ def test_radau_primal_against_scipy():
     close(ours.y, sol_rational(t_eval), 1e-5)
 
 
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "Radau"])
+def test_eager_steps_agree_with_the_transformed_ones(method):
+    """Outside transforms each method runs its own attempt (SciPy's control flow on Python floats) and
+    under one the where-selected attempt: the same decisions, so the same solution to rounding (Radau:
+    the same sums, bit for bit; RK45 and DOP853 sum their stages as SciPy's np.dot outside, by additions
+    under transforms)."""
+    if method == "Radau":
+        fun, y0, span, args = robertson, [1.0, 0.0, 0.0], (0.0, 40.0), (arr([0.04, 1e4, 3e7]),)
+    else:
+        fun, y0, span, args = fun_rational, [1 / 3, 2 / 9], (5.0, 9.0), ()
+
+    def end(y0):
+        return solve_ivp(fun, span, y0, method, args=args, rtol=1e-6, atol=1e-10).y[:, -1]
+
+    eager = end(arr(y0))
+    close(pa.jit(end)(arr(y0)), eager, 1e-13 if method == "Radau" else 1e-10)
+    close(pa.vmap(end)(xp.reshape(arr(y0), (1, -1)))[0, ...], eager, 1e-10)
+
+
 def test_robertson_sensitivities_match_cvodes():
     """CVODES's published dy/dp1 at t = 0.4 (cvsRoberts_FSA_dns, rtol 1e-4), by reverse mode (discrete),
     forward mode and sensitivity="forward"."""
@@ -342,8 +367,9 @@ def test_robertson_sensitivities_match_cvodes():
 
 
 def test_radau_derivatives_of_the_decay():
-    """The implicit derivative of the Newton solve: first and second derivatives to the tolerance, vmap
-    of grad (examples finishing at different steps) against the analytic values."""
+    """The implicit derivative of the Newton solve (pa.custom_root): first and second derivatives to the
+    tolerance, vmap of grad (examples finishing at different steps), jit of grad, against the analytic
+    values."""
     k = xp.asarray(0.5, dtype=xp.float64)
     f = lambda k: decay(k, "Radau", rtol=1e-8)  # noqa: E731  (order 5: rtol 1e-8 is within TOL)
     close(f(k), Y_T, TOL)
@@ -352,6 +378,10 @@ def test_radau_derivatives_of_the_decay():
     close(pa.hessian(f)(k), D2Y_DK2, 1e3 * TOL)
     ks = np.array([0.5, 1.0])
     close(pa.vmap(pa.grad(f))(arr(ks)), -6 * np.exp(-3 * ks), TOL)
+    close(pa.jacrev(f)(k), DY_DK, TOL)
+    close(pa.jacfwd(f)(k), DY_DK, TOL)
+    close(pa.jit(f)(k), Y_T, TOL)
+    close(pa.jit(pa.grad(f))(k), DY_DK, TOL)  # the collocation root (custom_root) compiled with its pullback
 
 
 def test_progress_bar_reports_the_interval(capsys):

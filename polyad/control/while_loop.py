@@ -23,7 +23,7 @@ from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_bat
 from polyad.control.closure import abstract_of, refuse_pre_dispatch_capture, trace
 from polyad.control.loops import as_array, check_checkpoints, func_name
 from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
-from polyad.core import Op, Tensor, bind, transform_active
+from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.ops.base import (
     add,
     broadcast_to,
@@ -550,7 +550,7 @@ _reverse_jvp.computes_primal = True
 # is known when it runs); transforms of it run the same sweep on their own tensors
 WHILE_REVERSE = Op(
     "while_loop_reverse",
-    lambda xp_, *args, **params: reverse_sweep(args, **params),
+    lambda xp_, *args, **params: tuple(plain(o) for o in reverse_sweep(args, **params)),  # raw arrays out
     multiple_results=True,
     higher_order=lambda *args, **params: reverse_sweep(args, **params),
     abstract_eval=_reverse_abstract,

@@ -4,21 +4,27 @@ An attempt solves the collocation equations ``G(Z) = Z - h (A x I) F(Z) = 0`` fo
 increments ``Z`` (``F_i = f(t + c_i h, y + Z_i)``) by simplified Newton iterations whose matrix
 ``I - h (A x J)`` takes ``J = df/dy`` from ``pa.jacfwd`` of ``fun``, then estimates the error and picks the
 next step size as SciPy's ``Radau`` does (Hairer and Wanner's estimate and predictive controller). Unlike
-SciPy it solves the real ``3n`` system in ``Z`` rather than the transformed complex one, takes the
-Jacobian afresh at every step and starts Newton from zero, so its steps are close to SciPy's, not equal.
+SciPy it solves the real ``3n`` system in ``Z`` rather than the transformed complex one, so its steps
+are close to SciPy's, not equal (the Jacobian is kept from step to step and Newton starts from the last
+step's collocation polynomial, as SciPy's).
 
-The Newton iterations are not differentiated (they run on ``stop_gradient`` values): the converged ``Z``
-is differentiated implicitly. ``Z`` enters the solution as ``Z* + (N(N(Z*)) - stop_gradient(...))``,
-where ``N`` is a full Newton step with the exact Jacobian ``dG/dZ`` (``pa.jacfwd``): its value is ``Z*``
-and its derivatives are those of the root by the implicit function theorem (one Newton step from a point
-held constant gives the first derivative, two the second), accurate to the Newton tolerance.
+Under a transform the Newton solve goes through ``pa.custom_root``: the simplified Newton iteration runs
+on plain arrays in the op's kernel (nothing of it recorded) and the converged ``Z`` is differentiated by
+the implicit function theorem, ``dZ = -(dG/dZ)^{-1} (dG/dc) dc``; the tangent solve uses the exact
+``dG/dZ`` at the root (the Newton matrix's Jacobian is an old one), so the derivatives are those of the
+root to the Newton tolerance, and every order differentiates again (hessian).
 """
 
+import math
 from typing import NamedTuple
+
+import numpy as np
 
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
 from polyad.api.sparse import sparse_jacfwd
+from polyad.control.implicit import custom_root
+from polyad.core import Tensor
 from polyad.integrate import explicit
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
@@ -36,10 +42,10 @@ P = (
     (13 / 3 - 7 * S6 / 3, -23 / 3 + 22 * S6 / 3, 10 / 3 - 5 * S6),
     (1 / 3, -8 / 3, 10 / 3),
 )
+P_T = tuple(tuple(P[i][j] for i in range(3)) for j in range(3))
 NEWTON_MAXITER = 6
 MIN_FACTOR, MAX_FACTOR = 0.2, 10.0
 EPS = 2.220446049250313e-16
-IMPLICIT_STEPS = 2  # Newton steps that carry the derivative: exact first and second derivatives
 
 
 class RadauMethod(NamedTuple):
@@ -62,42 +68,54 @@ def _jacobian(problem, t, y):
     return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
 
 
-def _stage_values(problem, t, y, h, Z):
-    """``F(Z)``: shape (3, n)."""
+def _constants(problem, like):
+    """The method's coefficients as arrays of ``like``'s dtype and device: ``A`` (3, 3), ``P`` transposed
+    (the dense output's, ``Q = P^T Z``), ``E`` (1, 3); outside transforms made once per solve, with the
+    identities of sizes ``3n`` and ``n`` after them."""
     xp = problem.xp
-    return xp.stack([problem.rhs(t + C[i] * h, y + Z[i, ...]) for i in range(3)])
+    if problem.xp is not polyad_xp and problem.radau_constants is not None:
+        return problem.radau_constants
+    made = tuple(xp.asarray(c, dtype=like.dtype, device=like.device) for c in (A, P_T, (E,)))
+    if problem.xp is not polyad_xp:
+        n = problem.n
+        eyes = tuple(xp.eye(k, dtype=like.dtype, device=like.device) for k in (3 * n, n))
+        problem.radau_constants = made = made + eyes
+    return made
 
 
 def _residual(problem, t, y, h, Z):
-    F = _stage_values(problem, t, y, h, Z)
-    return Z - h * problem.xp.stack(
-        [A[i][0] * F[0, ...] + A[i][1] * F[1, ...] + A[i][2] * F[2, ...] for i in range(3)]
-    )
+    """``G(Z) = Z - h A F(Z)``, ``F_i = f(t + c_i h, y + Z_i)``: shape (3, n)."""
+    xp = problem.xp
+    F = xp.stack([problem.rhs(t + C[i] * h, y + Z[i, ...]) for i in range(3)])
+    return Z - h * (_constants(problem, Z)[0] @ F)
 
 
-def _newton_matrix(xp, J, h, n):
-    """``I - h (A x J)`` of the flattened stages (row-major ``(3, n)``)."""
-    a = xp.asarray(A, dtype=J.dtype, device=J.device)
+def _newton_matrix(xp, J, h, n, constants=None):
+    """``I - h (A x J)`` of the flattened stages (row-major ``(3, n)``); ``constants``: ``A`` and the
+    identity, made once (outside transforms)."""
+    a, eye = constants or (None, None)
+    a = xp.asarray(A, dtype=J.dtype, device=J.device) if a is None else a
+    eye = xp.eye(3 * n, dtype=J.dtype, device=J.device) if eye is None else eye
     block = xp.reshape(a[:, None, :, None] * J[None, :, None, :], (3 * n, 3 * n))
-    return xp.eye(3 * n, dtype=J.dtype, device=J.device) - h * block
+    return eye - h * block
 
 
-def _simplified_newton(problem, t, y, h, J, scale, tol, eager, Z0):
-    """SciPy's simplified Newton iteration and its convergence test, on values not differentiated:
-    ``(Z, converged, iterations, rate)``. Outside transforms it stops when it has converged or failed;
-    under one it runs every iteration, each example's result frozen when it stops."""
-    n, xp, stop_gradient = problem.n, problem.xp, problem.sg
-    t, y, h = stop_gradient(t), stop_gradient(y), stop_gradient(h)
-    M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, n))
+def _simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit):
+    """SciPy's simplified Newton iteration and its convergence test: ``(Z, converged, iterations,
+    rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv`` the inverse Newton matrix. With ``early_exit`` (plain
+    arrays) it stops when it has converged or failed; else (a batch) it runs every iteration, each
+    example's result frozen when it stops."""
+    shape = tuple(Z0.shape)
+    size = shape[0] * shape[1]
     Z = Z0
-    active = xp.asarray(True, device=y.device)
-    converged = xp.asarray(False, device=y.device)
-    iterations = xp.zeros((), dtype=xp.int64, device=y.device)
-    rate = xp.zeros((), dtype=y.dtype, device=y.device)
-    norm_old = -xp.ones((), dtype=y.dtype, device=y.device)
+    active = xp.asarray(True, device=Z0.device)
+    converged = xp.asarray(False, device=Z0.device)
+    iterations = xp.zeros((), dtype=xp.int64, device=Z0.device)
+    rate = xp.zeros((), dtype=Z0.dtype, device=Z0.device)
+    norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
     for k in range(NEWTON_MAXITER):
-        G = stop_gradient(_residual(problem, t, y, h, Z))  # fun's parameters carry derivatives: not here
-        dZ = -xp.reshape(M_inv @ xp.reshape(G, (3 * n,)), (3, n))
+        G = residual(Z)
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
         finite = xp.all(xp.isfinite(G))
         dnorm = explicit.rms(xp, dZ / scale)
         has_rate = norm_old > 0
@@ -113,27 +131,57 @@ def _simplified_newton(problem, t, y, h, J, scale, tol, eager, Z0):
         converged = converged | done
         active = step & ~done
         norm_old = xp.where(active, dnorm, norm_old)
-        if eager and not bool(active):
+        if early_exit and not bool(active):
             break
     return Z, converged, iterations, rate
 
 
-def _implicit(problem, t, y, h, Z_star):
-    """``Z_star`` with the root's derivatives (the module's note): full Newton steps from a constant."""
-    n, xp, stop_gradient = problem.n, polyad_xp, polyad_stop_gradient
-    Z = stop_gradient(Z_star)
-    for _ in range(IMPLICIT_STEPS):
-        G = xp.reshape(_residual(problem, t, y, h, Z), (3 * n,))
-        dG = jacfwd(lambda z: xp.reshape(_residual(problem, t, y, h, xp.reshape(z, (3, n))), (3 * n,)))(
-            xp.reshape(Z, (3 * n,))
+def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
+    """The stage increments ``Z`` (the root of ``G``) by ``pa.custom_root``, with the Newton iteration's
+    ``(converged, iterations, rate)``. The solve (``_simplified_newton`` on plain arrays) is not
+    differentiated; ``Z`` is, by the implicit function theorem: ``dZ = -(dG/dZ)^{-1} (dG/dc) dc`` for
+    whatever ``G`` depends on (``t``, ``y``, ``h``, ``fun``'s parameters), each order of derivative one more
+    tangent solve. The convergence report rides along as a second unknown ``info`` whose residual is
+    zero (its derivative is zero; the tangent solve gives it none), since a root's aux has no abstract
+    evaluation under ``pa.jit`` and ``pa.while_loop``."""
+    n, xp = problem.n, polyad_xp
+    info0 = xp.zeros((3,), dtype=Z0.dtype, device=Z0.device)
+
+    def residual(x):
+        Z, info = x
+        return _residual(problem, t, y, h, Z), 0.0 * info
+
+    def solve(f, x0):
+        Z_start, info = x0
+        early_exit = not any(isinstance(v, Tensor) for v in (Z_start, M_inv, scale))  # else a batch
+        Z, converged, iterations, rate = _simplified_newton(
+            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit
         )
-        Z = Z - xp.reshape(xp.linalg.solve(dG, G[:, None])[:, 0], (3, n))
-    return stop_gradient(Z_star) + (Z - stop_gradient(Z))
+        report = xp.stack([xp.astype(converged, Z.dtype), xp.astype(iterations, Z.dtype), rate])
+        return Z, report
+
+    def tangent_solve(g, b):
+        # g is exactly dG/dZ at the root (or its transpose, in reverse mode); the Newton matrix, with a
+        # Jacobian kept from earlier steps, is not (its solution would be a derivative off by h dJ)
+        bZ, b_info = b
+        zero_info = 0.0 * b_info  # from an input: a zero made here is a FreshTensor inside the kernel
+        matrix = xp.reshape(jacfwd(lambda v: g((v, zero_info))[0])(bZ), (3 * n, 3 * n))  # g is linear
+        x = xp.linalg.solve(matrix, xp.reshape(bZ, (3 * n, 1)))
+        return xp.reshape(x, (3, n)), zero_info
+
+    Z, info = custom_root(residual, (Z0, info0), solve, tangent_solve)
+    info = polyad_stop_gradient(info)  # a report, no derivative (no integer cotangents downstream)
+    return Z, info[0] > 0.5, xp.astype(info[1], xp.int64), info[2]
 
 
-def _dense_coefficients(Z):
-    """The collocation polynomial of a step: ``y(t + x h) = y + sum_j Q_j x^(j+1)``."""
-    return [P[0][j] * Z[0, ...] + P[1][j] * Z[1, ...] + P[2][j] * Z[2, ...] for j in range(3)]
+def _dense_coefficients(problem, Z):
+    """The collocation polynomial of a step: ``y(t + x h) = y + sum_j Q_j x^(j+1)``, ``Q`` (3, n)."""
+    return _constants(problem, Z)[1] @ Z
+
+
+def _error_stages(problem, Z, h_div):
+    """``(E_0 Z_0 + E_1 Z_1 + E_2 Z_2) / h``, the error estimate's combination of the stages."""
+    return (_constants(problem, Z)[2] @ Z)[0, ...] / h_div
 
 
 def _extrapolated(xp, Q, h_prev, h):
@@ -144,8 +192,8 @@ def _extrapolated(xp, Q, h_prev, h):
     rows = []
     for c in C:
         x = 1.0 + c * ratio
-        rows.append(Q[0, ...] * (x - 1) + Q[1, ...] * (x * x - 1) + Q[2, ...] * (x * x * x - 1))
-    return xp.where(started, xp.stack(rows), 0.0 * Q)
+        rows.append(xp.stack([x - 1, x * x - 1, x * x * x - 1]))
+    return xp.where(started, xp.stack(rows) @ Q, 0.0 * Q)
 
 
 def _predict_factor(xp, h_abs, h_abs_old, err, err_old):
@@ -173,8 +221,11 @@ def attempt(problem, state, max_steps, eager):
     """One attempted Radau step (as ``explicit.attempt``): accepted; rejected for its error (a smaller
     step), or because Newton failed (with a Jacobian not current: the same step again with a fresh one,
     as SciPy; else half the step); or failed. The Jacobian is kept from step to step and taken afresh
-    where SciPy does: after a step whose Newton iteration converged slowly, and after a failure."""
-    xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
+    where SciPy does: after a step whose Newton iteration converged slowly, and after a failure.
+    Outside every transform (``eager``): ``eager_attempt``."""
+    if eager:
+        return eager_attempt(problem, state, max_steps)
+    xp, stop_gradient = problem.xp, problem.sg  # polyad's namespace
     t, y, f = state["t"], state["y"], state["f"]
     h_abs, rejected = stop_gradient(state["h_abs"]), state["rejected"]
     J, current = stop_gradient(state["J"]), state["jac_current"]  # the carry's, not differentiated
@@ -193,14 +244,15 @@ def attempt(problem, state, max_steps, eager):
     scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
     Z0 = _extrapolated(xp, stop_gradient(state["Q"]), stop_gradient(state["h_prev"]), hs)
-    Z_star, converged, iterations, rate = _simplified_newton(problem, ts, ys, hs, J, scale, tol, eager, Z0)
-    Z = Z_star if eager else _implicit(problem, t, y, h, Z_star)
+    M_inv = stop_gradient(xp.linalg.inv(_newton_matrix(xp, J, hs, problem.n)))
+    Z, converged, iterations, rate = _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0)
+    Z_star = stop_gradient(Z)
     y_new = y + Z[2, ...]
     # the error estimate and the controller, not differentiated
     eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
     h_div = xp.where(hs == 0, 1.0, hs)  # a zero step: an example vmap runs on after it finished
     M_real = MU_REAL / h_div * eye - J
-    ZE = (E[0] * Z_star[0, ...] + E[1] * Z_star[1, ...] + E[2] * Z_star[2, ...]) / h_div
+    ZE = _error_stages(problem, Z_star, h_div)
     fs = stop_gradient(f)
     error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
     yn = stop_gradient(y_new)
@@ -209,10 +261,9 @@ def attempt(problem, state, max_steps, eager):
     again = converged & rejected & (err > 1)
     one = xp.ones_like(state["njev"])
     nfev = state["nfev"] + 3 * iterations
-    if not eager or bool(again):
-        error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
-        err = xp.where(again, explicit.rms(xp, error2 / scale_new), err)
-        nfev = nfev + one
+    error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
+    err = xp.where(again, explicit.rms(xp, error2 / scale_new), err)
+    nfev = nfev + one
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
     factor = _predict_factor(xp, h_abs, h_abs_old, err, err_old)
     accept = converged & (err <= 1) & ~too_small
@@ -230,10 +281,9 @@ def attempt(problem, state, max_steps, eager):
     # after a failure with a stale one, else kept
     need = recompute | retry
     njev = state["njev"]
-    if not eager or bool(need):
-        at_t = xp.where(accept, stop_gradient(t_new), ts)
-        J = xp.where(need, _jacobian(problem, at_t, xp.where(accept, yn, ys)), J)
-        njev = njev + xp.where(need, one, 0 * one)
+    at_t = xp.where(accept, stop_gradient(t_new), ts)
+    J = xp.where(need, _jacobian(problem, at_t, xp.where(accept, yn, ys)), J)
+    njev = njev + xp.where(need, one, 0 * one)
     attempts = state["attempts"] + 1
     finished = accept & (direction * (t_new - problem.t_bound) >= 0)
     codes = state["status"]
@@ -258,17 +308,156 @@ def attempt(problem, state, max_steps, eager):
         "nlu": state["nlu"] + 2 * one,
         "J": J,
         "jac_current": need | (current & ~accept),
-        "Q": xp.where(accept, xp.stack(_dense_coefficients(Z_star)), stop_gradient(state["Q"])),
+        "Q": xp.where(accept, _dense_coefficients(problem, Z_star), stop_gradient(state["Q"])),
         "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
     }
     if "out" in state:
         te = problem.t_eval
         inside = accept & (direction * (te - t) >= 0) & (direction * (te - t_new) <= 0)
-        if eager and not bool(xp.any(inside)):
-            new["out"] = state["out"]
-        else:
-            x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
-            Q = _dense_coefficients(Z)
-            values = y + x * Q[0] + x * x * Q[1] + x * x * x * Q[2]
+        x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
+        Q = _dense_coefficients(problem, Z)
+        values = y + x * Q[0, ...] + x * x * Q[1, ...] + x * x * x * Q[2, ...]
+        new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
+    return new
+
+
+# ------------------------------------------------------------------------------ outside every transform
+
+
+def _pow(x, e):
+    """``x ** e`` of a float as NumPy's power computes it (its results differ from the C library's in the
+    last bit for some arguments): the same step sizes as ``attempt`` on NumPy arrays."""
+    return float(np.asarray(x) ** e)
+
+
+def _rms(xp, x):
+    """``explicit.rms`` as a float (NumPy's mean: the sum, divided by the count)."""
+    return math.sqrt(float(xp.sum(x * x)) / math.prod(x.shape))
+
+
+def _newton_eager(xp, residual, Z, M_inv, scale, tol):
+    """``_simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
+    in float64, so the same result; an array's ``where`` costs microseconds): ``(Z, converged,
+    iterations, rate)``."""
+    shape = tuple(Z.shape)
+    size = shape[0] * shape[1]
+    rate, norm_old = 0.0, -1.0
+    for k in range(NEWTON_MAXITER):
+        G = residual(Z)
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
+        dnorm = _rms(xp, dZ / scale)
+        has_rate = norm_old > 0
+        if has_rate:
+            rate = dnorm / norm_old
+        safe = 1 - rate if rate < 1 else 1.0
+        # a non-finite G makes dnorm non-finite: G is tested only then
+        if (not math.isfinite(dnorm) and not bool(xp.all(xp.isfinite(G)))) or (
+            has_rate and (rate >= 1 or _pow(rate, NEWTON_MAXITER - k) / safe * dnorm > tol)
+        ):
+            return Z, False, k + 1, rate
+        Z = Z + dZ
+        if dnorm == 0 or (has_rate and rate / safe * dnorm < tol):
+            return Z, True, k + 1, rate
+        norm_old = dnorm
+    return Z, False, NEWTON_MAXITER, rate
+
+
+def eager_attempt(problem, state, max_steps):
+    """``attempt`` outside every transform: the same decisions on Python floats (SciPy's control flow:
+    a branch where ``attempt`` selects with ``where``, no right-hand side at a rejected point), the
+    arrays on the backend's namespace."""
+    xp = problem.xp
+    t, y, f, J = state["t"], state["y"], state["f"], state["J"]
+    tf, h_abs, rejected = float(t), float(state["h_abs"]), bool(state["rejected"])
+    current, attempts = bool(state["jac_current"]), int(state["attempts"]) + 1
+    nfev, njev, nlu = int(state["nfev"]), int(state["njev"]), int(state["nlu"])
+    direction, t_bound, max_step = float(problem.direction), float(problem.t_bound), problem.max_step
+    min_step = 10 * abs(math.nextafter(tf, tf + direction) - tf)
+    fresh = not rejected and (h_abs > max_step or h_abs < min_step)  # SciPy forgets the history
+    h_abs_old = -1.0 if fresh else float(state["h_abs_old"])
+    err_old = -1.0 if fresh else float(state["err_old"])
+    if not rejected:
+        h_abs = min(max(h_abs, min_step), max_step)
+    new = dict(state, attempts=attempts, h_abs_old=h_abs_old, err_old=err_old, rejected=True)
+    if rejected and h_abs < min_step:
+        new.update(status=explicit.FAILED, h_abs=h_abs)
+        return new
+    t_new = tf + h_abs * direction
+    if direction * (t_new - t_bound) > 0:
+        t_new = t_bound
+    t_new_arr = xp.asarray(t_new, dtype=y.dtype, device=y.device)
+    t_new = float(t_new_arr)  # in the state's precision (float32: rounded)
+    h = t_new - tf
+    scale = problem.atol + xp.abs(y) * problem.rtol
+    tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
+    Q, h_prev = state["Q"], float(state["h_prev"])
+    if h_prev != 0:  # Newton starts from the last step's collocation polynomial (zero at the first)
+        xs = [1.0 + c * (h / h_prev) for c in C]
+        W = xp.asarray([[x - 1, x * x - 1, x * x * x - 1] for x in xs], dtype=Q.dtype, device=Q.device)
+        Z0 = W @ Q
+    else:
+        Z0 = xp.zeros_like(Q)
+    A_, _, _, eye3, eye = _constants(problem, y)
+    M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, problem.n, (A_, eye3)))
+    t_arr = xp.asarray(tf, dtype=y.dtype, device=y.device)
+    Z, converged, iterations, rate = _newton_eager(
+        xp, lambda Z: _residual(problem, t_arr, y, h, Z), Z0, M_inv, scale, tol
+    )
+    nfev += 3 * iterations
+    nlu += 2
+    y_new = y + Z[2, ...]
+    # the error estimate and the controller
+    h_div = 1.0 if h == 0 else h
+    M_real = MU_REAL / h_div * eye - J
+    ZE = _error_stages(problem, Z, h_div)
+    error = xp.linalg.solve(M_real, (f + ZE)[:, None])[:, 0]
+    scale_new = problem.atol + xp.maximum(xp.abs(y), xp.abs(y_new)) * problem.rtol
+    err = _rms(xp, error / scale_new)
+    if converged and rejected and err > 1:
+        error = xp.linalg.solve(M_real, (problem.rhs(t_arr, y + error) + ZE)[:, None])[:, 0]
+        err = _rms(xp, error / scale_new)
+        nfev += 1
+    safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + iterations)
+    if err > 0:
+        multiplier = 1.0
+        if err_old > 0 and h_abs_old > 0:
+            multiplier = h_abs / h_abs_old * _pow(err_old / err, 0.25)
+        factor = min(1.0, multiplier) * _pow(err, -0.25)
+    else:
+        factor = MAX_FACTOR
+    accept = converged and err <= 1
+    recompute = accept and iterations > 2 and rate > 1e-3
+    retry = not converged and not current  # a fresh Jacobian, the same step
+    if accept:
+        grow = min(MAX_FACTOR, safety * factor)
+        new_h_abs = abs(h) * (1.0 if not recompute and grow < 1.2 else grow)
+    elif converged:
+        new_h_abs = abs(h) * max(MIN_FACTOR, safety * factor)
+    else:
+        new_h_abs = abs(h) * (1.0 if retry else 0.5)
+    new.update(
+        h_abs=new_h_abs, nfev=nfev, nlu=nlu, jac_current=recompute or retry or (current and not accept)
+    )
+    if recompute or retry:  # the Jacobian at the new point after a slowly converging step, else here
+        J = _jacobian(problem, t_new_arr, y_new) if accept else _jacobian(problem, t_arr, y)
+        new.update(J=J, njev=njev + 1)
+    if not accept:
+        new["status"] = explicit.FAILED if attempts >= max_steps else explicit.RUNNING
+        return new
+    f_new = problem.rhs(t_new_arr, y_new)
+    new["nfev"] = nfev + 1
+    finished = direction * (t_new - t_bound) >= 0
+    status = explicit.FINISHED if finished else explicit.RUNNING
+    if status == explicit.RUNNING and attempts >= max_steps:
+        status = explicit.FAILED
+    Q_new = _dense_coefficients(problem, Z)
+    new.update(t=t_new_arr, y=y_new, f=f_new, h_abs_old=h_abs, err_old=err, rejected=False, status=status)
+    new.update(Q=Q_new, h_prev=h)
+    if "out" in state:
+        te = problem.t_eval
+        inside = (direction * (te - t) >= 0) & (direction * (te - t_new_arr) <= 0)
+        if bool(xp.any(inside)):
+            x = xp.reshape((te - t) / h_div, (-1, 1))
+            values = y + x * Q_new[0, ...] + x * x * Q_new[1, ...] + x * x * x * Q_new[2, ...]
             new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
     return new

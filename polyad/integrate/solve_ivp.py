@@ -58,8 +58,8 @@ def solve_ivp(
             float64); the state keeps its dtype and device.
         method: "RK45" (Dormand-Prince 5(4)), "DOP853" (Hairer's 8(5,3)), both with SciPy's step
             control (the same steps as SciPy's), or "Radau" (Radau IIA of order 5, for stiff problems:
-            Newton matrices from ``pa.jacfwd`` of ``fun``, the Newton solution differentiated implicitly;
-            SciPy's error estimate and controller, steps close to SciPy's).
+            Newton matrices from ``pa.jacfwd`` of ``fun``, the Newton solve through ``pa.custom_root``
+            (differentiated implicitly); SciPy's error estimate and controller, steps close to SciPy's).
         t_eval: times at which to report the solution (sorted in the direction of integration, within
             ``t_span``), from each method's dense output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
