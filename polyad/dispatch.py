@@ -174,18 +174,27 @@ def persisted(values):
     backend's ``persist``: Dask's), the rest as they are: a Python loop that reads a value at every step
     calls this on its state, so that a step's graph starts from the last step's values, not the loop's
     start (without it, step ``n`` of a while loop on Dask arrays computed all ``n`` steps again)."""
-    lazy = {}
+    lazy = None
     for i, v in enumerate(values):
         b = backend_of_array(v)
-        if b is not None and hasattr(b.xp, "persist"):
-            lazy.setdefault(b.name, (b, []))[1].append(i)
-    if not lazy:
+        if b is None:
+            continue
+        persist = _PERSIST.get(b.name, _PERSIST)
+        if persist is _PERSIST:
+            persist = _PERSIST[b.name] = getattr(b.xp, "persist", None)
+        if persist is not None:
+            lazy = {} if lazy is None else lazy
+            lazy.setdefault(persist, []).append(i)
+    if lazy is None:
         return values
     out = list(values)
-    for b, where in lazy.values():
-        for i, v in zip(where, b.xp.persist(*[out[i] for i in where])):
+    for persist, where in lazy.items():
+        for i, v in zip(where, persist(*[out[i] for i in where])):
             out[i] = v
     return out
+
+
+_PERSIST = {}  # backend name -> its namespace's persist, or None (an eager library)
 
 
 def namespace_of(x):

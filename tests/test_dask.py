@@ -413,3 +413,22 @@ def test_a_while_loops_backward_pass_keeps_its_graph_small():
         return len(g.__dask_graph__())
 
     assert grad_graph(40) == grad_graph(10)
+
+
+def test_an_ode_solve_computes_each_attempt_once():
+    """solve_ivp outside transforms reads its step control's values at every attempt: the state is
+    persisted then, so each chunk of each right-hand-side call is computed once (100 steps took 232 s,
+    each attempt recomputing all before it)."""
+    from polyad.integrate import solve_ivp
+
+    runs = []
+
+    def decay(block):
+        runs.append(1)
+        return -0.5 * block
+
+    meta = np.empty((0,), dtype=np.float64)
+    y0 = chunked(np.linspace(1.0, 2.0, 6), chunks=3)
+    sol = solve_ivp(lambda t, y: y.map_blocks(decay, meta=meta), (0.0, 1.0), y0, max_step=0.05)
+    np.testing.assert_allclose(sol.y[:, -1].compute(), np.linspace(1.0, 2.0, 6) * np.exp(-0.5), rtol=1e-6)
+    assert sol.nfev > 100 and len(runs) == 2 * sol.nfev, (sol.nfev, len(runs))  # two chunks a call

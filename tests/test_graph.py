@@ -132,7 +132,7 @@ def test_pre_dispatch_refuses_vjp_and_restores_state():
     assert_close(g(_arr([0.5])), _xp().cos(_arr([0.5])) * _xp().sin(_arr([0.5])))
 
 
-@pytest.mark.parametrize("construct", ["while_loop", "custom_root", "custom_linear_solve"])
+@pytest.mark.parametrize("construct", ["while_loop", "custom_root", "custom_linear_solve", "solve_ivp"])
 def test_pre_dispatch_refuses_value_dependent_steps(construct):
     """A while loop or a solver records its Python steps one by one under a pre-dispatch capture: the
     graph would replay that fixed unrolling (a loop that doubled x = 1 six times doubled x = 50 six times
@@ -151,7 +151,11 @@ def test_pre_dispatch_refuses_value_dependent_steps(construct):
     def halve(b):
         return pa.custom_linear_solve(lambda v: 2.0 * v, b, lambda mv, r: r / 2.0)
 
+    def decay(y0):
+        return pa.integrate.solve_ivp(lambda t, y: -y, (0.0, 1.0), y0, rtol=1e-10, atol=1e-12).y[:, -1]
+
     f, x, other, want = {
+        "solve_ivp": (decay, _arr([1.0, 2.0]), _arr([3.0, 4.0]), [3.0 * np.exp(-1.0), 4.0 * np.exp(-1.0)]),
         "while_loop": (doubling, _arr([1.0, 1.0]), _arr([50.0, 50.0]), [50.0, 50.0]),
         "custom_root": (cube_root, _arr(8.0), _arr(27.0), 3.0),
         "custom_linear_solve": (halve, _arr([1.0, 3.0]), _arr([4.0, 6.0]), [2.0, 3.0]),

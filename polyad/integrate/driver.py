@@ -7,6 +7,7 @@ import polyad.config as config
 import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
+from polyad.control.closure import refuse_pre_dispatch_capture
 from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
@@ -116,6 +117,8 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
+    if not transform_active():
+        refuse_pre_dispatch_capture("solve_ivp", "an ODE solver's steps")
     problem, t0, y0 = prepared(
         fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step, jac_sparsity
     )
@@ -168,6 +171,9 @@ def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only):
     last = float(t0)
     while int(state["status"]) == explicit.RUNNING:
         state = stepper.attempt(problem, state, max_steps, eager=True)
+        # lazy arrays (Dask) computed once an attempt: the next attempt's control reads values, which
+        # would otherwise compute every attempt before it again
+        state = dict(zip(state, dispatch.persisted(list(state.values()))))
         if not ends_only and not bool(state["rejected"]):
             ts.append(state["t"])
             ys.append(state["y"])
