@@ -283,3 +283,53 @@ def test_workers_compute_on_their_own_default_backend(A, client, cl):
     assert type(got) is type(x)  # back in the caller's library
     assert_close(got, 2 * np.eye(3))
     assert_close(pa.jacfwd(f)(x), np.eye(3))
+
+
+def test_the_payload_travels_once_and_follows_changes(A, client, cl):
+    """The function and its fixed arguments reach each worker once: a second call with the same ones
+    reuses the copies there; an array the function closes over, changed in place, is sent again."""
+    from polyad.chunking import cluster
+
+    W = A(rand(6, 6, seed=12))
+    f = lambda v: pxp.tanh(W @ v)  # noqa: E731
+    x = A(rand(6, seed=13))
+    jac = pa.jacfwd(f, chunk_size=2, client=cl)
+    assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
+    sent = dict(cluster._SENT[client])
+    assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
+    assert dict(cluster._SENT[client]) == sent  # the same copies on the workers
+    W[0, 0] += 1.0  # in place: the same objects, other bytes
+    assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
+    assert set(cluster._SENT[client]) - set(sent)
+    assert len(cluster._SENT[client]) <= cluster.KEEP
+
+
+def test_malloc_thresholds_are_tuned_while_tasks_run_and_set_back_after():
+    """Workers started by Dask's nanny have MALLOC_TRIM_THRESHOLD_ set, which turns off glibc's dynamic
+    mmap threshold; a polyad task raises the thresholds while tasks run and sets them back after."""
+    from polyad.chunking import cluster
+
+    calls = []
+
+    class Libc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+
+        def malloc_trim(self, pad):
+            calls.append(("trim", pad))
+
+    malloc = object.__new__(cluster._Malloc)
+    malloc.lock, malloc.running, malloc.tuned, malloc.timer = threading.Lock(), 0, False, None
+    malloc.libc, malloc.home, malloc.RELEASE = Libc(), (65536, 131072), 0.05
+    big = (-3, 32 * 2**20), (-1, 64 * 2**20)
+    with malloc:
+        with malloc:  # a second task in another thread
+            assert calls == list(big)
+        assert malloc.tuned and malloc.timer is None
+    assert malloc.timer is not None
+    with malloc:  # the next task before the release: nothing changes
+        assert calls == list(big) and malloc.timer is None
+    deadline = time.monotonic() + WAIT
+    while malloc.tuned and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == [*big, (-1, 65536), (-3, 131072), ("trim", 0)]
