@@ -285,22 +285,26 @@ def test_workers_compute_on_their_own_default_backend(A, client, cl):
     assert_close(pa.jacfwd(f)(x), np.eye(3))
 
 
-def test_the_payload_travels_once_and_follows_changes(A, client, cl):
+@pytest.mark.parametrize("compare_max", [None, 0])  # the arrays compared with a copy, or by SHA-1
+def test_the_payload_travels_once_and_follows_changes(A, client, cl, compare_max, monkeypatch):
     """The function and its fixed arguments reach each worker once: a second call with the same ones
     reuses the copies there; an array the function closes over, changed in place, is sent again."""
     from polyad.chunking import cluster
 
-    W = A(rand(6, 6, seed=12))
+    if compare_max is not None:
+        monkeypatch.setattr(cluster, "COMPARE_MAX", compare_max)
+    W = A(rand(6, 6, seed=12 if compare_max is None else 14))  # not the other case's payload
     f = lambda v: pxp.tanh(W @ v)  # noqa: E731
     x = A(rand(6, seed=13))
     jac = pa.jacfwd(f, chunk_size=2, client=cl)
     assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
-    sent = dict(cluster._SENT[client])
+    sent = cluster._SENT[client][-1]
+    assert (sent.copies is None) == (compare_max == 0)
     assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
-    assert dict(cluster._SENT[client]) == sent  # the same copies on the workers
+    assert cluster._SENT[client][-1] is sent  # the same copies on the workers
     W[0, 0] += 1.0  # in place: the same objects, other bytes
     assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
-    assert set(cluster._SENT[client]) - set(sent)
+    assert cluster._SENT[client][-1] is not sent
     assert len(cluster._SENT[client]) <= cluster.KEEP
 
 

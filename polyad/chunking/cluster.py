@@ -233,12 +233,25 @@ def _pickle(shared, what):
 
 
 def _digest(stream, buffers):
-    """What identifies a payload: SHA-1 of its pickle stream and of its arrays' bytes."""
+    """SHA-1 of a payload's pickle stream and its arrays' bytes."""
     h = hashlib.sha1(stream, usedforsecurity=False)
     for b in buffers:
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
-    return h.hexdigest()
+    return h.digest()
+
+
+def _same_bytes(a, b):
+    """Whether two buffers hold the same bytes (NumPy's comparison of 8-byte words: 3.5 ms for 48 MiB,
+    against 27-45 ms for SHA-1)."""
+    import numpy as np
+
+    a, b = memoryview(a).cast("B"), memoryview(b).cast("B")
+    if a.nbytes != b.nbytes:
+        return False
+    n = a.nbytes - a.nbytes % 8
+    words = [np.frombuffer(m[:n], dtype=np.uint64) for m in (a, b)]
+    return bool(np.array_equal(*words)) and a[n:] == b[n:]
 
 
 class _Payload:
@@ -262,33 +275,53 @@ class _Payload:
         return pickle.loads(self.stream, buffers=[bytearray(b) for b in self.buffers])
 
 
-_SENT = weakref.WeakKeyDictionary()  # client -> {digest: (future, workers)}: payloads on its workers
+class _Sent:
+    """A payload on the workers of a client: ``future`` (its copies there, one per worker), ``token``
+    (its name in the workers' cache of unpickled payloads), what it holds (the pickle stream, and a copy
+    of the arrays' bytes, or for payloads over ``COMPARE_MAX`` their SHA-1 only) and the workers it was
+    sent to."""
+
+    __slots__ = ("copies", "count", "digest", "future", "stream", "token", "workers")
+
+    def same(self, stream, buffers):
+        if stream != self.stream or len(buffers) != self.count:
+            return False
+        if self.copies is not None:
+            return all(_same_bytes(c, b) for c, b in zip(self.copies, buffers))
+        return _digest(stream, buffers) == self.digest
+
+
+_SENT = weakref.WeakKeyDictionary()  # client -> [_Sent]: payloads on its workers, the last used last
 _SENT_LOCK = threading.Lock()
 KEEP = 2  # payloads kept on the workers of a client (the last used), for later calls with the same one
+COMPARE_MAX = 256 * 2**20  # bytes of arrays up to which the caller keeps a copy to compare, not a hash
 
 
 def _send(client, what, shared, timeout):
-    """``(token, future)`` of ``shared`` on every worker of ``client``. Sent once: later calls whose
-    function and fixed arguments pickle to the same bytes (same digest) reuse the copies on the workers,
-    unless the workers changed since (one died, one joined), when it is sent again."""
+    """``(token, future)`` of ``shared`` on every worker of ``client``. Sent once: a later call whose
+    function and fixed arguments pickle to the same stream and the same array bytes (compared with the
+    copy kept here, or by SHA-1 for large ones) reuses the copies on the workers, unless the workers
+    changed since (one died, one joined): then it is sent again."""
     stream, buffers = _pickle(shared, what)
-    token = _digest(stream, buffers)
     workers = frozenset(client.nthreads())
     with _SENT_LOCK:
-        sent = _SENT.setdefault(client, collections.OrderedDict())
-        entry = sent.get(token)
-        if entry is not None and entry[0].status == "finished" and entry[1] == workers:
-            sent.move_to_end(token)
-            return token, entry[0]
-    payload = _Payload(stream, [bytes(b) for b in buffers])  # a copy: the caller's arrays may change
+        sent = _SENT.setdefault(client, [])
+        for entry in reversed(sent):
+            if entry.future.status == "finished" and entry.workers == workers and entry.same(stream, buffers):
+                sent.remove(entry)
+                sent.append(entry)
+                return entry.token, entry.future
+    entry = _Sent()
+    entry.stream, entry.count, entry.workers, entry.token = stream, len(buffers), workers, uuid.uuid4().hex
+    copies = [bytes(b) for b in buffers]  # the caller's arrays may change once this call returns
+    small = sum(len(c) for c in copies) <= COMPARE_MAX
+    entry.copies, entry.digest = (copies, None) if small else (None, _digest(stream, copies))
     # to every worker now: a copy on one worker only would draw every task to that worker
-    future = client.scatter(payload, broadcast=True, hash=False, timeout=timeout)
+    entry.future = client.scatter(_Payload(stream, copies), broadcast=True, hash=False, timeout=timeout)
     with _SENT_LOCK:
-        sent[token] = (future, workers)
-        sent.move_to_end(token)
-        while len(sent) > KEEP:
-            sent.popitem(last=False)
-    return token, future
+        sent.append(entry)
+        del sent[:-KEEP]
+    return entry.token, entry.future
 
 
 _LOADED = collections.OrderedDict()  # on a worker: payload token -> what it unpickled to (the last few)
