@@ -323,17 +323,18 @@ def test_malloc_thresholds_are_tuned_while_tasks_run_and_set_back_after():
             calls.append(("trim", pad))
 
     malloc = object.__new__(cluster._Malloc)
-    malloc.lock, malloc.running, malloc.tuned, malloc.timer = threading.Lock(), 0, False, None
-    malloc.libc, malloc.home, malloc.RELEASE = Libc(), (65536, 131072), 0.05
+    malloc.cond, malloc.running, malloc.tuned, malloc.last = threading.Condition(), 0, False, 0.0
+    malloc.libc, malloc.home, malloc.RELEASE = Libc(), (65536, 131072), 0.2
+    threading.Thread(target=malloc._release_when_idle, daemon=True).start()
     big = (-3, 32 * 2**20), (-1, 64 * 2**20)
     with malloc:
         with malloc:  # a second task in another thread
             assert calls == list(big)
-        assert malloc.tuned and malloc.timer is None
-    assert malloc.timer is not None
-    with malloc:  # the next task before the release: nothing changes
-        assert calls == list(big) and malloc.timer is None
+        assert malloc.tuned
+    with malloc:  # the next task (within RELEASE seconds: nothing changes)
+        assert malloc.tuned
     deadline = time.monotonic() + WAIT
     while malloc.tuned and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert calls == [*big, (-1, 65536), (-3, 131072), ("trim", 0)]
+    assert calls[:2] == list(big) and calls[-3:] == [(-1, 65536), (-3, 131072), ("trim", 0)]
+    assert len(calls) in (5, 7)  # 7: the machine was so slow that the pause between tasks passed RELEASE

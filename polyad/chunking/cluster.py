@@ -24,6 +24,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 import types
 import uuid
 import weakref
@@ -360,7 +361,7 @@ class _Malloc:
     RELEASE = 0.5
 
     def __init__(self):
-        self.lock, self.running, self.tuned, self.timer, self.libc = threading.Lock(), 0, False, None, None
+        self.cond, self.running, self.tuned, self.last, self.libc = threading.Condition(), 0, False, 0.0, None
         trim, mmap = (os.environ.get(f"MALLOC_{k}_THRESHOLD_") for k in ("TRIM", "MMAP"))
         if (trim is None and mmap is None) or not sys.platform.startswith("linux"):
             return
@@ -372,14 +373,12 @@ class _Malloc:
         except (OSError, AttributeError, ValueError):
             return
         self.libc = libc
+        threading.Thread(target=self._release_when_idle, name="polyad-malloc", daemon=True).start()
 
     def __enter__(self):
         if self.libc is not None:
-            with self.lock:
+            with self.cond:
                 self.running += 1
-                if self.timer is not None:
-                    self.timer.cancel()
-                    self.timer = None
                 if not self.tuned:
                     self.libc.mallopt(self.M_MMAP_THRESHOLD, self.MMAP_MAX)
                     self.libc.mallopt(self.M_TRIM_THRESHOLD, 2 * self.MMAP_MAX)
@@ -388,20 +387,25 @@ class _Malloc:
 
     def __exit__(self, *exc):
         if self.libc is not None:
-            with self.lock:
+            with self.cond:
                 self.running -= 1
-                if self.running == 0:
-                    self.timer = threading.Timer(self.RELEASE, self.release)
-                    self.timer.daemon = True
-                    self.timer.start()
+                self.last = time.monotonic()
+                self.cond.notify()
 
-    def release(self):
-        with self.lock:
-            if self.running == 0 and self.tuned:
+    def _release_when_idle(self):
+        with self.cond:
+            while True:
+                if not self.tuned or self.running:
+                    self.cond.wait()
+                    continue
+                left = self.last + self.RELEASE - time.monotonic()
+                if left > 0:
+                    self.cond.wait(left)
+                    continue
                 self.libc.mallopt(self.M_TRIM_THRESHOLD, self.home[0])
                 self.libc.mallopt(self.M_MMAP_THRESHOLD, self.home[1])
                 self.libc.malloc_trim(0)
-                self.tuned, self.timer = False, None
+                self.tuned = False
 
 
 _MALLOC = []
