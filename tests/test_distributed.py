@@ -338,3 +338,37 @@ def test_malloc_thresholds_are_tuned_while_tasks_run_and_set_back_after():
         time.sleep(0.01)
     assert calls[:2] == list(big) and calls[-3:] == [(-1, 65536), (-3, 131072), ("trim", 0)]
     assert len(calls) in (5, 7)  # 7: the machine was so slow that the pause between tasks passed RELEASE
+
+
+def _scaled(shared, k):
+    return shared["a"] * k
+
+
+def test_a_worker_without_the_payload_fetches_it_once(client, cl):
+    """The payload is one copy in the cluster's memory, not a dependency of the tasks (Dask's scheduler
+    would draw every task to its worker; its active memory manager drops extra copies): a worker whose
+    cache lacks it fetches it from the worker that holds it, once. A payload whose copy is gone is a
+    DistributedError."""
+    from polyad.chunking import cluster
+
+    shared = {"a": np.arange(5.0)}
+    token, future = cluster._send(client, "test", shared, WAIT)
+    ref = cluster._Ref(future.key, WAIT, future)
+    holder = set(client.who_has([future])[future.key])
+    for worker in client.nthreads():  # the one holding it, and the other
+        got = client.submit(cluster._run_task, _scaled, token, ref, 2.0, workers=[worker], pure=False)
+        assert_close(got.result(timeout=WAIT), 2.0 * np.arange(5.0))
+    loaded = client.run(lambda: token in cluster._LOADED)
+    assert all(loaded.values()) and len(loaded) == 2
+    assert set(client.who_has([future])[future.key]) == holder  # fetched, not stored as a replica
+    key, other = future.key, [w for w in client.nthreads() if w not in holder]
+    del ref, future
+    cluster._SENT[client].clear()
+    deadline = time.monotonic() + WAIT
+    while client.who_has([key]).get(key) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the scheduler forgets the key
+    lost = client.submit(
+        cluster._run_task, _scaled, "another-token", cluster._Ref(key, WAIT), 1.0, workers=other, pure=False
+    )
+    with pytest.raises(pa.DistributedError, match="could not be fetched by a worker"):
+        lost.result(timeout=WAIT)

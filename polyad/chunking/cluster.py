@@ -277,12 +277,12 @@ class _Payload:
 
 
 class _Sent:
-    """A payload on the workers of a client: ``future`` (its copies there, one per worker), ``token``
-    (its name in the workers' cache of unpickled payloads), what it holds (the pickle stream, and a copy
-    of the arrays' bytes, or for payloads over ``COMPARE_MAX`` their SHA-1 only) and the workers it was
-    sent to."""
+    """A payload sent to the cluster of a client: ``future`` (its one copy in the cluster's memory),
+    ``token`` (its name in the workers' caches of unpickled payloads) and what it holds, to recognise it:
+    the pickle stream, and a copy of the arrays' bytes or, for payloads over ``COMPARE_MAX``, their
+    SHA-1."""
 
-    __slots__ = ("copies", "count", "digest", "future", "stream", "token", "workers")
+    __slots__ = ("copies", "count", "digest", "future", "stream", "token")
 
     def same(self, stream, buffers):
         if stream != self.stream or len(buffers) != self.count:
@@ -292,52 +292,123 @@ class _Sent:
         return _digest(stream, buffers) == self.digest
 
 
-_SENT = weakref.WeakKeyDictionary()  # client -> [_Sent]: payloads on its workers, the last used last
+class _Ref:
+    """The key of a payload in the cluster's memory, as a task's argument: not a Dask dependency (the
+    scheduler would draw every task to the one worker that holds it), fetched by the worker itself when
+    its cache lacks it. Holds the Future here, so that a lazy result's graph keeps the payload alive; only
+    the key and the timeout travel."""
+
+    __slots__ = ("future", "key", "timeout")
+
+    def __init__(self, key, timeout, future=None):
+        self.key, self.timeout, self.future = key, timeout, future
+
+    def __reduce__(self):
+        return _Ref, (self.key, self.timeout)
+
+
+class _Tasks(list):
+    """The futures of one call's tasks, holding the payload's future until the results are in (a later
+    call may drop it from the client's cache meanwhile)."""
+
+    payload = None
+
+
+_SENT = weakref.WeakKeyDictionary()  # client -> [_Sent]: payloads in its cluster, the last used last
 _SENT_LOCK = threading.Lock()
-KEEP = 2  # payloads kept on the workers of a client (the last used), for later calls with the same one
+KEEP = 2  # payloads kept in a cluster (the last used), for later calls with the same one
 COMPARE_MAX = 256 * 2**20  # bytes of arrays up to which the caller keeps a copy to compare, not a hash
 
 
 def _send(client, what, shared, timeout):
-    """``(token, future)`` of ``shared`` on every worker of ``client``. Sent once: a later call whose
+    """``(token, future)`` of ``shared`` in the memory of ``client``'s cluster: one copy, from which each
+    worker fetches it when a task first needs it there (``_shared``). Sent once: a later call whose
     function and fixed arguments pickle to the same stream and the same array bytes (compared with the
-    copy kept here, or by SHA-1 for large ones) reuses the copies on the workers, unless the workers
-    changed since (one died, one joined): then it is sent again."""
+    copy kept here, or by SHA-1 for large ones) reuses it and the workers' unpickled copies; sent again,
+    under the same token, if its copy was lost (its worker died)."""
     stream, buffers = _pickle(shared, what)
-    workers = frozenset(client.nthreads())
+    entry = None
     with _SENT_LOCK:
         sent = _SENT.setdefault(client, [])
-        for entry in reversed(sent):
-            if entry.future.status == "finished" and entry.workers == workers and entry.same(stream, buffers):
-                sent.remove(entry)
-                sent.append(entry)
-                return entry.token, entry.future
-    entry = _Sent()
-    entry.stream, entry.count, entry.workers, entry.token = stream, len(buffers), workers, uuid.uuid4().hex
-    copies = [bytes(b) for b in buffers]  # the caller's arrays may change once this call returns
-    small = sum(len(c) for c in copies) <= COMPARE_MAX
-    entry.copies, entry.digest = (copies, None) if small else (None, _digest(stream, copies))
-    # to every worker now: a copy on one worker only would draw every task to that worker
-    entry.future = client.scatter(_Payload(stream, copies), broadcast=True, hash=False, timeout=timeout)
+        for e in reversed(sent):
+            if e.same(stream, buffers):
+                entry = e
+                sent.remove(e)
+                sent.append(e)
+                if e.future.status == "finished":
+                    return e.token, e.future
+                break
+    if entry is None:
+        entry = _Sent()
+        entry.stream, entry.count, entry.token = stream, len(buffers), uuid.uuid4().hex
+        copies = [bytes(b) for b in buffers]  # the caller's arrays may change once this call returns
+        small = sum(len(c) for c in copies) <= COMPARE_MAX
+        entry.copies, entry.digest = (copies, None) if small else (None, _digest(stream, copies))
+    else:
+        copies = entry.copies or [bytes(b) for b in buffers]
+    entry.future = client.scatter(_Payload(stream, copies), hash=False, timeout=timeout)
     with _SENT_LOCK:
-        sent.append(entry)
+        if entry not in sent:
+            sent.append(entry)
         del sent[:-KEEP]
     return entry.token, entry.future
 
 
-_LOADED = collections.OrderedDict()  # on a worker: payload token -> what it unpickled to (the last few)
+class _Loaded:
+    __slots__ = ("lock", "value")
+
+    def __init__(self):
+        self.lock, self.value = threading.Lock(), None
+
+
+_LOADED = collections.OrderedDict()  # on a worker: payload token -> _Loaded (the last KEEP used)
 _LOADED_LOCK = threading.Lock()
 
 
-def _run_task(task, token, payload, *part):
+def _shared(token, ref):
+    """On a worker: the payload ``token`` unpickled, from the worker's cache, else fetched (from this
+    worker's memory, or through its client from the worker that holds it) and unpickled, once per worker
+    process whatever its threads."""
+    with _LOADED_LOCK:
+        loaded = _LOADED.get(token)
+        if loaded is None:
+            loaded = _LOADED[token] = _Loaded()
+        _LOADED.move_to_end(token)
+        while len(_LOADED) > KEEP:
+            _LOADED.popitem(last=False)
+    with loaded.lock:
+        if loaded.value is None:
+            loaded.value = _fetch(ref).load()
+        return loaded.value
+
+
+def _fetch(ref):
+    import distributed
+
+    try:
+        worker = distributed.get_worker()
+    except ValueError:  # not in a worker (dask.compute with another scheduler)
+        worker = None
+    if worker is not None and ref.key in worker.data:
+        return worker.data[ref.key]
+    try:
+        # "memory": the key is in the cluster's memory (scattered), so result() fetches it from its worker
+        future = distributed.Future(ref.key, distributed.get_client(), state="memory")
+        try:
+            return future.result(timeout=ref.timeout)
+        finally:
+            future.release()
+    except Exception as exc:
+        raise DistributedError(
+            "the function and fixed arguments sent to the Dask cluster could not be fetched by a worker "
+            f"({type(exc).__name__}: {exc}); their copy was lost (its worker died?): call again"
+        ) from exc
+
+
+def _run_task(task, token, ref, *part):
     """On a worker: what every chunk shares, unpickled once per worker (the worker's later tasks with the
     same payload reuse it, across calls), then the chunk, with glibc's malloc tuned as it is at home."""
-    with _LOADED_LOCK:
-        shared = _LOADED.get(token)
-        if shared is None:
-            shared = _LOADED[token] = payload.load()
-            while len(_LOADED) > KEEP:
-                _LOADED.popitem(last=False)
+    shared = _shared(token, ref)
     with _malloc_as_default():
         return task(shared, *part)
 
@@ -420,33 +491,49 @@ def _malloc_as_default():
 
 def submit(setting, what, task, shared, parts):
     """One Dask task per entry of ``parts``: ``task(shared, *part)`` on a worker (``task`` a module-level
-    function, so that it travels by reference). ``shared`` is pickled and copied to every worker once
-    (``_send``): the tasks refer to that copy. Returns the tasks as ``dask.delayed`` values."""
+    function, so that it travels by reference). ``shared`` is pickled and sent to the cluster once
+    (``_send``); each worker fetches and unpickles it once. Returns the tasks: Dask futures, submitted
+    now, for ``output="array"`` (no graph to build and optimise), ``dask.delayed`` values for
+    ``output="dask"``."""
+    token, future = _send(setting.client, what, shared, setting.timeout)
+    ref = _Ref(future.key, setting.timeout, future)
+    keys = [f"polyad-{what.split('(', 1)[0]}-{uuid.uuid4().hex[:12]}-{i}" for i in range(len(parts))]
+    if setting.output == "array":
+        n = len(parts)
+        tasks = _Tasks(
+            setting.client.map(
+                _run_task, [task] * n, [token] * n, [ref] * n, *zip(*parts), key=keys, pure=False
+            )
+        )
+        tasks.payload = future
+        return tasks
     import dask
 
-    token, shared_future = _send(setting.client, what, shared, setting.timeout)
-    prefix = f"polyad-{what.split('(', 1)[0]}-{uuid.uuid4().hex[:12]}"  # keys of this call alone
     run = dask.delayed(_run_task, pure=False)
-    return [
-        run(task, token, shared_future, *part, dask_key_name=f"{prefix}-{i}") for i, part in enumerate(parts)
-    ]
+    return [run(task, token, ref, *part, dask_key_name=k) for k, part in zip(keys, parts)]
 
 
 def gather(setting, what, tasks, labels, progress):
-    """Compute ``tasks`` on the cluster and return their results, in order. ``labels[i]`` names task i in
-    errors ("rows 0:64"). Fails fast: the first failure cancels the rest."""
+    """The results of ``tasks`` (from ``submit``), in order, each fetched as soon as its task ends.
+    ``labels[i]`` names task i in errors ("rows 0:64"). Fails fast: the first failure cancels the rest."""
     distributed = _require(what)
     from distributed.scheduler import KilledWorker
 
     client = setting.client
-    futures = client.compute(tasks)
+    futures = [t if isinstance(t, distributed.Future) else None for t in tasks]
+    if None in futures:
+        futures = client.compute(tasks)
     index = {f.key: i for i, f in enumerate(futures)}
+    results = [None] * len(futures)
     done, bar = False, None
     try:
         if progress:
             bar = _show_progress(distributed, futures)
         try:
-            for fut in distributed.as_completed(futures, timeout=setting.timeout):
+            completed = distributed.as_completed(
+                futures, timeout=setting.timeout, with_results=True, raise_errors=False
+            )
+            for fut, result in completed:
                 if fut.status == "error":
                     fut.result()  # the task's own exception, raised here as the function raised it
                 elif fut.status == "cancelled":
@@ -454,6 +541,7 @@ def gather(setting, what, tasks, labels, progress):
                         f"{what}: the Dask task for {labels[index[fut.key]]} was cancelled (the client "
                         "closed, or the cluster restarted) before it finished"
                     )
+                results[index[fut.key]] = result
         except KilledWorker as exc:
             worker = getattr(exc.last_worker, "address", exc.last_worker)
             raise DistributedError(
@@ -469,7 +557,6 @@ def gather(setting, what, tasks, labels, progress):
                 f"{len(pending)} of {len(futures)} chunks pending ({', '.join(pending[:4])}"
                 f"{', ...' if len(pending) > 4 else ''}); workers: {len(client.nthreads())}"
             ) from exc
-        results = client.gather(futures)
         done = True
         if bar is not None:
             bar.join(1.0)  # let the text bar draw its end before the caller prints
