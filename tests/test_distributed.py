@@ -372,3 +372,22 @@ def test_a_worker_without_the_payload_fetches_it_once(client, cl):
     )
     with pytest.raises(pa.DistributedError, match="could not be fetched by a worker"):
         lost.result(timeout=WAIT)
+
+
+def test_auto_chunks_on_a_cluster_are_a_multiple_of_the_worker_threads(A, cl):
+    """chunk_size="auto" with a client: the fewest chunks that fit the budget, rounded up to a multiple
+    of the worker threads (2 here), equal in size; an int chunk_size is rows per task, as given."""
+    from polyad.chunking.plan import plan
+
+    assert plan("auto", 1024, 1, 0, 600, "t", split=2)[:2] == (512, 2)
+    assert plan("auto", 1024, 1, 0, 400, "t", split=2)[:2] == (256, 4)
+    assert plan("auto", 1000, 1, 0, 300, "t", split=3)[:2] == (167, 6)
+    assert plan("auto", 1000, 1, 0, 300, "t")[:2] == (300, 4)  # in this process: as large as fits
+    W = A(rand(40, 40, seed=15))
+    f = lambda v: pxp.tanh(W @ v)  # noqa: E731
+    x = A(rand(40, seed=16))
+    local = pa.jacfwd(f, max_memory="60KiB").chunk_plan(x)
+    here = pa.jacfwd(f, max_memory="60KiB", client=cl).chunk_plan(x)
+    assert here.n_chunks % 2 == 0 and here.n_chunks >= local.n_chunks
+    assert pa.jacfwd(f, chunk_size=7, client=cl).chunk_plan(x)[:2] == (7, 6)
+    assert_close(pa.jacfwd(f, max_memory="60KiB", client=cl)(x), pa.jacfwd(f)(x), rtol=1e-12)
