@@ -1,14 +1,19 @@
 """Chunks of vmap and of the Jacobians run as tasks on a Dask cluster (``distributed``, an optional extra:
 ``pip install 'polyad[distributed]'``; imported only when a client is used).
 
-The driver pickles the function and the fixed arguments once (cloudpickle, as Dask does: closures and
-lambdas travel; an unpicklable function is an error here, before anything is sent), turns arrays into
-NumPy arrays, and submits one task per chunk; the scheduler places them. A task turns the NumPy arrays
-into arrays of its worker's default polyad backend (numpy, or cupy on a GPU worker: ``POLYAD_BACKEND``
-in the worker's environment or ``client.run(pa.set_backend, "cupy")``), runs the chunk with polyad there
-and hands NumPy arrays back. The driver then assembles them in the library and on the device of the
-inputs (``output="array"``, the default), or returns a lazy Dask array whose blocks are the tasks
-(``output="dask"``).
+The driver pickles the function and the fixed arguments (cloudpickle, as Dask does: closures and
+lambdas travel; an unpicklable function is an error here, before anything is sent; arrays as NumPy
+arrays, their bytes out of band) and sends them to the cluster once: one copy in the cluster's memory,
+which each worker fetches and unpickles the first time one of its tasks needs it, then keeps (the last
+``KEEP``). A later call whose payload is the same (the same pickle stream and array bytes, compared with
+the copy the driver kept) sends nothing again. The tasks name the payload but do not depend on it in
+Dask's graph: a dependency would draw every task to the worker holding the copy (Dask's active memory
+manager drops extra copies within seconds). A task turns the NumPy arrays into arrays of its worker's
+default polyad backend (numpy, or cupy on a GPU worker: ``POLYAD_BACKEND`` in the worker's environment
+or ``client.run(pa.set_backend, "cupy")``), runs the chunk with polyad there (with glibc's malloc
+thresholds as they are outside Dask, ``_Malloc``) and hands NumPy arrays back. The driver then assembles
+them in the library and on the device of the inputs (``output="array"``, the default), or returns a lazy
+Dask array whose blocks are the tasks (``output="dask"``).
 
 Failures: an exception raised by the function in a task is raised again on the driver as it is (the
 error the function gives); a task whose worker dies is retried elsewhere by Dask, and when Dask gives up
