@@ -62,10 +62,17 @@ def sleeper(n, layers, seconds, seed=0):
     return f
 
 
-def clock(fn):
-    t0 = time.perf_counter()
+def clock(fn, client=None):
+    """Wall seconds of ``fn()`` and the CPU seconds it took: of this process (with a LocalCluster, its
+    scheduler too) and of the workers' processes."""
+    workers = client.run(time.process_time) if client is not None else {}
+    c0, t0 = time.process_time(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if client is not None:
+        after = client.run(time.process_time)
+        cpu += sum(after[w] - workers[w] for w in after if w in workers)
+    return wall, cpu
 
 
 def load():
@@ -82,6 +89,7 @@ def measure(names, f, x, chunk, workers, repeat):
     from distributed import Client, LocalCluster
 
     times = {name: {"local": []} for name in names}
+    cpus = {name: {"local": []} for name in names}
     refs = {name: getattr(pa, name)(f)(x) for name in names}
     for w in workers:
         with (
@@ -96,14 +104,16 @@ def measure(names, f, x, chunk, workers, repeat):
                 dist = getattr(pa, name)(f, chunk_size=chunk, client=pa.distributed(client, timeout=600))
                 assert np.allclose(dist(x), refs[name], rtol=1e-10, atol=1e-12), name
                 local(x)
-                times[name][w] = []
+                times[name][w], cpus[name][w] = [], []
                 for _ in range(repeat):
-                    times[name]["local"].append(clock(lambda local=local: local(x)))
-                    times[name][w].append(clock(lambda dist=dist: dist(x)))
-    return times
+                    for key, fn, c in (("local", local, None), (w, dist, client)):
+                        wall, cpu = clock(lambda fn=fn: fn(x), c)
+                        times[name][key].append(wall)
+                        cpus[name][key].append(cpu)
+    return times, cpus
 
 
-def report(times, workers, title):
+def report(times, cpus, workers, title):
     print(f"\n{title}")
     head = ["this process"] + [f"{w} worker{'s' * (w > 1)}" for w in workers]
     print("| Jacobian | " + " | ".join(head) + " | " + " | ".join(f"speed-up {w}" for w in workers) + " |")
@@ -113,7 +123,13 @@ def report(times, workers, title):
         cells = [ms(row["local"])] + [ms(row[w]) for w in workers]
         ups = [f"{local / statistics.median(row[w]):.2f}x" for w in workers]
         print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(ups) + " |")
-    print("(median of the rounds, range in brackets; speed-up: this process / the cluster)")
+    print("(wall time: median of the rounds, range in brackets; speed-up: this process / the cluster)")
+    for name, row in cpus.items():
+        cells = [
+            f"{k if k == 'local' else str(k) + 'w'} {statistics.median(v) * 1e3:.0f} ms"
+            for k, v in row.items()
+        ]
+        print(f"CPU time per call, all processes (median): {name}: " + ", ".join(cells))
     for name, row in times.items():
         local = statistics.median(row["local"])
         parts = []
@@ -142,18 +158,19 @@ def main():
     x = np.random.default_rng(1).standard_normal(args.n)
     chunk = -(-args.n // args.chunks)
     print(
-        f"n={args.n}, layers={args.layers}, chunk_size={chunk} ({args.chunks} tasks), {os.cpu_count()} cores, "
-        f"{args.repeat} rounds; {load()}"
+        f"n={args.n}, layers={args.layers}, chunk_size={chunk} ({args.chunks} tasks), "
+        f"{os.cpu_count()} cores, {args.repeat} rounds; {load()}"
     )
     f = network(args.n, args.layers)
-    times = measure(("jacfwd", "jacrev"), f, x, chunk, args.workers, args.repeat)
-    report(times, args.workers, f"Real chunks ({load()})")
+    times, cpus = measure(("jacfwd", "jacrev"), f, x, chunk, args.workers, args.repeat)
+    report(times, cpus, args.workers, f"Real chunks ({load()})")
     if args.simulate:
         per_chunk = statistics.median(times["jacfwd"]["local"]) / args.chunks
         g = sleeper(args.n, args.layers, per_chunk)
-        sim = measure(("jacfwd",), g, x, chunk, args.simulate_workers, args.repeat)
+        sim, sim_cpus = measure(("jacfwd",), g, x, chunk, args.simulate_workers, args.repeat)
         report(
             sim,
+            sim_cpus,
             args.simulate_workers,
             f"Simulated: jacfwd, each chunk a sleep of {per_chunk * 1e3:.0f} ms ({load()})",
         )
