@@ -283,3 +283,111 @@ def test_workers_compute_on_their_own_default_backend(A, client, cl):
     assert type(got) is type(x)  # back in the caller's library
     assert_close(got, 2 * np.eye(3))
     assert_close(pa.jacfwd(f)(x), np.eye(3))
+
+
+@pytest.mark.parametrize("compare_max", [None, 0])  # the arrays compared with a copy, or by SHA-1
+def test_the_payload_travels_once_and_follows_changes(A, client, cl, compare_max, monkeypatch):
+    """The function and its fixed arguments reach each worker once: a second call with the same ones
+    reuses the copies there; an array the function closes over, changed in place, is sent again."""
+    from polyad.chunking import cluster
+
+    if compare_max is not None:
+        monkeypatch.setattr(cluster, "COMPARE_MAX", compare_max)
+    W = A(rand(6, 6, seed=12 if compare_max is None else 14))  # not the other case's payload
+    f = lambda v: pxp.tanh(W @ v)  # noqa: E731
+    x = A(rand(6, seed=13))
+    jac = pa.jacfwd(f, chunk_size=2, client=cl)
+    assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
+    sent = cluster._SENT[client][-1]
+    assert (sent.copies is None) == (compare_max == 0)
+    assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
+    assert cluster._SENT[client][-1] is sent  # the same copies on the workers
+    W[0, 0] += 1.0  # in place: the same objects, other bytes
+    assert_close(jac(x), pa.jacfwd(f)(x), rtol=1e-12)
+    assert cluster._SENT[client][-1] is not sent
+    assert len(cluster._SENT[client]) <= cluster.KEEP
+
+
+def test_malloc_thresholds_are_tuned_while_tasks_run_and_set_back_after():
+    """Workers started by Dask's nanny have MALLOC_TRIM_THRESHOLD_ set, which turns off glibc's dynamic
+    mmap threshold; a polyad task raises the thresholds while tasks run and sets them back after."""
+    from polyad.chunking import cluster
+
+    calls = []
+
+    class Libc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+
+        def malloc_trim(self, pad):
+            calls.append(("trim", pad))
+
+    malloc = object.__new__(cluster._Malloc)
+    malloc.cond, malloc.running, malloc.tuned, malloc.last = threading.Condition(), 0, False, 0.0
+    malloc.libc, malloc.home, malloc.RELEASE = Libc(), (65536, 131072), 0.2
+    threading.Thread(target=malloc._release_when_idle, daemon=True).start()
+    big = (-3, 32 * 2**20), (-1, 64 * 2**20)
+    with malloc:
+        with malloc:  # a second task in another thread
+            assert calls == list(big)
+        assert malloc.tuned
+    with malloc:  # the next task (within RELEASE seconds: nothing changes)
+        assert malloc.tuned
+    deadline = time.monotonic() + WAIT
+    while malloc.tuned and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls[:2] == list(big) and calls[-3:] == [(-1, 65536), (-3, 131072), ("trim", 0)]
+    assert len(calls) in (5, 7)  # 7: the machine was so slow that the pause between tasks passed RELEASE
+
+
+def _scaled(shared, k):
+    return shared["a"] * k
+
+
+def test_a_worker_without_the_payload_fetches_it_once(client, cl):
+    """The payload is one copy in the cluster's memory, not a dependency of the tasks (Dask's scheduler
+    would draw every task to its worker; its active memory manager drops extra copies): a worker whose
+    cache lacks it fetches it from the worker that holds it, once. A payload whose copy is gone is a
+    DistributedError."""
+    from polyad.chunking import cluster
+
+    shared = {"a": np.arange(5.0)}
+    token, future = cluster._send(client, "test", shared, WAIT)
+    ref = cluster._Ref(future.key, WAIT, future)
+    holder = set(client.who_has([future])[future.key])
+    for worker in client.nthreads():  # the one holding it, and the other
+        got = client.submit(cluster._run_task, _scaled, token, ref, 2.0, workers=[worker], pure=False)
+        assert_close(got.result(timeout=WAIT), 2.0 * np.arange(5.0))
+    loaded = client.run(lambda: token in cluster._LOADED)
+    assert all(loaded.values()) and len(loaded) == 2
+    assert set(client.who_has([future])[future.key]) == holder  # fetched, not stored as a replica
+    key, other = future.key, [w for w in client.nthreads() if w not in holder]
+    del ref, future
+    cluster._SENT[client].clear()
+    deadline = time.monotonic() + WAIT
+    while client.who_has([key]).get(key) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the scheduler forgets the key
+    lost = client.submit(
+        cluster._run_task, _scaled, "another-token", cluster._Ref(key, WAIT), 1.0, workers=other, pure=False
+    )
+    with pytest.raises(pa.DistributedError, match="could not be fetched by a worker"):
+        lost.result(timeout=WAIT)
+
+
+def test_auto_chunks_on_a_cluster_are_a_multiple_of_the_worker_threads(A, cl):
+    """chunk_size="auto" with a client: the fewest chunks that fit the budget, rounded up to a multiple
+    of the worker threads (2 here), equal in size; an int chunk_size is rows per task, as given."""
+    from polyad.chunking.plan import plan
+
+    assert plan("auto", 1024, 1, 0, 600, "t", split=2)[:2] == (512, 2)
+    assert plan("auto", 1024, 1, 0, 400, "t", split=2)[:2] == (256, 4)
+    assert plan("auto", 1000, 1, 0, 300, "t", split=3)[:2] == (167, 6)
+    assert plan("auto", 1000, 1, 0, 300, "t")[:2] == (300, 4)  # in this process: as large as fits
+    W = A(rand(40, 40, seed=15))
+    f = lambda v: pxp.tanh(W @ v)  # noqa: E731
+    x = A(rand(40, seed=16))
+    local = pa.jacfwd(f, max_memory="60KiB").chunk_plan(x)
+    here = pa.jacfwd(f, max_memory="60KiB", client=cl).chunk_plan(x)
+    assert here.n_chunks % 2 == 0 and here.n_chunks >= local.n_chunks
+    assert pa.jacfwd(f, chunk_size=7, client=cl).chunk_plan(x)[:2] == (7, 6)
+    assert_close(pa.jacfwd(f, max_memory="60KiB", client=cl)(x), pa.jacfwd(f)(x), rtol=1e-12)

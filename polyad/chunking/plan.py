@@ -96,8 +96,16 @@ def check_chunk_options(chunk_size, max_memory, transform):
 
 def plan(chunk_size, rows, per_row, fixed, max_memory, what, split=1):
     """The ChunkPlan for ``rows`` rows: ``chunk_size`` None (one chunk, or ``split`` equal chunks: one per
-    Dask worker thread), an int, or "auto" (the largest chunk whose estimate fits ``max_memory``, None
-    meaning ``polyad.config.max_memory``)."""
+    Dask worker thread), an int (rows per chunk, as given: on a cluster, rows per task), or "auto" (the
+    largest chunk whose estimate fits ``max_memory``, None meaning ``polyad.config.max_memory``; on a
+    cluster, ``split`` > 1, the count of chunks then rounded up to a multiple of ``split`` and the rows
+    shared equally, so that every worker thread gets as many equal tasks and none waits on a last short
+    one).
+
+    Why no more tasks than that on a cluster: a task costs about 1 ms of the worker's time beyond its
+    chunk and a call 15-40 ms (sending, scheduling, fetching the results; LocalCluster on 2 cores,
+    ``scripts/bench_distributed.py``), so fewer, larger tasks are faster as long as the threads share
+    them equally."""
     budget = None
     if chunk_size == "auto":
         source = "max_memory" if max_memory is not None else "polyad.config.max_memory"
@@ -110,6 +118,10 @@ def plan(chunk_size, rows, per_row, fixed, max_memory, what, split=1):
                 f"more than {source}={format_bytes(budget)}; raise it, or give an int chunk_size"
             )
         size = min(rows, room // max(per_row, 1))
+        if split > 1 and rows and size > 0:
+            tasks = -(-rows // size)  # the fewest chunks that fit
+            tasks = -(-tasks // split) * split
+            size = -(-rows // tasks)
     elif chunk_size is None:
         size = -(-rows // max(split, 1))
     else:
