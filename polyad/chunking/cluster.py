@@ -38,6 +38,7 @@ from typing import Any
 import optree
 
 import polyad.dispatch as dispatch
+from polyad.backends.host import np
 from polyad.core import Tensor, current_level
 from polyad.graph.predispatch import rebuild_recipe
 from polyad.ops.common import dtype_name
@@ -250,8 +251,6 @@ def _digest(stream, buffers):
 def _same_bytes(a, b):
     """Whether two buffers hold the same bytes (NumPy's comparison of 8-byte words: 3.5 ms for 48 MiB,
     against 27-45 ms for SHA-1)."""
-    import numpy as np
-
     a, b = memoryview(a).cast("B"), memoryview(b).cast("B")
     if a.nbytes != b.nbytes:
         return False
