@@ -334,3 +334,18 @@ def test_schedules_module_uses_the_standard_library_only():
                 for alias in node.names}  # fmt: skip
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 5, 12])
+def test_a_resumed_schedule_reverses_as_the_one_that_ran(slots):
+    """A while loop's reverse sweep resumes the primal pass's schedule from its stored steps rather than
+    running every decision again: the same actions and counts for every length."""
+    for length in [1, 2, 7, 40, 333]:
+        primal = OnlineSchedule(slots)
+        for i in range(length):
+            primal.before_step(i)
+        resumed = OnlineSchedule.resumed(slots, primal.stored, length)
+        assert list(resumed.reverse(length)) == list(primal.reverse(length))
+        assert (resumed.advances, resumed.recomputations) == (primal.advances, primal.recomputations)
+    with pytest.raises(ValueError, match="stored steps for"):
+        OnlineSchedule.resumed(2, [0, 1, 2], 3)

@@ -553,6 +553,27 @@ class OnlineSchedule:
         self._sums = None  # _choose's partial sums over the stored steps (see _interior_candidates)
         self._changed = 0  # the first index of _stored changed since they were computed
 
+    @classmethod
+    def resumed(cls, slots: int | None, stored: Iterable[int], steps: int) -> OnlineSchedule:
+        """The schedule as a primal pass of ``steps`` ``before_step`` calls left it, storing ``stored``:
+        what a loop's primal pass hands its reverse sweep, without running its decisions again.
+
+        Example:
+            >>> primal = OnlineSchedule(slots=3)
+            >>> _ = [primal.before_step(i) for i in range(9)]
+            >>> again = OnlineSchedule.resumed(3, primal.stored, 9)
+            >>> list(again.reverse(9)) == list(primal.reverse(9))
+            True
+        """
+        schedule = cls(slots)
+        schedule._stored = sorted(stored)
+        if slots is not None and len(schedule._stored) > slots:
+            raise ValueError(
+                f"OnlineSchedule.resumed: {len(schedule._stored)} stored steps for {slots} slots"
+            )
+        schedule._steps = steps
+        return schedule
+
     @property
     def stored(self) -> tuple[int, ...]:
         """The steps whose states are stored now, ascending."""

@@ -375,9 +375,7 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     length = int(count)
     steps = [int(take_index(index, j)) for j in range(shape_of(index)[0])]
     stored = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
-    schedule = schedules.OnlineSchedule(_schedule_slots(slots))
-    for i in range(length):  # the primal pass's decisions again (no body runs): the same stored steps
-        schedule.before_step(i)
+    schedule = schedules.OnlineSchedule.resumed(_schedule_slots(slots), stored, length)  # the primal pass's
     ct_closure = [None] * n_closure
     working = None
     advance = dict(body=_AsScanBody(body), reverse=False, n_carry=n_carry, n_xs=0, keep_ys=False,
