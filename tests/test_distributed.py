@@ -105,6 +105,11 @@ def test_vmap_matches_one_process(A, cl):
     assert_close(g[0]["h"], r[0]["h"], rtol=1e-12)
     assert_close(g[0]["e"], r[0]["e"], rtol=1e-12)
     assert_close(g[1], r[1])
+    # no examples: nothing to send, the (empty) result as in one process (it raised IndexError)
+    empty = A(rand(12, 0, seed=7))
+    got = pa.vmap(per_example, in_dims=(None, 1), client=cl)(p, empty)
+    want = pa.vmap(per_example, in_dims=(None, 1))(p, empty)
+    assert got["w"].shape == want["w"].shape == (0, 10)
 
 
 def test_context_block_and_lazy_dask_output(A, client, cl):

@@ -228,7 +228,7 @@ def vmap(
     def vmapped(*args, **kwargs):
         call = _Call(config, args, kwargs)
         setting = cluster.resolve(client, call.flat + optree.tree_leaves(kwargs), call.what)
-        if setting is not None:
+        if setting is not None and call.size > 0:  # no examples: no task to send, the result is here
             return _on_cluster(call, setting)
         if chunk_size == 1:
             bar = progress_bar(progress, call.size, call.what, "example")
