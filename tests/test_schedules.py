@@ -26,11 +26,11 @@ from polyad.control.schedules import (
     online_steps,
     parse_memory,
     plan,
-    simulate,
     sqrt_schedule,
     sqrt_slots,
     sqrt_steps,
 )
+from polyad.testing.schedule_replay import simulate
 
 
 @cache
