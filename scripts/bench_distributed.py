@@ -149,7 +149,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1024, help="inputs and outputs of the network")
     ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--chunks", type=int, default=8, help="chunks (Dask tasks) per Jacobian")
+    ap.add_argument(
+        "--chunks",
+        type=int,
+        default=8,
+        help="chunks per Jacobian (chunk_size = n / chunks; one Dask task per worker thread)",
+    )
     ap.add_argument("--repeat", type=int, default=5, help="timed rounds per cluster size")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="cluster sizes (worker processes)")
     ap.add_argument("--simulate", action="store_true", help="also jacfwd with sleeping chunks (see above)")
@@ -158,7 +163,7 @@ def main():
     x = np.random.default_rng(1).standard_normal(args.n)
     chunk = -(-args.n // args.chunks)
     print(
-        f"n={args.n}, layers={args.layers}, chunk_size={chunk} ({args.chunks} tasks), "
+        f"n={args.n}, layers={args.layers}, chunk_size={chunk} ({args.chunks} chunks), "
         f"{os.cpu_count()} cores, {args.repeat} rounds; {load()}"
     )
     f = network(args.n, args.layers)

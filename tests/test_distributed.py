@@ -381,7 +381,7 @@ def test_a_worker_without_the_payload_fetches_it_once(client, cl):
 
 def test_auto_chunks_on_a_cluster_are_a_multiple_of_the_worker_threads(A, cl):
     """chunk_size="auto" with a client: the fewest chunks that fit the budget, rounded up to a multiple
-    of the worker threads (2 here), equal in size; an int chunk_size is rows per task, as given."""
+    of the worker threads (2 here), equal in size; an int chunk_size is rows per chunk, as given."""
     from polyad.chunking.plan import plan
 
     assert plan("auto", 1024, 1, 0, 600, "t", split=2)[:2] == (512, 2)
@@ -396,3 +396,30 @@ def test_auto_chunks_on_a_cluster_are_a_multiple_of_the_worker_threads(A, cl):
     assert here.n_chunks % 2 == 0 and here.n_chunks >= local.n_chunks
     assert pa.jacfwd(f, chunk_size=7, client=cl).chunk_plan(x)[:2] == (7, 6)
     assert_close(pa.jacfwd(f, max_memory="60KiB", client=cl)(x), pa.jacfwd(f)(x), rtol=1e-12)
+
+
+def test_a_jacobians_chunks_go_out_as_one_task_per_worker_thread(A, client, cl, monkeypatch):
+    """An array result: the chunks dealt out in contiguous runs, one task per worker thread (2 here), each
+    task computing its chunks chunk_size rows at a time; the Jacobian is the one computed here. A lazy
+    result keeps one task (one block) per chunk."""
+    from polyad.api import jacobians
+    from polyad.chunking import cluster
+
+    sent = []
+    submit = cluster.submit
+    monkeypatch.setattr(cluster, "submit", lambda *a: sent.append(a[4]) or submit(*a))
+    W = A(rand(30, 30, seed=17))
+    f = lambda v: pxp.tanh(W @ v)  # noqa: E731
+    x = A(rand(30, seed=18))
+    for n_rows, chunk in [(30, 7), (30, 30), (30, 1)]:
+        got = pa.jacfwd(f, chunk_size=chunk, client=cl)(x)
+        assert_close(got, pa.jacfwd(f)(x), rtol=1e-12)
+        starts = list(range(0, n_rows, chunk))
+        parts = sent.pop()
+        assert [p[2] for p in parts] == [chunk] * len(parts)
+        assert [(p[0], p[1]) for p in parts] == jacobians._task_ranges(n_rows, chunk, 2)
+        assert len(parts) == min(2, len(starts)) and parts[0][0] == 0 and parts[-1][1] == n_rows
+        assert all(p[0] in starts for p in parts)  # whole chunks
+    lazy = pa.jacfwd(f, chunk_size=7, client=pa.distributed(client, output="dask"))(x)
+    assert len(sent.pop()) == 5
+    assert_close(np.asarray(lazy.compute()), pa.jacfwd(f)(x), rtol=1e-12)

@@ -96,7 +96,7 @@ def check_chunk_options(chunk_size, max_memory, transform):
 
 def plan(chunk_size, rows, per_row, fixed, max_memory, what, split=1):
     """The ChunkPlan for ``rows`` rows: ``chunk_size`` None (one chunk, or ``split`` equal chunks: one per
-    Dask worker thread), an int (rows per chunk, as given: on a cluster, rows per task), or "auto" (the
+    Dask worker thread), an int (rows per chunk, as given: what one vmap holds), or "auto" (the
     largest chunk whose estimate fits ``max_memory``, None meaning ``polyad.config.max_memory``; on a
     cluster, ``split`` > 1, the count of chunks then rounded up to a multiple of ``split`` and the rows
     shared equally, so that every worker thread gets as many equal tasks and none waits on a last short
