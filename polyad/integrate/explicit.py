@@ -298,6 +298,17 @@ def _stage_buffer(problem, y):
     return problem.stage_buffer
 
 
+def next_time(xp, tf, h_abs, direction, t_bound, y):
+    """``(t_new as an array, t_new, h)`` of an eager attempt from ``tf`` (Python floats): the step cut at
+    ``t_bound``, the new time in the state's precision (float32: rounded), as SciPy's solvers take it."""
+    t_new = tf + h_abs * direction
+    if direction * (t_new - t_bound) > 0:
+        t_new = t_bound
+    t_new_arr = xp.asarray(t_new, dtype=y.dtype, device=y.device)
+    t_new = float(t_new_arr)
+    return t_new_arr, t_new, t_new - tf
+
+
 def eager_attempt(problem, state, max_steps):
     """``attempt`` outside every transform on NumPy or CuPy arrays: its decisions on Python floats (an
     array's ``where`` costs microseconds), the stage sums as products with the stages stacked in one
@@ -318,12 +329,7 @@ def eager_attempt(problem, state, max_steps):
     if rejected and h_abs < min_step:
         new.update(status=FAILED, h_abs=h_abs)
         return new
-    t_new = tf + h_abs * direction
-    if direction * (t_new - t_bound) > 0:
-        t_new = t_bound
-    t_new_arr = xp.asarray(t_new, dtype=y.dtype, device=y.device)
-    t_new = float(t_new_arr)  # in the state's precision (float32: rounded)
-    h = t_new - tf
+    t_new_arr, t_new, h = next_time(xp, tf, h_abs, direction, t_bound, y)
     K, A, B, E, E3 = _stage_buffer(problem, y)
     stages = len(tab.C)
     K[0, ...] = f

@@ -382,12 +382,7 @@ def eager_attempt(problem, state, max_steps):
     if rejected and h_abs < min_step:
         new.update(status=explicit.FAILED, h_abs=h_abs)
         return new
-    t_new = tf + h_abs * direction
-    if direction * (t_new - t_bound) > 0:
-        t_new = t_bound
-    t_new_arr = xp.asarray(t_new, dtype=y.dtype, device=y.device)
-    t_new = float(t_new_arr)  # in the state's precision (float32: rounded)
-    h = t_new - tf
+    t_new_arr, t_new, h = explicit.next_time(xp, tf, h_abs, direction, t_bound, y)
     scale = problem.atol + xp.abs(y) * problem.rtol
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
     Q, h_prev = state["Q"], float(state["h_prev"])
