@@ -398,11 +398,10 @@ def test_auto_chunks_on_a_cluster_are_a_multiple_of_the_worker_threads(A, cl):
     assert_close(pa.jacfwd(f, max_memory="60KiB", client=cl)(x), pa.jacfwd(f)(x), rtol=1e-12)
 
 
-def test_a_jacobians_chunks_go_out_as_one_task_per_worker_thread(A, client, cl, monkeypatch):
+def test_chunks_go_out_as_one_task_per_worker_thread(A, client, cl, monkeypatch):
     """An array result: the chunks dealt out in contiguous runs, one task per worker thread (2 here), each
-    task computing its chunks chunk_size rows at a time; the Jacobian is the one computed here. A lazy
-    result keeps one task (one block) per chunk."""
-    from polyad.api import jacobians
+    task computing its chunks chunk_size rows (examples) at a time; the result is the one computed here.
+    A lazy result keeps one task (one block) per chunk."""
     from polyad.chunking import cluster
 
     sent = []
@@ -417,9 +416,16 @@ def test_a_jacobians_chunks_go_out_as_one_task_per_worker_thread(A, client, cl, 
         starts = list(range(0, n_rows, chunk))
         parts = sent.pop()
         assert [p[2] for p in parts] == [chunk] * len(parts)
-        assert [(p[0], p[1]) for p in parts] == jacobians._task_ranges(n_rows, chunk, 2)
         assert len(parts) == min(2, len(starts)) and parts[0][0] == 0 and parts[-1][1] == n_rows
         assert all(p[0] in starts for p in parts)  # whole chunks
     lazy = pa.jacfwd(f, chunk_size=7, client=pa.distributed(client, output="dask"))(x)
     assert len(sent.pop()) == 5
     assert_close(np.asarray(lazy.compute()), pa.jacfwd(f)(x), rtol=1e-12)
+    # vmap: the same runs of chunks, each task's chunks one at a time (a task's sizes: its chunks)
+    xs = A(rand(11, 30, seed=19))
+    got = pa.vmap(f, chunk_size=3, client=cl)(xs)
+    assert_close(got, pa.vmap(f)(xs), rtol=1e-12)
+    assert [p[1] for p in sent.pop()] == [[3, 3], [3, 2]]
+    lazy = pa.vmap(f, chunk_size=3, client=pa.distributed(client, output="dask"))(xs)
+    assert [p[1] for p in sent.pop()] == [[3], [3], [3], [2]]
+    assert_close(np.asarray(lazy.compute()), pa.vmap(f)(xs), rtol=1e-12)

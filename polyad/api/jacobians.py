@@ -327,18 +327,6 @@ def _jacobian_task(shared, start, stop, chunk):
     return rows, (cluster.to_host(engine.aux) if spec.has_aux and first else None), tree
 
 
-def _task_ranges(rows, chunk, threads):
-    """The rows of each task of an array result: the chunks dealt out in contiguous runs, one run per
-    worker thread (as equal as whole chunks allow). A task costs the call a few ms of Dask's messages
-    and scheduling, and a jacrev task runs the forward pass once: one task per thread pays that once per
-    thread, not once per chunk (n = 1024, 8 chunks, 2 workers: jacfwd 192-211 ms in 8 tasks;
-    ``scripts/bench_distributed.py``); each task still computes ``chunk`` rows at a time."""
-    starts = list(range(0, rows, chunk))
-    n = min(len(starts), threads)
-    bounds = [starts[len(starts) * k // n] for k in range(n)] + [rows]
-    return [(bounds[k], bounds[k + 1]) for k in range(n)]
-
-
 def _on_cluster(spec, opts, setting, call, args, kwargs):
     cluster.check_randomness(spec.randomness, call.what)
     lazy = setting.output == "dask"
@@ -347,12 +335,9 @@ def _on_cluster(spec, opts, setting, call, args, kwargs):
     chunks, shapes = _plan(spec, opts, call, setting, rows, need_shapes=lazy)
     if chunks.rows == 0:
         return _jacobian(spec, opts._replace(client=None), args, kwargs)
-    if lazy:  # a lazy result's blocks: one task each
-        ranges = [
-            (s, min(s + chunks.chunk_size, chunks.rows)) for s in range(0, chunks.rows, chunks.chunk_size)
-        ]
-    else:
-        ranges = _task_ranges(chunks.rows, chunks.chunk_size, cluster.n_threads(setting))
+    ranges = [(s, min(s + chunks.chunk_size, chunks.rows)) for s in range(0, chunks.rows, chunks.chunk_size)]
+    if not lazy:  # an array: the chunks in one run per worker thread (a lazy result: a task per block)
+        ranges = [(run[0][0], run[-1][1]) for run in cluster.runs(ranges, setting)]
     shared = (spec, cluster.to_host(args), cluster.to_host(kwargs))
     tasks = cluster.submit(
         setting, call.what, _jacobian_task, shared, [(a, b, chunks.chunk_size) for a, b in ranges]

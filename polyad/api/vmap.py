@@ -364,13 +364,22 @@ def _slice_along(x, d, start, stop):
 # ------------------------------------------------------------------------------ on a Dask cluster
 
 
-def _vmap_task(shared, part, size):
-    """On a Dask worker: the vmapped function on one chunk (``part``: the mapped inputs' slices)."""
+def _vmap_task(shared, part, sizes):
+    """On a Dask worker: the vmapped function on consecutive chunks of ``sizes`` examples (``part``: the
+    mapped inputs' slices covering them), one chunk at a time; a list of the chunks' results."""
     func, flat, dims, tree, kwargs, out_dims, randomness, what = shared
     part, flat, kwargs = cluster.to_backend((part, flat, kwargs))
-    it = iter(part)
-    flat = [x if d is None else next(it) for x, d in zip(flat, dims)]
-    return cluster.to_host(_vmap_call(func, flat, dims, tree, size, kwargs, out_dims, randomness, what))
+    pieces, start = [], 0
+    for size in sizes:
+        it = iter(part)
+        chunk = [
+            x if d is None else _slice_along(next(it), d, start, start + size) for x, d in zip(flat, dims)
+        ]
+        pieces.append(
+            cluster.to_host(_vmap_call(func, chunk, dims, tree, size, kwargs, out_dims, randomness, what))
+        )
+        start += size
+    return pieces
 
 
 def _on_cluster(call, setting):
@@ -380,16 +389,20 @@ def _on_cluster(call, setting):
     fixed = [None if d is not None else x for x, d in zip(call.flat, call.dims)]
     shared = (call.func, cluster.to_host(fixed), call.dims, call.tree, cluster.to_host(call.kwargs),
               call.out_dims, call.randomness, call.what)  # fmt: skip
+    # a lazy result: a task per chunk (its blocks); an array: the chunks in one run per worker thread
+    runs = [[r] for r in ranges] if setting.output == "dask" else cluster.runs(ranges, setting)
     parts = []
-    for a, b in ranges:
+    for run in runs:
+        a, b = run[0][0], run[-1][1]
         mapped = [x for x, d in zip(call.chunk(a, b), call.dims) if d is not None]
-        parts.append((cluster.to_host(mapped), b - a))
+        parts.append((cluster.to_host(mapped), [hi - lo for lo, hi in run]))
     tasks = cluster.submit(setting, call.what, _vmap_task, shared, parts)
     if setting.output == "dask":
-        return _dask_result(call, tasks, ranges)
-    pieces = cluster.gather(
-        setting, call.what, tasks, [f"examples {a}:{b}" for a, b in ranges], call.progress
+        return _dask_result(call, [cluster.item(t, 0) for t in tasks], ranges)
+    results = cluster.gather(
+        setting, call.what, tasks, [f"examples {run[0][0]}:{run[-1][1]}" for run in runs], call.progress
     )
+    pieces = [piece for result in results for piece in result]
     ref = next(x for x, d in zip(call.flat, call.dims) if d is not None)
     backend = dispatch.backend_of_array(ref)
     joined = Joined(call.size, lambda _: call.out_axes(pieces[0]))
