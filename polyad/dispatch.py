@@ -174,18 +174,16 @@ def persisted(values):
     backend's ``persist``: Dask's), the rest as they are: a Python loop that reads a value at every step
     calls this on its state, so that a step's graph starts from the last step's values, not the loop's
     start (without it, step ``n`` of a while loop on Dask arrays computed all ``n`` steps again)."""
-    lazy = None
+    lazy = {}  # persist -> the positions of its arrays
     for i, v in enumerate(values):
         b = backend_of_array(v)
         if b is None:
             continue
-        persist = _PERSIST.get(b.name, _PERSIST)
-        if persist is _PERSIST:
-            persist = _PERSIST[b.name] = getattr(b.xp, "persist", None)
-        if persist is not None:
-            lazy = {} if lazy is None else lazy
-            lazy.setdefault(persist, []).append(i)
-    if lazy is None:
+        if b.name not in _PERSIST:
+            _PERSIST[b.name] = getattr(b.xp, "persist", None)
+        if _PERSIST[b.name] is not None:
+            lazy.setdefault(_PERSIST[b.name], []).append(i)
+    if not lazy:
         return values
     out = list(values)
     for persist, where in lazy.items():

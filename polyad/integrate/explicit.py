@@ -18,9 +18,8 @@ step sizes and the last one is cut at ``t1``, so derivatives with respect to ``t
 
 import math
 
-import numpy as np
-
 import polyad.xp as polyad_xp
+from polyad.backends.host import np
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
@@ -269,13 +268,13 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
 # ------------------------------------------------------------------------------ outside every transform
 
 
-def _pow(x, e):
+def float_pow(x, e):
     """``x ** e`` of a float as NumPy's power computes it (its last bit differs from the C library's for
-    some arguments): the step sizes of ``attempt``."""
+    some arguments): the step sizes of ``attempt`` (and Radau's)."""
     return float(np.asarray(x) ** e)
 
 
-def _rms(xp, x):
+def float_rms(xp, x):
     """``rms`` as a float (NumPy's mean: the sum divided by the count)."""
     return math.sqrt(float(xp.sum(x * x)) / math.prod(x.shape))
 
@@ -341,7 +340,7 @@ def eager_attempt(problem, state, max_steps):
     nfev = int(state["nfev"]) + stages
     scale = problem.atol + xp.maximum(xp.abs(y), xp.abs(y_new)) * problem.rtol
     if E3 is None:
-        err = _rms(xp, (E @ K) * h / scale)
+        err = float_rms(xp, (E @ K) * h / scale)
     else:
         e5 = float(xp.sum(((E @ K) / scale) ** 2))
         e3 = float(xp.sum(((E3 @ K) / scale) ** 2))
@@ -350,11 +349,11 @@ def eager_attempt(problem, state, max_steps):
     exponent = -1.0 / (tab.order + 1)
     accept = err < 1
     if accept:
-        factor = MAX_FACTOR if err == 0 else min(MAX_FACTOR, SAFETY * _pow(err, exponent))
+        factor = MAX_FACTOR if err == 0 else min(MAX_FACTOR, SAFETY * float_pow(err, exponent))
         if rejected:
             factor = min(1.0, factor)
     else:
-        factor = MIN_FACTOR if math.isnan(err) else max(MIN_FACTOR, SAFETY * _pow(err, exponent))
+        factor = MIN_FACTOR if math.isnan(err) else max(MIN_FACTOR, SAFETY * float_pow(err, exponent))
     new.update(h_abs=abs(h) * factor, nfev=nfev)
     if not accept:
         new["status"] = FAILED if attempts >= max_steps else RUNNING

@@ -18,8 +18,6 @@ root to the Newton tolerance, and every order differentiates again (hessian).
 import math
 from typing import NamedTuple
 
-import numpy as np
-
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
 from polyad.api.sparse import sparse_jacfwd
@@ -324,17 +322,6 @@ def attempt(problem, state, max_steps, eager):
 # ------------------------------------------------------------------------------ outside every transform
 
 
-def _pow(x, e):
-    """``x ** e`` of a float as NumPy's power computes it (its results differ from the C library's in the
-    last bit for some arguments): the same step sizes as ``attempt`` on NumPy arrays."""
-    return float(np.asarray(x) ** e)
-
-
-def _rms(xp, x):
-    """``explicit.rms`` as a float (NumPy's mean: the sum, divided by the count)."""
-    return math.sqrt(float(xp.sum(x * x)) / math.prod(x.shape))
-
-
 def _newton_eager(xp, residual, Z, M_inv, scale, tol):
     """``_simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
     in float64, so the same result; an array's ``where`` costs microseconds): ``(Z, converged,
@@ -345,14 +332,14 @@ def _newton_eager(xp, residual, Z, M_inv, scale, tol):
     for k in range(NEWTON_MAXITER):
         G = residual(Z)
         dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
-        dnorm = _rms(xp, dZ / scale)
+        dnorm = explicit.float_rms(xp, dZ / scale)
         has_rate = norm_old > 0
         if has_rate:
             rate = dnorm / norm_old
         safe = 1 - rate if rate < 1 else 1.0
         # a non-finite G makes dnorm non-finite: G is tested only then
         if (not math.isfinite(dnorm) and not bool(xp.all(xp.isfinite(G)))) or (
-            has_rate and (rate >= 1 or _pow(rate, NEWTON_MAXITER - k) / safe * dnorm > tol)
+            has_rate and (rate >= 1 or explicit.float_pow(rate, NEWTON_MAXITER - k) / safe * dnorm > tol)
         ):
             return Z, False, k + 1, rate
         Z = Z + dZ
@@ -407,17 +394,17 @@ def eager_attempt(problem, state, max_steps):
     ZE = _error_stages(problem, Z, h_div)
     error = xp.linalg.solve(M_real, (f + ZE)[:, None])[:, 0]
     scale_new = problem.atol + xp.maximum(xp.abs(y), xp.abs(y_new)) * problem.rtol
-    err = _rms(xp, error / scale_new)
+    err = explicit.float_rms(xp, error / scale_new)
     if converged and rejected and err > 1:
         error = xp.linalg.solve(M_real, (problem.rhs(t_arr, y + error) + ZE)[:, None])[:, 0]
-        err = _rms(xp, error / scale_new)
+        err = explicit.float_rms(xp, error / scale_new)
         nfev += 1
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + iterations)
     if err > 0:
         multiplier = 1.0
         if err_old > 0 and h_abs_old > 0:
-            multiplier = h_abs / h_abs_old * _pow(err_old / err, 0.25)
-        factor = min(1.0, multiplier) * _pow(err, -0.25)
+            multiplier = h_abs / h_abs_old * explicit.float_pow(err_old / err, 0.25)
+        factor = min(1.0, multiplier) * explicit.float_pow(err, -0.25)
     else:
         factor = MAX_FACTOR
     accept = converged and err <= 1
