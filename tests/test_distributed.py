@@ -313,6 +313,42 @@ def test_the_payload_travels_once_and_follows_changes(A, client, cl, compare_max
     assert len(cluster._SENT[client]) <= cluster.KEEP
 
 
+def test_a_call_at_a_new_point_sends_only_its_arguments(A, client, cl, monkeypatch):
+    """The function's closed-over arrays are sent once; a call's own arguments travel inside its tasks
+    (small) or as a payload of their own (over INLINE_MAX bytes), so a call at a new point, or with another
+    large fixed argument, does not send the function again. Arguments changed in place after a lazy call
+    do not reach its result."""
+    from polyad.chunking import cluster
+
+    W = A(rand(6, 6, seed=19))
+    f = lambda v, c: pxp.tanh(W @ v) * c  # noqa: E731
+    jac = pa.jacfwd(f, chunk_size=2, client=cl)
+    x, c = A(rand(6, seed=20)), A(rand(6, seed=21))
+    assert_close(jac(x, c), pa.jacfwd(f)(x, c), rtol=1e-12)
+    function = cluster._SENT[client][-1]
+    for k in range(2):  # new points: inline arguments
+        x2 = x + (k + 1) * 0.25
+        assert_close(jac(x2, c), pa.jacfwd(f)(x2, c), rtol=1e-12)
+        assert cluster._SENT[client][-1] is function
+    monkeypatch.setattr(cluster, "INLINE_MAX", 0)  # arguments as a payload of their own
+    got = jac(x, c)
+    assert_close(got, pa.jacfwd(f)(x, c), rtol=1e-12)
+    assert function in cluster._SENT[client] and cluster._SENT[client][-1] is not function
+    g = pa.vmap(f, in_dims=(0, None), client=cl, chunk_size=2)
+    xs = A(rand(5, 6, seed=22))
+    assert_close(g(xs, c), pa.vmap(f, in_dims=(0, None))(xs, c), rtol=1e-12)
+    monkeypatch.setattr(cluster, "INLINE_MAX", 2**20)
+    lazy = pa.jacfwd(f, chunk_size=2, client=pa.distributed(client, output="dask"))(x, c)
+    expected = pa.jacfwd(f)(x, c)
+    lazy_rows = pa.vmap(f, in_dims=(0, None), client=pa.distributed(client, output="dask"), chunk_size=2)
+    rows, expected_rows = lazy_rows(xs, c), pa.vmap(f, in_dims=(0, None))(xs, c)
+    x[0] += 1.0  # in place, before the lazy results compute
+    xs[:] = 0.0
+    c[:] = 0.0
+    assert_close(np.asarray(lazy.compute()), expected, rtol=1e-12)
+    assert_close(np.asarray(rows.compute()), expected_rows, rtol=1e-12)
+
+
 def test_malloc_thresholds_are_tuned_while_tasks_run_and_set_back_after():
     """Workers started by Dask's nanny have MALLOC_TRIM_THRESHOLD_ set, which turns off glibc's dynamic
     mmap threshold; a polyad task raises the thresholds while tasks run and sets them back after."""
@@ -349,6 +385,14 @@ def _scaled(shared, k):
     return shared["a"] * k
 
 
+def _inline(value):
+    """``value`` as a task carries a call's small arguments."""
+    from polyad.chunking import cluster
+
+    stream, buffers = cluster._pickle(value, "test")
+    return cluster._Payload(stream, [bytes(b) for b in buffers])
+
+
 def test_a_worker_without_the_payload_fetches_it_once(client, cl):
     """The payload is one copy in the cluster's memory, not a dependency of the tasks (Dask's scheduler
     would draw every task to its worker; its active memory manager drops extra copies): a worker whose
@@ -361,7 +405,9 @@ def test_a_worker_without_the_payload_fetches_it_once(client, cl):
     ref = cluster._Ref(future.key, WAIT, future)
     holder = set(client.who_has([future])[future.key])
     for worker in client.nthreads():  # the one holding it, and the other
-        got = client.submit(cluster._run_task, _scaled, token, ref, 2.0, workers=[worker], pure=False)
+        got = client.submit(
+            cluster._run_task, _scaled, token, ref, _inline(2.0), workers=[worker], pure=False
+        )
         assert_close(got.result(timeout=WAIT), 2.0 * np.arange(5.0))
     loaded = client.run(lambda: token in cluster._LOADED)
     assert all(loaded.values()) and len(loaded) == 2
@@ -373,7 +419,13 @@ def test_a_worker_without_the_payload_fetches_it_once(client, cl):
     while client.who_has([key]).get(key) and time.monotonic() < deadline:
         time.sleep(0.05)  # until the scheduler forgets the key
     lost = client.submit(
-        cluster._run_task, _scaled, "another-token", cluster._Ref(key, WAIT), 1.0, workers=other, pure=False
+        cluster._run_task,
+        _scaled,
+        "another-token",
+        cluster._Ref(key, WAIT),
+        _inline(1.0),
+        workers=other,
+        pure=False,
     )
     with pytest.raises(pa.DistributedError, match="could not be fetched by a worker"):
         lost.result(timeout=WAIT)
@@ -406,7 +458,7 @@ def test_chunks_go_out_as_one_task_per_worker_thread(A, client, cl, monkeypatch)
 
     sent = []
     submit = cluster.submit
-    monkeypatch.setattr(cluster, "submit", lambda *a: sent.append(a[4]) or submit(*a))
+    monkeypatch.setattr(cluster, "submit", lambda *a: sent.append(a[5]) or submit(*a))
     W = A(rand(30, 30, seed=17))
     f = lambda v: pxp.tanh(W @ v)  # noqa: E731
     x = A(rand(30, seed=18))

@@ -33,7 +33,6 @@ from polyad.api.complex_jacobians import check_complex_options, complex_layout_j
 from polyad.api.grad import run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.vmap import vmap
-from polyad.backends.host import np
 from polyad.chunking import cluster
 from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.graph.predispatch import recorded
@@ -314,17 +313,16 @@ def _chunk_plan(spec, opts):
 # ------------------------------------------------------------------------------ on a Dask cluster
 
 
-def _jacobian_task(shared, start, stop, chunk):
+def _jacobian_task(spec, arguments, start, stop, chunk):
     """On a Dask worker: rows start:stop of the Jacobian, ``chunk`` rows at a time (the caller's chunk
-    size: what one vmap holds), as NumPy arrays (and aux, from the first)."""
-    spec, args, kwargs = shared
-    args, kwargs = cluster.to_backend((args, kwargs))
+    size: what one vmap holds), as NumPy arrays, one list of leaves per chunk (the driver copies each into
+    the result: joined here first, they would be copied twice), and aux, from the first."""
+    args, kwargs = cluster.to_backend(arguments)
     engine = _ENGINES[spec.mode](spec, _Call(spec, args, kwargs))
     parts = [cluster.to_host(engine.rows(a, min(a + chunk, stop))) for a in range(start, stop, chunk)]
-    rows = parts[0] if len(parts) == 1 else [np.concatenate(p, axis=engine.axis) for p in zip(*parts)]
     first = start == 0
     tree = (engine.o_tree if spec.mode == "jacrev" else engine.t_tree) if first else None
-    return rows, (cluster.to_host(engine.aux) if spec.has_aux and first else None), tree
+    return parts, (cluster.to_host(engine.aux) if spec.has_aux and first else None), tree
 
 
 def _on_cluster(spec, opts, setting, call, args, kwargs):
@@ -338,10 +336,9 @@ def _on_cluster(spec, opts, setting, call, args, kwargs):
     ranges = [(s, min(s + chunks.chunk_size, chunks.rows)) for s in range(0, chunks.rows, chunks.chunk_size)]
     if not lazy:  # an array: the chunks in one run per worker thread (a lazy result: a task per block)
         ranges = [(run[0][0], run[-1][1]) for run in cluster.runs(ranges, setting)]
-    shared = (spec, cluster.to_host(args), cluster.to_host(kwargs))
-    tasks = cluster.submit(
-        setting, call.what, _jacobian_task, shared, [(a, b, chunks.chunk_size) for a, b in ranges]
-    )
+    arguments = (cluster.to_host(args), cluster.to_host(kwargs))
+    parts = [(a, b, chunks.chunk_size) for a, b in ranges]
+    tasks = cluster.submit(setting, call.what, _jacobian_task, spec, arguments, parts)
     engine = object.__new__(_ENGINES[spec.mode])  # only to assemble: the driver computes no row
     engine.spec, engine.call = spec, call
     if lazy:
@@ -352,7 +349,7 @@ def _on_cluster(spec, opts, setting, call, args, kwargs):
             ref = call.in_flat[k] if spec.mode == "jacrev" else o_flat[k]
             parts = [
                 cluster.dask_array(
-                    cluster.item(t, 0, k),
+                    cluster.item(t, 0, 0, k),
                     (b - a, *ref.shape) if spec.mode == "jacrev" else (*ref.shape, b - a),
                     ref.dtype,
                 )
@@ -364,16 +361,22 @@ def _on_cluster(spec, opts, setting, call, args, kwargs):
         kw = {} if spec.mode == "jacrev" else {"o_shapes": o_shapes}
         jac = engine.assemble(rows, reshape=_dask_reshape, **kw)
         return (jac, cluster.item(tasks[0], 1)) if spec.has_aux else jac
-    results = cluster.gather(setting, call.what, tasks, [f"rows {a}:{b}" for a, b in ranges], opts.progress)
+    ref = call.in_flat[0]
+    backend = dispatch.backend_of_array(ref)
+    joined = Joined(chunks.rows, _axes(engine.axis))
+
+    def join(i, result):  # as each task ends, while the others still run
+        start, stop = ranges[i]
+        for a, piece in zip(range(start, stop, chunks.chunk_size), result[0]):
+            b = min(a + chunks.chunk_size, stop)
+            joined.add(a, b, cluster.to_backend(piece, backend, ref.device))
+
+    labels = [f"rows {a}:{b}" for a, b in ranges]
+    results = cluster.gather(setting, call.what, tasks, labels, opts.progress, join)
     if spec.mode == "jacrev":
         engine.o_flat, engine.o_tree = shapes
     else:
         engine.t_tree = results[0][2]
-    ref = call.in_flat[0]
-    backend = dispatch.backend_of_array(ref)
-    joined = Joined(chunks.rows, _axes(engine.axis))
-    for (a, b), (piece, _, _) in zip(ranges, results):
-        joined.add(a, b, cluster.to_backend(piece, backend, ref.device))
     jac = engine.assemble(joined.result())
     return (jac, cluster.to_backend(results[0][1], backend, ref.device)) if spec.has_aux else jac
 

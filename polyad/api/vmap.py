@@ -364,11 +364,11 @@ def _slice_along(x, d, start, stop):
 # ------------------------------------------------------------------------------ on a Dask cluster
 
 
-def _vmap_task(shared, part, sizes):
+def _vmap_task(shared, arguments, part, sizes):
     """On a Dask worker: the vmapped function on consecutive chunks of ``sizes`` examples (``part``: the
     mapped inputs' slices covering them), one chunk at a time; a list of the chunks' results."""
-    func, flat, dims, tree, kwargs, out_dims, randomness, what = shared
-    part, flat, kwargs = cluster.to_backend((part, flat, kwargs))
+    func, dims, tree, out_dims, randomness, what = shared
+    part, (flat, kwargs) = cluster.to_backend((part, arguments))
     pieces, start = [], 0
     for size in sizes:
         it = iter(part)
@@ -387,30 +387,34 @@ def _on_cluster(call, setting):
     chunks = call.plan(setting)
     ranges = [(s, min(s + chunks.chunk_size, call.size)) for s in range(0, call.size, chunks.chunk_size)]
     fixed = [None if d is not None else x for x, d in zip(call.flat, call.dims)]
-    shared = (call.func, cluster.to_host(fixed), call.dims, call.tree, cluster.to_host(call.kwargs),
-              call.out_dims, call.randomness, call.what)  # fmt: skip
+    shared = (call.func, call.dims, call.tree, call.out_dims, call.randomness, call.what)
+    arguments = (cluster.to_host(fixed), cluster.to_host(call.kwargs))
     # a lazy result: a task per chunk (its blocks); an array: the chunks in one run per worker thread
     runs = [[r] for r in ranges] if setting.output == "dask" else cluster.runs(ranges, setting)
     parts = []
     for run in runs:
         a, b = run[0][0], run[-1][1]
         mapped = [x for x, d in zip(call.chunk(a, b), call.dims) if d is not None]
-        parts.append((cluster.to_host(mapped), [hi - lo for lo, hi in run]))
-    tasks = cluster.submit(setting, call.what, _vmap_task, shared, parts)
+        parts.append((cluster.to_host(mapped, copy=setting.output == "dask"), [hi - lo for lo, hi in run]))
+    tasks = cluster.submit(setting, call.what, _vmap_task, shared, arguments, parts)
     if setting.output == "dask":
         return _dask_result(call, [cluster.item(t, 0) for t in tasks], ranges)
-    results = cluster.gather(
-        setting, call.what, tasks, [f"examples {run[0][0]}:{run[-1][1]}" for run in runs], call.progress
-    )
-    pieces = [piece for result in results for piece in result]
     ref = next(x for x, d in zip(call.flat, call.dims) if d is not None)
     backend = dispatch.backend_of_array(ref)
-    joined = Joined(call.size, lambda _: call.out_axes(pieces[0]))
-    for (a, b), piece in zip(ranges, pieces):
-        joined.add(
-            a, b, optree.tree_leaves(cluster.to_backend(piece, backend, ref.device), none_is_leaf=True)
-        )
-    return optree.tree_unflatten(optree.tree_structure(pieces[0], none_is_leaf=True), joined.result())
+    o_tree = []  # the output's tree, from the first result in
+    joined = Joined(call.size, lambda leaves: call.out_axes(optree.tree_unflatten(o_tree[0], leaves)))
+
+    def join(i, result):  # as each task ends, while the others still run
+        for (a, b), piece in zip(runs[i], result):
+            leaves, tree = optree.tree_flatten(
+                cluster.to_backend(piece, backend, ref.device), none_is_leaf=True
+            )
+            o_tree[:] = o_tree or [tree]
+            joined.add(a, b, leaves)
+
+    labels = [f"examples {run[0][0]}:{run[-1][1]}" for run in runs]
+    cluster.gather(setting, call.what, tasks, labels, call.progress, join)
+    return optree.tree_unflatten(o_tree[0], joined.result())
 
 
 def _dask_result(call, tasks, ranges):

@@ -6,7 +6,9 @@ lambdas travel; an unpicklable function is an error here, before anything is sen
 arrays, their bytes out of band) and sends them to the cluster once: one copy in the cluster's memory,
 which each worker fetches and unpickles the first time one of its tasks needs it, then keeps (the last
 ``KEEP``). A later call whose payload is the same (the same pickle stream and array bytes, compared with
-the copy the driver kept) sends nothing again. The tasks name the payload but do not depend on it in
+the copy the driver kept) sends nothing again. The call's own arguments are a separate, smaller part that
+travels inside the tasks (a payload of its own when large), so that a call at a new point does not send
+the function's closed-over arrays again. The tasks name the payload but do not depend on it in
 Dask's graph: a dependency would draw every task to the worker holding the copy (Dask's active memory
 manager drops extra copies within seconds). A task turns the NumPy arrays into arrays of its worker's
 default polyad backend (numpy, or cupy on a GPU worker: ``POLYAD_BACKEND`` in the worker's environment
@@ -178,9 +180,19 @@ def check_randomness(randomness, what):
         )
 
 
+_THREADS = weakref.WeakKeyDictionary()  # client -> (when asked, worker threads)
+THREADS_FRESH = 2.0  # seconds a count of worker threads is used without asking the scheduler again
+
+
 def n_threads(setting):
-    """Worker threads in the cluster (at least 1): the default number of chunks."""
-    return max(1, sum(setting.client.nthreads().values()))
+    """Worker threads in the cluster (at least 1): the default number of chunks. The count is the
+    scheduler's of the last ``THREADS_FRESH`` seconds: asking costs a round trip (~1.3 ms) that a call
+    would pay before its tasks go out, and a stale count only changes how the rows are split."""
+    now = time.monotonic()
+    asked = _THREADS.get(setting.client)
+    if asked is None or now - asked[0] > THREADS_FRESH:
+        asked = _THREADS[setting.client] = (now, max(1, sum(setting.client.nthreads().values())))
+    return asked[1]
 
 
 def runs(ranges, setting):
@@ -198,12 +210,15 @@ def runs(ranges, setting):
 # ------------------------------------------------------------------------------ arrays across processes
 
 
-def to_host(tree):
-    """Every backend array of ``tree`` as a NumPy array (what travels between processes)."""
+def to_host(tree, copy=False):
+    """Every backend array of ``tree`` as a NumPy array (what travels between processes); with ``copy``,
+    arrays of their own (a lazy result's inputs: the caller may change its arrays before it computes)."""
 
     def conv(x):
         b = dispatch.backend_of_array(x)
-        return x if b is None else b.to_numpy(x)
+        if b is None:
+            return x
+        return np.array(b.to_numpy(x), copy=True) if copy else b.to_numpy(x)
 
     return optree.tree_map(conv, tree, none_is_leaf=True)
 
@@ -324,25 +339,29 @@ class _Ref:
 
 
 class _Tasks(list):
-    """The futures of one call's tasks, holding the payload's future until the results are in (a later
-    call may drop it from the client's cache meanwhile)."""
+    """The futures of one call's tasks, holding the payloads' futures until the results are in (a later
+    call may drop them from the client's cache meanwhile)."""
 
-    payload = None
+    payloads = ()
 
 
 _SENT = weakref.WeakKeyDictionary()  # client -> [_Sent]: payloads in its cluster, the last used last
 _SENT_LOCK = threading.Lock()
-KEEP = 2  # payloads kept in a cluster (the last used), for later calls with the same one
+KEEP = 3  # payloads kept in a cluster (the last used: a function's, and a call's large arguments)
+INLINE_MAX = 2**20  # bytes of a call's arguments sent inside each task; larger ones are a payload
 COMPARE_MAX = 256 * 2**20  # bytes of arrays up to which the caller keeps a copy to compare, not a hash
 
 
 def _send(client, what, shared, timeout):
     """``(token, future)`` of ``shared`` in the memory of ``client``'s cluster: one copy, from which each
     worker fetches it when a task first needs it there (``_shared``). Sent once: a later call whose
-    function and fixed arguments pickle to the same stream and the same array bytes (compared with the
-    copy kept here, or by SHA-1 for large ones) reuses it and the workers' unpickled copies; sent again,
-    under the same token, if its copy was lost (its worker died)."""
-    stream, buffers = _pickle(shared, what)
+    ``shared`` pickles to the same stream and the same array bytes (compared with the copy kept here, or
+    by SHA-1 for large ones) reuses it and the workers' unpickled copies; sent again, under the same
+    token, if its copy was lost (its worker died)."""
+    return _send_pickled(client, *_pickle(shared, what), timeout)
+
+
+def _send_pickled(client, stream, buffers, timeout):
     entry = None
     with _SENT_LOCK:
         sent = _SENT.setdefault(client, [])
@@ -421,12 +440,14 @@ def _fetch(ref):
         ) from exc
 
 
-def _run_task(task, token, ref, *part):
+def _run_task(task, token, ref, arguments, *part):
     """On a worker: what every chunk shares, unpickled once per worker (the worker's later tasks with the
-    same payload reuse it, across calls), then the chunk, with glibc's malloc tuned as it is at home."""
+    same payload reuse it, across calls), the call's arguments (in the task, or a payload of their own),
+    then the chunk, with glibc's malloc tuned as it is at home."""
     shared = _shared(token, ref)
+    arguments = arguments.load() if isinstance(arguments, _Payload) else _shared(*arguments)
     with _malloc_as_default():
-        return task(shared, *part)
+        return task(shared, arguments, *part)
 
 
 class _Malloc:
@@ -505,32 +526,52 @@ def _malloc_as_default():
     return _MALLOC[0]
 
 
-def submit(setting, what, task, shared, parts):
-    """One Dask task per entry of ``parts``: ``task(shared, *part)`` on a worker (``task`` a module-level
-    function, so that it travels by reference). ``shared`` is pickled and sent to the cluster once
-    (``_send``); each worker fetches and unpickles it once. Returns the tasks: Dask futures, submitted
-    now, for ``output="array"`` (no graph to build and optimise), ``dask.delayed`` values for
-    ``output="dask"``."""
+def submit(setting, what, task, shared, arguments, parts):
+    """One Dask task per entry of ``parts``: ``task(shared, arguments, *part)`` on a worker (``task`` a
+    module-level function, so that it travels by reference). ``shared`` (the function and what else stays
+    the same from call to call) is pickled and sent to the cluster once (``_send``); each worker fetches
+    and unpickles it once. ``arguments`` (the call's own) travel inside each task, a copy of their bytes
+    (the caller may change them before a lazy result computes), or, over ``INLINE_MAX`` bytes, as a
+    payload of their own: a call at a new point does not send the function's closed-over arrays again.
+    Returns the tasks: Dask futures, submitted now, for ``output="array"`` (no graph to build and
+    optimise), ``dask.delayed`` values for ``output="dask"``."""
     token, future = _send(setting.client, what, shared, setting.timeout)
     ref = _Ref(future.key, setting.timeout, future)
+    futures = [future]
+    stream, buffers = _pickle(arguments, what)
+    if len(stream) + sum(len(b) for b in buffers) <= INLINE_MAX:
+        arguments = _Payload(stream, [bytes(b) for b in buffers])
+    else:
+        a_token, a_future = _send_pickled(setting.client, stream, buffers, setting.timeout)
+        arguments = (a_token, _Ref(a_future.key, setting.timeout, a_future))
+        futures.append(a_future)
     keys = [f"polyad-{what.split('(', 1)[0]}-{uuid.uuid4().hex[:12]}-{i}" for i in range(len(parts))]
     if setting.output == "array":
         n = len(parts)
         tasks = _Tasks(
             setting.client.map(
-                _run_task, [task] * n, [token] * n, [ref] * n, *zip(*parts), key=keys, pure=False
+                _run_task,
+                [task] * n,
+                [token] * n,
+                [ref] * n,
+                [arguments] * n,
+                *zip(*parts),
+                key=keys,
+                pure=False,
             )
         )
-        tasks.payload = future
+        tasks.payloads = futures
         return tasks
     import dask
 
     run = dask.delayed(_run_task, pure=False)
-    return [run(task, token, ref, *part, dask_key_name=k) for k, part in zip(keys, parts)]
+    return [run(task, token, ref, arguments, *part, dask_key_name=k) for k, part in zip(keys, parts)]
 
 
-def gather(setting, what, tasks, labels, progress):
-    """The results of ``tasks`` (from ``submit``), in order, each fetched as soon as its task ends.
+def gather(setting, what, tasks, labels, progress, on_result=None):
+    """The results of ``tasks`` (from ``submit``), in order, each fetched as soon as its task ends and
+    handed to ``on_result(i, result)`` then (the driver joins a result while other tasks still run: on a
+    machine with as many cores as workers, the core of a finished worker is free for it).
     ``labels[i]`` names task i in errors ("rows 0:64"). Fails fast: the first failure cancels the rest."""
     distributed = _require(what)
     from distributed.scheduler import KilledWorker
@@ -558,6 +599,8 @@ def gather(setting, what, tasks, labels, progress):
                         "closed, or the cluster restarted) before it finished"
                     )
                 results[index[fut.key]] = result
+                if on_result is not None:
+                    on_result(index[fut.key], result)
         except KilledWorker as exc:
             worker = getattr(exc.last_worker, "address", exc.last_worker)
             raise DistributedError(
