@@ -109,7 +109,7 @@ def measure(names, f, x, chunk, workers, repeat):
                 for k in range(repeat):
                     point = x + 1e-3 * (k + 1)  # each round at a new point, as in a Newton iteration
                     for key, fn, c in (("local", local, None), (w, dist, client)):
-                        wall, cpu = clock(lambda fn=fn: fn(point), c)
+                        wall, cpu = clock(lambda fn=fn, point=point: fn(point), c)
                         times[name][key].append(wall)
                         cpus[name][key].append(cpu)
     return times, cpus

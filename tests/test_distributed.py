@@ -343,8 +343,8 @@ def test_a_call_at_a_new_point_sends_only_its_arguments(A, client, cl, monkeypat
     lazy_rows = pa.vmap(f, in_dims=(0, None), client=pa.distributed(client, output="dask"), chunk_size=2)
     rows, expected_rows = lazy_rows(xs, c), pa.vmap(f, in_dims=(0, None))(xs, c)
     x[0] += 1.0  # in place, before the lazy results compute
-    xs[:] = 0.0
-    c[:] = 0.0
+    xs[...] = 0.0
+    c[...] = 0.0
     assert_close(np.asarray(lazy.compute()), expected, rtol=1e-12)
     assert_close(np.asarray(rows.compute()), expected_rows, rtol=1e-12)
 

@@ -207,7 +207,18 @@ def test_jacfwd_identity_basis_skips_the_product(chunk_size):
     _close(J, 2.0 * An * np.cos(xn), rtol=1e-12, atol=1e-15)
     if isinstance(J, np.ndarray):
         J = pa.jacfwd(lambda v: A @ v, chunk_size=chunk_size)(x)
-        assert not np.shares_memory(J, A)
+        assert not np.shares_memory(J, A) and J.flags.writeable
+        Js = pa.vmap(pa.jacfwd(lambda v: A @ v, chunk_size=chunk_size))(np.stack([x, x]))
+        assert not np.shares_memory(Js, A)
+        # the identity basis is kept between calls (read-only): the caller gets a copy of their own
+        I1 = pa.jacfwd(lambda v: v, chunk_size=chunk_size)(x)
+        I1[0, 0] = 5.0
+        I2 = pa.jacfwd(lambda v: v, chunk_size=chunk_size)(x)
+        _close(I2, np.eye(7), rtol=0, atol=0)
+        # jacfwd of jacfwd: the inner one meets the outer one's basis; both products by it are skipped
+        H = pa.jacfwd(pa.jacfwd(lambda v: xp.sin(A @ v), chunk_size=chunk_size), chunk_size=chunk_size)(x)
+        s = -np.sin(An @ xn)
+        _close(H, s[:, None, None] * An[:, :, None] * An[:, None, :], rtol=1e-12, atol=1e-15)
     _close(A, An, rtol=0, atol=0)
 
 

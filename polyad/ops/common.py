@@ -107,6 +107,27 @@ def bottom(x):
     return x
 
 
+def read_only(x):
+    """``x``, a raw array, marked read-only where its library has the flag (NumPy); None where it cannot
+    be (a tensor, CuPy, array_api_strict). Marks an array that shares memory it must not write to (a view
+    of the caller's array, a cached constant), so that a transform copies it before handing it out
+    (``polyad.api.jacobians``); where it cannot be marked, make a copy instead."""
+    flags = None if isinstance(x, Tensor) else getattr(x, "flags", None)
+    if flags is None or not hasattr(flags, "writeable"):
+        return None
+    try:
+        flags.writeable = False
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return x
+
+
+def is_read_only(x):
+    """Whether the raw array underneath ``x`` is marked read-only (see ``read_only``)."""
+    flags = getattr(bottom(x), "flags", None)
+    return flags is not None and getattr(flags, "writeable", True) is False
+
+
 _NUMPY_KINDS = {"c": "c", "f": "f", "b": "b"}  # NumPy-style dtype.kind letters; others are integers
 _KINDS = {}  # (type(dtype), dtype) -> kind, for dtypes without .kind; the type keeps libraries apart
 

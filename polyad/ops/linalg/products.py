@@ -18,7 +18,7 @@ from polyad.ops.base import (
     reshape,
     unbroadcast,
 )
-from polyad.ops.common import ShapeDtype, broadcast_shape, define, ndim_of, shape_of
+from polyad.ops.common import ShapeDtype, broadcast_shape, define, ndim_of, read_only, shape_of
 from polyad.ops.creation import asarray
 from polyad.ops.linalg.shared import add_optional, leading_batch
 from polyad.ops.manipulation import squeeze
@@ -63,11 +63,15 @@ def identity_rows(x):
 @contextmanager
 def registered_identity_rows(x, k):
     """Within the block, ``x`` (a 2-D array, never written to) counts as rows ``k:`` of the identity."""
+    outer = _IDENTITY_ROWS.get(id(x))  # the same kept basis, registered by an enclosing jacfwd
     _IDENTITY_ROWS[id(x)] = (x, k)
     try:
         yield x
     finally:
-        _IDENTITY_ROWS.pop(id(x), None)
+        if outer is None:
+            _IDENTITY_ROWS.pop(id(x), None)
+        else:
+            _IDENTITY_ROWS[id(x)] = outer
 
 
 def _matmul_shape(a, b):
@@ -97,6 +101,14 @@ def _matmul_vjp(g, y, a, b):
     )
 
 
+def _rows_of(view):
+    """A product by identity rows: a view of the other factor, marked read-only (jacfwd copies it if it
+    reaches its result: the caller's Jacobian never shares the factor's memory); a copy where the view
+    cannot be marked."""
+    marked = read_only(view)
+    return asarray(view, copy=True) if marked is None else marked
+
+
 def _matmul_batch(info, dims, a, b):
     da, db = dims
     a_nd = ndim_of(a) - (da is not None)
@@ -109,14 +121,13 @@ def _matmul_batch(info, dims, a, b):
         a = move_to_front(a, da)
         k = identity_rows(a)
         if k is not None and a.dtype == b.dtype:  # rows k: of the identity (jacfwd's basis) times b
-            # a copy of those rows of b, not a view: the result must not share b's memory
-            return asarray(b[k : k + shape_of(a)[0], ...], copy=True), 0
+            return _rows_of(b[k : k + shape_of(a)[0], ...]), 0
         return matmul(a, b), 0
     if da is None and b_nd == 1 and ndim_of(a) == 2:
         b = move_to_front(b, db)
         k = identity_rows(b)
         if k is not None and a.dtype == b.dtype:  # a times rows k: of the identity: columns of a
-            return asarray(matrix_transpose(a)[k : k + shape_of(b)[0], ...], copy=True), 0
+            return _rows_of(matrix_transpose(a)[k : k + shape_of(b)[0], ...]), 0
         return matmul(b, matrix_transpose(a)), 0
     if da is None and b_nd == 2 and ndim_of(a) == 2:
         b = permute_dims(b, (1, db, 2) if db == 0 else (0, 1, 2) if db == 1 else (0, 2, 1))  # (k, B, m)
