@@ -35,12 +35,12 @@ from polyad.core import Tensor, current_level, new_level, recording_off_up_to
 from polyad.core import plain as _plain
 from polyad.graph.predispatch import not_recorded, recorded
 from polyad.ops.common import dtype_name, is_complex, is_floating
-from polyad.ops.creation import ones_like, zeros_like
+from polyad.ops.creation import ones, ones_like, zeros_like
 from polyad.ops.elementwise import add
-from polyad.transforms.reverse import ReverseInterpreter
+from polyad.transforms.reverse import PendingTensor, ReverseInterpreter, computed, worth_deferring
 
 
-def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
+def _record(func, flat, tree, has_aux, what, respect_no_grad=True, defer=False):
     """Run ``func`` once on ``flat`` (the leaves of ``tree``), each wrapped as a leaf of a new reverse
     level that records every op on its tape.
 
@@ -48,7 +48,7 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
     ids, the output leaves' values and ids (None for an output that does not depend on the inputs), the
     output's structure, and aux with this level's tensors lowered (None without ``has_aux``).
     """
-    with new_level(ReverseInterpreter, respect_no_grad) as interp:
+    with new_level(ReverseInterpreter, respect_no_grad, defer and worth_deferring(flat)) as interp:
         leaves = [interp.new_leaf(x) for x in flat]
         # read the ids now: ``x[k] = v`` or ``x += y`` inside func turns a leaf into another tensor
         leaf_ids = [leaf._aux for leaf in leaves]
@@ -64,17 +64,19 @@ def _record(func, flat, tree, has_aux, what, respect_no_grad=True):
     return interp, leaf_ids, values, ids, out_tree, aux  # the tape and the ids are all the callers need
 
 
-def run_vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False):
+def run_vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=False, defer=False):
     """The work of ``vjp``, ``grad`` and ``jacrev``: run ``func`` once at a new reverse level.
 
     Returns ``(output, backward, aux, interp)``; ``backward(cotangents, consume, ones=False)`` returns the
     tuple of cotangents of ``primals``, each in its primal's dtype, and with ``consume`` frees the tape as
     it walks it (``grad``); ``ones``: every cotangent is all ones (reverse.py skips products by them).
-    ``jacobian``: every output must be real floating (jacrev), not just one (vjp).
+    ``jacobian``: every output must be real floating (jacrev), not just one (vjp). ``defer``: values no
+    rule reads may stay uncomputed (``polyad.transforms.reverse.PendingTensor``; the output and aux may
+    be pending: ``computed`` gives their values).
     """
     flat, tree = flatten(primals)
     check_inputs(flat, tree, what, root, nums)
-    interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what)
+    interp, leaf_ids, values, ids, out_tree, aux = _record(func, flat, tree, has_aux, what, defer=defer)
     if jacobian:
         check_real_floating(values, out_tree, what, "output")
     elif values and not any(is_floating(v) for v in values):
@@ -146,10 +148,11 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
 
 
 def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
-    """``(gradient, value, aux)`` of ``func(*args, **kwargs)`` for the grads; the tape is freed after."""
+    """``(gradient, value, aux, deferred)`` of ``func(*args, **kwargs)`` for the grads; the tape is freed
+    after. With ``deferred``, value and aux may hold pending tensors (``reverse.computed`` computes them)."""
     what, single, nums, diff = diff_args(transform, func, argnums, args)
     partial_func = partial_of(func, args, kwargs, nums)
-    out, backward, aux, interp = run_vjp(partial_func, diff, has_aux, what, nums=nums)
+    out, backward, aux, interp = run_vjp(partial_func, diff, has_aux, what, nums=nums, defer=True)
     if not is_array(out) or tuple(out.shape) != ():
         got = f"an array of shape {tuple(out.shape)}" if is_array(out) else f"a {type(out).__name__}"
         hint = " (func returns a pair: pass has_aux=True?)" if isinstance(out, tuple) and not has_aux else ""
@@ -162,11 +165,13 @@ def _grad_impl(func, argnums, has_aux, args, kwargs, transform):
             f"{what}: func must return a real floating scalar, got {dtype_name(out.dtype)}; differentiate a "
             "real function of it (real, abs) or use pa.vjp"
         )
+    # a symbolic one (rules skip products by it), made without computing a pending loss
+    seed = ones((), dtype=out.dtype, device=out.device) if type(out) is PendingTensor else ones_like(out)
     try:
-        grads = backward(ones_like(out), True, ones=True)  # a symbolic one: rules skip products by it
+        grads = backward(seed, True, ones=True)
     finally:
         interp.tape = []  # grad returns no vjp_fn: nothing can use the tape again
-    return (grads[0] if single else grads), out, aux
+    return (grads[0] if single else grads), out, aux, interp.defer
 
 
 def _grad_transform(transform, func, argnums, has_aux, arrange):
@@ -177,7 +182,9 @@ def _grad_transform(transform, func, argnums, has_aux, arrange):
 
     @functools.wraps(func)
     def grad_f(*args, **kwargs):
-        return arrange(*_grad_impl(func, argnums, has_aux, args, kwargs, transform))
+        grads, value, aux, deferred = _grad_impl(func, argnums, has_aux, args, kwargs, transform)
+        # a pending value is computed only if arrange hands it back (grad drops it)
+        return computed(arrange(grads, value, aux)) if deferred else arrange(grads, value, aux)
 
     return grad_f
 

@@ -89,7 +89,8 @@ class Op:
     output carries no derivative: comparisons, integer results, rounding), ``shape_only`` (the output
     depends only on the first argument's shape and dtype: ``shape_only(xp, shape, dtype, **params)``
     builds it without that argument, as compiled graphs do), ``from_device`` (a creation op: the backend
-    comes from its ``device`` parameter).
+    comes from its ``device`` parameter), ``deferrable`` (cheap, total and free of side effects: eager
+    ``grad`` may leave its output uncomputed until something reads it, and skip it if nothing does).
     ``decomposition(*args, **params)``, where set, computes the op with other ops; a transform without a
     rule for the op runs it on its own tensors instead of looping.
     ``higher_order(*args, **params)``, where set, is the op's body (``call_delegate``'s graph): transform
@@ -112,6 +113,7 @@ class Op:
         "multiple_results",
         "from_device",
         "shape_only",
+        "deferrable",
         "decomposition",
         "higher_order",
         "__weakref__",
@@ -128,6 +130,7 @@ class Op:
         multiple_results=False,
         from_device=False,
         shape_only=None,
+        deferrable=False,
         decomposition=None,
         higher_order=None,
         register=True,
@@ -147,6 +150,7 @@ class Op:
         self.multiple_results = multiple_results
         self.from_device = from_device
         self.shape_only = shape_only
+        self.deferrable = deferrable
         self.decomposition = decomposition
         self.higher_order = higher_order
         if register:

@@ -156,6 +156,7 @@ def _add_jvp(ts, y, a, b):
 _add = define(
     "add",
     abstract_eval=ABSTRACT_SAME,
+    deferrable=True,
     vjp=with_ones_rule(
         lambda g, y, a, b: (lambda: unbroadcast(g, a), lambda: unbroadcast(g, b)),
         lambda g, y, a, b: (
@@ -482,6 +483,7 @@ def _sum_vjp_ones(g, y, x, **params):
 _sum = define(
     "sum",
     abstract_eval=reduction_abstract(sum_dtype),
+    deferrable=True,
     vjp=with_ones_rule(_sum_vjp, _sum_vjp_ones),
     linear=True,
 )

@@ -73,7 +73,7 @@ square = unary("square", lambda x, y: 2 * x)
 reciprocal = unary("reciprocal", lambda x, y: -(y * y), singular=True)
 
 # Linear ops: the JVP is the op itself; the VJP is written once here.
-negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True)
+negative = unary("negative", vjp=lambda g, y, x: (-g,), linear=True, deferrable=True)
 positive = unary(
     "positive", vjp=with_ones_rule(lambda g, y, x: (g,), lambda g, y, x: (KnownOnes(g),)), linear=True
 )
@@ -245,6 +245,7 @@ subtract = binary(
         lambda g, y, a, b: (lambda: passes_ones(unbroadcast(g, a), g), lambda: unbroadcast(-g, b)),
     ),
     jvp=_sub_jvp,
+    deferrable=True,
 )
 
 
@@ -270,6 +271,7 @@ multiply = binary(
     ),
     jvp=_mul_jvp,
     bilinear=True,
+    deferrable=True,
 )
 
 

@@ -8,11 +8,21 @@ execution order, so the backward pass walks the tape in reverse with no topologi
 ``vjp`` rule runs through polyad ops on the primals, which may be tensors of lower levels: an enclosing
 level records the backward pass itself, and that is how higher derivatives work. The tape lives as long as
 the interpreter: ``grad`` drops it on return, ``vjp`` keeps it for its ``vjp_fn``.
+
+Deferred values (``defer``, eager ``grad`` only): a ``deferrable`` op (sums, products) on large arrays
+records its entry with a ``PendingTensor`` as output, computed when something reads it (a rule of the
+backward pass, a later op, the caller); the loss's last products and its sum, which ``grad`` does not
+return and no rule reads, are never computed.
 """
 
+import math
 import threading
 import weakref
 
+import optree
+
+import polyad.dispatch as dispatch
+from polyad.backends.host import np
 from polyad.core import (
     Interpreter,
     Tensor,
@@ -25,9 +35,11 @@ from polyad.core import (
     split_args,
 )
 from polyad.ops.base import add
+from polyad.ops.common import ShapeDtype
 from polyad.ops.creation import asarray
 from polyad.ops.fills import zeros_like
 from polyad.ops.known_ones import Borrowed, KnownOnes
+from polyad.transforms.abstract import ABSTRACT_EVAL
 from polyad.transforms.forward import jvp_rule
 
 VJP = rule_kind(
@@ -44,11 +56,138 @@ class ReverseTensor(Tensor):
     __slots__ = ()
 
 
+_VALUE = Tensor._value  # the slot underneath PendingTensor's ``_value``
+DEFER_MIN = 2**16  # elements of the largest argument from which a deferrable op is deferred
+
+
+class PendingTensor(Tensor):
+    """An eager ``grad``'s primal not computed yet: ``op`` applied to raw arrays and other PendingTensors,
+    computed the first time anything reads ``_value`` (then kept), never if nothing does. Shape, dtype and
+    device come from the op's abstract evaluation. Seen from outside it is a plain tensor, so any code that
+    takes it as one computes it (``eval_op`` reads ``_value``)."""
+
+    __slots__ = ()
+    _sticky = False  # results of ops on it are raw arrays (FreshTensors inside a transform), not plain
+
+    def __init__(self, aval, op, args, params, errors, backend):
+        _VALUE.__set__(self, None)
+        self._interp = None
+        self._aux = (aval, op, args, params, backend, errors)
+        self._alias = None
+
+    @property
+    def _value(self):
+        value = _VALUE.__get__(self)
+        return _compute(self) if value is None else value
+
+    @_value.setter
+    def _value(self, value):
+        _VALUE.__set__(self, value)
+        self._aux = None
+
+    def _aval(self):
+        aux = self._aux
+        return aux[0] if aux is not None else _VALUE.__get__(self)
+
+    @property
+    def shape(self):
+        return tuple(self._aval().shape)
+
+    @property
+    def dtype(self):
+        return self._aval().dtype
+
+    @property
+    def device(self):
+        return self._aval().device
+
+    @property
+    def ndim(self):
+        return len(self._aval().shape)
+
+
+def _compute(t):
+    """Compute PendingTensor ``t`` and the pending values it needs, deepest first (no recursion: a
+    long chain of deferred ops would pass Python's limit), each under the floating-point error settings
+    of the moment it was deferred."""
+    stack = [t]
+    while stack:
+        n = stack[-1]
+        aux = n._aux
+        if aux is None:
+            stack.pop()
+            continue
+        todo = [a for a in aux[2] if type(a) is PendingTensor and a._aux is not None]
+        if todo:
+            stack.extend(todo)
+            continue
+        _, op, args, params, _, errors = aux
+        with np.errstate(**errors):
+            n._value = eval_raw(op, [a._value if type(a) is PendingTensor else a for a in args], params)
+        stack.pop()
+    return _VALUE.__get__(t)
+
+
+def computed(tree):
+    """``tree`` with every PendingTensor among its leaves computed (what a grad hands its caller)."""
+    return optree.tree_map(lambda x: x._value if type(x) is PendingTensor else x, tree, none_is_leaf=True)
+
+
+def _computed_args(primals):
+    return [p._value if type(p) is PendingTensor else p for p in primals]
+
+
+def _aval_of(x):
+    if type(x) is PendingTensor:
+        return x._aval() if x._aux is not None else _shape_dtype(_VALUE.__get__(x))
+    return _shape_dtype(x) if hasattr(x, "shape") and not isinstance(x, Tensor) else x
+
+
+def _shape_dtype(x):
+    return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
+
+
+def worth_deferring(values):
+    """Whether an eager grad of these inputs defers values: one of them is large (``DEFER_MIN``). Asked
+    once per call, so that a grad of small arrays pays nothing per op."""
+    return any((getattr(v, "size", 0) or 0) >= DEFER_MIN for v in values if not isinstance(v, Tensor))
+
+
+def _deferred(op, primals, params):
+    """A PendingTensor for ``op`` on ``primals``, or None where the op runs now: no large argument,
+    floating-point errors set to raise, or no abstract rule."""
+    size, large = 0, None
+    for p in primals:
+        shape = getattr(p, "shape", None)
+        if shape is not None:
+            n = math.prod(shape)
+            if n > size:
+                size, large = n, p
+    if size < DEFER_MIN or op.multiple_results:
+        return None
+    errors = np.geterr()
+    rule = rule_of(op, ABSTRACT_EVAL)
+    if rule is None or {"raise", "call"} & set(errors.values()):
+        return None
+    pending = type(large) is PendingTensor and large._aux is not None
+    backend = (
+        large._aux[4]
+        if pending
+        else dispatch.backend_of_array(large._value if type(large) is PendingTensor else large)
+    )
+    if backend is None:
+        return None
+    aval = rule(backend.xp, *[_aval_of(p) for p in primals], **params)
+    return PendingTensor(aval, op, tuple(primals), params, errors, backend)
+
+
 class ReverseInterpreter(Interpreter):
     """A grad level: records every op applied to its tensors on ``tape``.
 
     ``respect_no_grad``: whether ``pa.no_grad`` stops recording (False for ``linearize``, which is forward
-    mode in torch.func's semantics, where ``no_grad`` does not apply).
+    mode in torch.func's semantics, where ``no_grad`` does not apply). ``defer``: deferrable ops on large
+    arrays leave their outputs pending (``PendingTensor``; eager ``grad``, whose caller does not get the
+    function's value, and only at the outermost level, where every primal is a raw array).
     """
 
     rule_kind = VJP
@@ -56,8 +195,9 @@ class ReverseInterpreter(Interpreter):
     carries = "derivative"
     differentiates = True
 
-    def __init__(self, level, respect_no_grad=True):
+    def __init__(self, level, respect_no_grad=True, defer=False):
         super().__init__(level)
+        self.defer = defer and level == 1  # defer: worth_deferring(the inputs)
         self.tape = []  # (op, params, parent ids, primals, out, out ids)
         self.next_id = 0
         self.respect_no_grad = respect_no_grad
@@ -78,11 +218,20 @@ class ReverseInterpreter(Interpreter):
 
     def process(self, op, args, params):
         primals, parents, lower = split_args(self, args)
+        pending = False  # pending primals (this level's deferred values), computed unless the op defers
+        if (
+            lower
+            and self.defer
+            and all(type(p) is PendingTensor or not isinstance(p, Tensor) for p in primals)
+        ):
+            pending, lower = True, False
         if (
             op.nondiff
             or (parents[0] is None and all_none(parents))  # constants only: nothing to differentiate
             or (self.level <= no_grad_level() and self.respect_no_grad)
         ):
+            if pending:
+                primals = _computed_args(primals)
             out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
             # still a tensor of this level (a comparison, an argmax, a *_like...): the namespace stays
             # closed under the transform, so library code sees one namespace and may write into it
@@ -90,11 +239,16 @@ class ReverseInterpreter(Interpreter):
                 return type(out)(ReverseTensor(o, self, None) for o in out)
             return ReverseTensor(out, self, None)
         forward = None if op.higher_order is None else getattr(rule_of(op, VJP), "forward", None)
-        if forward is None:
-            out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
-        else:  # a rule that keeps its own residuals (a loop's checkpoints): handed to it as a parameter
-            out, residuals = forward(*primals, **params)
-            params = dict(params, residuals=residuals)
+        # a pending output is recorded with its primals as they are (pending ones included)
+        out = _deferred(op, primals, params) if self.defer and op.deferrable and not lower else None
+        if out is None:
+            if pending:
+                primals = _computed_args(primals)
+            if forward is None:
+                out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
+            else:  # a rule that keeps its own residuals (a loop's checkpoints): handed to it as a parameter
+                out, residuals = forward(*primals, **params)
+                params = dict(params, residuals=residuals)
         hold(self.held, args)
         if op.multiple_results:
             ids = tuple(range(self.next_id, self.next_id + len(out)))
