@@ -56,7 +56,7 @@ class ReverseTensor(Tensor):
     __slots__ = ()
 
 
-_VALUE = Tensor._value  # the slot underneath PendingTensor's ``_value``
+_VALUE = Tensor.__dict__["_value"]  # the slot underneath PendingTensor's ``_value``
 DEFER_MIN = 2**16  # elements of the largest argument from which a deferrable op is deferred
 
 
