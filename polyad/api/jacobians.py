@@ -12,6 +12,7 @@ all of this around the realified function.
 import collections
 import functools
 import math
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -46,6 +47,7 @@ from polyad.ops.linalg.products import registered_identity_rows
 from polyad.ops.manipulation import expand_dims, reshape
 
 _BASES = collections.OrderedDict()  # (n, dtype, device) -> the n x n identity, read-only: the last used
+_BASES_LOCK = threading.Lock()  # Dask's threads may run jacfwd chunks side by side
 BASES_BYTES = 2**20  # a whole basis up to this size is kept for later calls, the last few up to it in all
 
 
@@ -56,19 +58,23 @@ def _eye_rows(start, stop, n, like):
     kept: their sizes are what the memory budget allowed."""
     dtype, device = like.dtype, bottom(like).device
     whole = start == 0 and stop == n and n * n * getattr(dtype, "itemsize", 8) <= BASES_BYTES
-    try:
-        key = (n, type(dtype), dtype, device) if whole else None
-        basis = None if key is None else _BASES.get(key)
-    except TypeError:  # a dtype or device that cannot be a key
-        key = basis = None
-    if basis is not None:
-        _BASES.move_to_end(key)
-        return basis
+    key = basis = None
+    if whole:
+        try:
+            key = (n, type(dtype), dtype, device)
+            with _BASES_LOCK:
+                basis = _BASES.get(key)
+                if basis is not None:
+                    _BASES.move_to_end(key)
+                    return basis
+        except TypeError:  # a dtype or device that cannot be a key
+            key = None
     basis = eye(stop - start, n, k=start, dtype=dtype, device=device)
     if key is not None and not isinstance(basis, Tensor) and read_only(basis) is not None:
-        _BASES[key] = basis
-        while sum(b.nbytes for b in _BASES.values()) > BASES_BYTES:
-            _BASES.popitem(last=False)
+        with _BASES_LOCK:
+            _BASES[key] = basis
+            while sum(b.nbytes for b in _BASES.values()) > BASES_BYTES:
+                _BASES.popitem(last=False)
     return basis
 
 
