@@ -158,12 +158,7 @@ class CustomOp:
                 )
         fake = rule_of(self.op, ABSTRACT_EVAL)
         if fake is not None:
-            avals = [
-                ShapeDtype(tuple(a.shape), a.dtype, getattr(a, "device", None))
-                if dispatch.backend_of_array(a) is not None
-                else a
-                for a in args
-            ]
+            avals = [ShapeDtype.of(a) if dispatch.backend_of_array(a) is not None else a for a in args]
             expected = fake(xp, *avals, **params)
             for what, e, g in (("shape", tuple(expected.shape), tuple(out.shape)),
                                ("dtype", dtype_name(expected.dtype), dtype_name(out.dtype))):  # fmt: skip

@@ -389,8 +389,7 @@ def _inline(value):
     """``value`` as a task carries a call's small arguments."""
     from polyad.chunking import cluster
 
-    stream, buffers = cluster._pickle(value, "test")
-    return cluster._Payload(stream, [bytes(b) for b in buffers])
+    return cluster._Payload.copied(*cluster._pickle(value, "test"))
 
 
 def test_a_worker_without_the_payload_fetches_it_once(client, cl):

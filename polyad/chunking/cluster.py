@@ -296,6 +296,11 @@ class _Payload:
     def __init__(self, stream, buffers):
         self.stream, self.buffers = stream, buffers
 
+    @classmethod
+    def copied(cls, stream, buffers):
+        """A payload of its own copies of ``buffers`` (the caller's arrays may change afterwards)."""
+        return cls(stream, [bytes(b) for b in buffers])
+
     def __reduce_ex__(self, protocol):
         buffers = [pickle.PickleBuffer(b) for b in self.buffers] if protocol >= 5 else self.buffers
         return _Payload, (self.stream, buffers)
@@ -540,7 +545,7 @@ def submit(setting, what, task, shared, arguments, parts):
     futures = [future]
     stream, buffers = _pickle(arguments, what)
     if len(stream) + sum(len(b) for b in buffers) <= INLINE_MAX:
-        arguments = _Payload(stream, [bytes(b) for b in buffers])
+        arguments = _Payload.copied(stream, buffers)
     else:
         a_token, a_future = _send_pickled(setting.client, stream, buffers, setting.timeout)
         arguments = (a_token, _Ref(a_future.key, setting.timeout, a_future))

@@ -148,7 +148,7 @@ def abstract(x):
     if isinstance(x, ShapeDtype):
         return x
     if isinstance(x, Tensor) or dispatch.backend_of_array(x) is not None:
-        return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
+        return ShapeDtype.of(x)
     return x
 
 

@@ -129,7 +129,7 @@ class TracingInterpreter(GraphInterpreter):
         folded at compile time). Arrays made while tracing stay constants."""
         traced = self._closed_ids.get(id(array))
         if traced is None:
-            traced = self.new_var(ShapeDtype(tuple(array.shape), array.dtype, getattr(array, "device", None)))
+            traced = self.new_var(ShapeDtype.of(array))
             self._closed_ids[id(array)] = traced  # ``closed`` keeps ``array`` alive: its id stays its own
             self.closed.append((array, traced._aux))
         return traced._value, traced._aux
@@ -140,7 +140,7 @@ class TracingInterpreter(GraphInterpreter):
 
     def const_value(self, array):
         """What tracing computes on for a constant array: its shape and dtype."""
-        return ShapeDtype(tuple(array.shape), array.dtype, getattr(array, "device", None))
+        return ShapeDtype.of(array)
 
     def evaluate(self, op, values, params):
         """The op's outputs as shapes and dtypes, from its abstract evaluation rule (no kernel runs)."""

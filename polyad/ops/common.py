@@ -30,6 +30,11 @@ class ShapeDtype:
         self.device = device
         self.weak_type = weak_type
 
+    @classmethod
+    def of(cls, x):
+        """The shape, dtype and device of array ``x`` (a backend array or anything with them)."""
+        return cls(x.shape, x.dtype, getattr(x, "device", None))
+
     # derived from the shape as a tensor's are; ``array_namespace`` of an abstract array is polyad's
     ndim = Tensor.ndim
     size = Tensor.size

@@ -32,7 +32,7 @@ def _aval(x, interp):
     if type(x) is FreshTensor:
         x = x._value
     if dispatch.backend_of_array(x) is not None:
-        return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
+        return ShapeDtype.of(x)
     return x
 
 
@@ -73,7 +73,7 @@ def eval_abstract(func, *args, **kwargs):
         ins = [
             AbstractTensor(x, interp)
             if isinstance(x, ShapeDtype)
-            else AbstractTensor(ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None)), interp)
+            else AbstractTensor(ShapeDtype.of(x), interp)
             if dispatch.backend_of_array(x) is not None
             else x
             for x in flat
@@ -101,7 +101,7 @@ def _output_aval(o, interp, backend):
         raise TypeError(
             f"eval_shape: func must return arrays, Python numbers or pytrees of them; got a {kind}"
         )
-    return ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None))
+    return ShapeDtype.of(o)
 
 
 # ------------------------------------------------------------------------------ fake arrays (custom ops)
@@ -138,4 +138,4 @@ def _abstract_output(o, interp, name):
             f"custom op {name!r}: its fake function must return abstract arrays (shape, dtype), "
             f"got {type(o).__name__}"
         )
-    return ShapeDtype(tuple(o.shape), o.dtype, getattr(o, "device", None))
+    return ShapeDtype.of(o)

@@ -85,7 +85,7 @@ class PendingTensor(Tensor):
         _VALUE.__set__(self, value)
         self._aux = None
 
-    def _aval(self):
+    def _aval(self):  # the ShapeDtype while pending, then the array
         aux = self._aux
         return aux[0] if aux is not None else _VALUE.__get__(self)
 
@@ -123,28 +123,29 @@ def _compute(t):
             continue
         _, op, args, params, _, errors = aux
         with np.errstate(**errors):
-            n._value = eval_raw(op, [a._value if type(a) is PendingTensor else a for a in args], params)
+            n._value = eval_raw(op, _computed_args(args), params)
         stack.pop()
     return _VALUE.__get__(t)
 
 
+def _computed(x):
+    return x._value if type(x) is PendingTensor else x
+
+
 def computed(tree):
     """``tree`` with every PendingTensor among its leaves computed (what a grad hands its caller)."""
-    return optree.tree_map(lambda x: x._value if type(x) is PendingTensor else x, tree, none_is_leaf=True)
+    return optree.tree_map(_computed, tree, none_is_leaf=True)
 
 
 def _computed_args(primals):
-    return [p._value if type(p) is PendingTensor else p for p in primals]
+    return [_computed(p) for p in primals]
 
 
 def _aval_of(x):
-    if type(x) is PendingTensor:
-        return x._aval() if x._aux is not None else _shape_dtype(_VALUE.__get__(x))
-    return _shape_dtype(x) if hasattr(x, "shape") and not isinstance(x, Tensor) else x
-
-
-def _shape_dtype(x):
-    return ShapeDtype(tuple(x.shape), x.dtype, getattr(x, "device", None))
+    """What the abstract rule reads for a primal: a pending value's ShapeDtype, an array's, a number."""
+    if type(x) is PendingTensor and x._aux is not None:
+        return x._aux[0]
+    return ShapeDtype.of(_computed(x)) if hasattr(x, "shape") else x
 
 
 def worth_deferring(values):
@@ -169,12 +170,10 @@ def _deferred(op, primals, params):
     rule = rule_of(op, ABSTRACT_EVAL)
     if rule is None or {"raise", "call"} & set(errors.values()):
         return None
-    pending = type(large) is PendingTensor and large._aux is not None
-    backend = (
-        large._aux[4]
-        if pending
-        else dispatch.backend_of_array(large._value if type(large) is PendingTensor else large)
-    )
+    if type(large) is PendingTensor and large._aux is not None:
+        backend = large._aux[4]
+    else:
+        backend = dispatch.backend_of_array(_computed(large))
     if backend is None:
         return None
     aval = rule(backend.xp, *[_aval_of(p) for p in primals], **params)
