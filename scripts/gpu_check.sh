@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The prepared GPU check: the demo, scripts/bench_gpu.py and the CuPy lane of the test suite, on a machine
+# with CuPy and a CUDA GPU, in at most TOTAL_S seconds (default 420), logging as it goes so that a run cut
+# short still leaves its results.
+#
+#   bash scripts/gpu_check.sh              # logs in $OUT (the device tool's folder) or build/gpu_check
+#
+# Wheels of what the GPU image lacks (array-api-compat, optree, array-api-strict, pytest-timeout) are
+# installed from .whl/ if that folder exists (see BENCHMARKS.md, "GPU check", for how it is filled).
+# Files written: info.txt (card, driver, versions), demo.log, bench_gpu.log, lane.log (one line per test,
+# written as each ends), lane_failures.txt (the failed tests with their one-line reasons), summary.txt.
+set -u
+cd "$(dirname "$0")/.."
+LOG=${OUT:-build/gpu_check}
+mkdir -p "$LOG"
+TOTAL_S=${TOTAL_S:-420}
+START=$(date +%s)
+left() { echo $((TOTAL_S - ($(date +%s) - START))); }
+
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/polyad-site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/polyad-site
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 POLYAD_BACKEND=cupy XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c "import sys, cupy, numpy, scipy; print(sys.version.split()[0], 'cupy', cupy.__version__, \
+'numpy', numpy.__version__, 'scipy', scipy.__version__)"
+    python3 -m polyad info
+} >"$LOG/info.txt" 2>&1
+cat "$LOG/info.txt"
+
+echo "== demo (cupy)"
+timeout -k 5 "${DEMO_S:-60}" python3 scripts/demo.py --figure "$LOG/demo.png" >"$LOG/demo.log" 2>&1
+DEMO_RC=$?
+tail -5 "$LOG/demo.log"
+
+echo "== bench_gpu"
+timeout -k 5 "${BENCH_S:-120}" python3 scripts/bench_gpu.py --budget "${BENCH_BUDGET:-1.5}" \
+    >"$LOG/bench_gpu.log" 2>&1
+BENCH_RC=$?
+cat "$LOG/bench_gpu.log"
+
+LANE_S=$(($(left) - 15))
+echo "== CuPy lane, ${LANE_S} s"
+NPROC=$(nproc)
+timeout -k 10 "$LANE_S" python3 -m pytest tests -p no:cacheprovider -n "$NPROC" -v -rfE --tb=line \
+    -o timeout=60 --ignore=tests/interop --ignore=tests/test_dask.py --ignore=tests/test_distributed.py \
+    >"$LOG/lane.log" 2>&1
+LANE_RC=$?
+grep -E "(FAILED|ERROR) tests/" "$LOG/lane.log" | sed 's/^\[gw[0-9]*\] \[ *[0-9]*%\] //' | sort -u \
+    >"$LOG/lane_failures.txt"
+
+{
+    echo "card: $(head -2 "$LOG/info.txt" | tail -1)"
+    echo "demo rc=$DEMO_RC, bench_gpu rc=$BENCH_RC, lane rc=$LANE_RC (124: cut at ${LANE_S} s)"
+    echo "lane: $(grep -cE '(PASSED|XFAIL|XPASS)' "$LOG/lane.log") passed, \
+$(grep -c SKIPPED "$LOG/lane.log") skipped, $(grep -cE '^(FAILED|ERROR) ' "$LOG/lane_failures.txt") failed"
+    tail -1 "$LOG/lane.log"
+    echo "seconds: $(($(date +%s) - START))"
+} | tee "$LOG/summary.txt"
