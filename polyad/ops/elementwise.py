@@ -304,17 +304,36 @@ divide = binary(
 
 
 def _pow_kernel(xp, a, b):
-    # a square of a floating array as a product (as XLA's integer_pow): one pass where libm's pow costs
-    # several times more, and the same bits (a correctly rounded pow of 2 is the rounded product); cubes
-    # stay pow's: a product would round twice, differing from NumPy's own x ** 3 in the last bit
-    if (
-        (type(b) is int or type(b) is float)
-        and b == 2
-        and hasattr(a, "dtype")
-        and dtype_kind(a.dtype) in "fc"
-    ):
-        return a * a
+    # small literal exponents of a floating array as products, a reciprocal or a square root (as XLA's
+    # integer_pow, and NumPy's own ``x ** 2``, ``x ** -1``, ``x ** 0.5``): one or two passes where libm's
+    # pow costs several times more per element; the rewrite is in ``power_as_products``
+    how = power_as_products(a, b)
+    if how is not None:
+        return how(xp, a)
     return xp.pow(a, b)
+
+
+def power_as_products(a, b):
+    """How ``a ** b`` is computed without ``pow`` for a literal ``b`` (a Python int or float) and a
+    floating ``a``, or None. Squares and reciprocals are exact (one correctly rounded operation, as pow's
+    result); a cube is two products, within 1 ulp of the correctly rounded pow (NumPy's ``x ** 3`` is libm's
+    pow, so the two can differ in the last bit); ``0.5`` is ``sqrt`` for real ``a``, as NumPy's ``x **
+    0.5`` (``sqrt(-0.0)`` is ``-0.0`` where C's pow gives ``+0.0``). The graph optimiser rewrites the same
+    exponents (``polyad.graph.compiler.optimize``)."""
+    if type(b) not in (int, float) or not hasattr(a, "dtype"):
+        return None
+    kind = dtype_kind(a.dtype)
+    if kind not in "fc":
+        return None
+    if b == 2:
+        return lambda xp, a: a * a
+    if b == 3:
+        return lambda xp, a: a * a * a
+    if b == -1:
+        return lambda xp, a: 1.0 / a
+    if b == 0.5 and kind == "f":
+        return lambda xp, a: xp.sqrt(a)
+    return None
 
 
 pow = binary("pow", generic=_pow_kernel, vjp=_pow_vjp, jvp=_pow_jvp)

@@ -277,10 +277,19 @@ def simplify_algebra(graph):
             rw.alias(out, src.inputs[0])
             continue
         if name == "pow" and same_type and len(inputs) == 2 and type(inputs[1]) in (int, float):
-            # a square as a product (as eager's kernel and XLA's integer_pow): the same bits, and a
-            # multiplication fuses into one pass where pow calls libm for each element
-            if inputs[1] == 2 and dtype_name(out.dtype).startswith(("float", "complex")):
-                rw.alias(out, rw.emit(core.OPS["multiply"], [x, x], {}, out))
+            # small literal powers as eager's kernel computes them (ops.elementwise.power_as_products, as
+            # XLA's integer_pow): products, a reciprocal or a square root fuse into one pass where pow calls
+            # libm for each element
+            b, floating = inputs[1], dtype_name(out.dtype).startswith(("float", "complex"))
+            if floating and b in (2, 3):
+                square = rw.emit(core.OPS["multiply"], [x, x], {}, out)
+                rw.alias(out, square if b == 2 else rw.emit(core.OPS["multiply"], [square, x], {}, out))
+                continue
+            if floating and b == -1:
+                rw.alias(out, rw.emit(core.OPS["divide"], [1.0, x], {}, out))
+                continue
+            if b == 0.5 and dtype_name(out.dtype).startswith("float"):
+                rw.alias(out, rw.emit(core.OPS["sqrt"], [x], {}, out))
                 continue
         if op.shape_only is not None and isinstance(x, Var):
             # the creation needs only a shape and dtype: take them from a value that lives anyway
