@@ -220,6 +220,40 @@ def test_groups_of_the_same_structure_share_one_loop(gated):
 
 
 @on_numpy
+def test_the_first_call_of_a_jitted_loop_runs_compiled_loops_only(monkeypatch):
+    """A graph that loops compiles its fused loops before its first run (polyad.api.jit.compiles_first):
+    not one step of the first call runs the groups' ops eagerly while a loop compiles (issue 34)."""
+    pytest.importorskip("numba")
+    from polyad.backends.numpy import fusion_compile
+
+    assert fusion_compile.wait(120)
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")
+    real, eager_runs = fusion_compile.ready, [0, 0]
+
+    def counted(key, build):
+        loop = real(key, build)
+        eager_runs[0] += loop is None  # the group ran as NumPy calls: its loop was still compiling
+        eager_runs[1] += 1
+        return loop
+
+    monkeypatch.setattr(fusion_compile, "ready", counted)
+
+    def loss(k, u0):  # constants of its own: no other test compiled these loops
+        def step(u, _):
+            lap = pxp.roll(u, 1) + pxp.roll(u, -1) - 2.0 * u
+            return u + 0.1234567 * k * lap - 0.0107654 * u**3, None
+
+        u, _ = pa.scan(step, u0, length=200, checkpoints=3)
+        return pxp.sum(u * u)
+
+    u0, k = arr(np.sin(np.linspace(0.0, 6.0, 64))), arr(0.5)
+    j = pa.jit(pa.grad(loss))
+    first = j(k, u0)
+    assert eager_runs == [0, eager_runs[1]] and eager_runs[1] > 0, eager_runs
+    assert_close(first, pa.grad(loss)(k, u0), rtol=1e-12)
+
+
+@on_numpy
 def test_a_loop_that_fails_to_compile_warns_once_and_the_values_stay_right(monkeypatch):
     pytest.importorskip("numba")
     from polyad.backends.numpy import fusion

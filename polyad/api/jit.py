@@ -537,6 +537,11 @@ class Jitted:
 
         if fusion_compile.mode() == "wait":
             return _Entry(graph, *finish(), closed=closed, watch=watch)
+        if compiles_first(graph):
+            with fusion_compile.waiting():
+                entry = _Entry(graph, *finish(), closed=closed, watch=watch)
+            entry.run = _first_call_compiles(entry, entry.run)
+            return entry
         # the first calls run the graph as traced, its nodes' kernels in a loop; the rest in the background
         entry = _Entry(
             graph, None, None, interpret_graph(graph, backend), closed=closed, watch=watch, finish=finish
@@ -632,6 +637,47 @@ def _replay(entry, leaves):
                 flat[i] = b.xp.asarray(flat[i], copy=True)
         out = optree.tree_unflatten(graph.out_tree, flat)
     return out
+
+
+# the op names of loops: their bodies run many times, so eager kernels there cost many times the compile
+LOOP_OPS = frozenset(("scan", "scan_reverse", "while_loop", "while_loop_reverse"))
+# element results of a graph above which its eager run (about a nanosecond each) costs what compiling
+# its fused loops costs (a few tenths of a second): such a graph compiles before its first run
+COMPILE_FIRST_ELEMENTS = 2**28
+
+
+def compiles_first(graph):
+    """Whether a traced graph compiles before its first run rather than in the background: it holds a
+    loop (at any depth) or its nodes compute ``COMPILE_FIRST_ELEMENTS`` element results or more. A small
+    graph runs eager's kernels at once while its loops compile in the background (its first call costs
+    little either way)."""
+    elements = 0
+    for node in graph.nodes:
+        if node.op.name in LOOP_OPS:
+            return True
+        for value in node.params.values():
+            if hasattr(value, "nodes") and compiles_first(value):  # a body: checkpoint, cond branches
+                return True
+        for out in node.outputs:
+            size = 1
+            for d in out.shape:
+                size *= d if isinstance(d, int) else 1
+            elements += size
+    return elements >= COMPILE_FIRST_ELEMENTS
+
+
+def _first_call_compiles(entry, run):
+    """``run`` whose first call compiles each fused loop it reaches before running it (loop bodies'
+    loops included), so that not one step of a long loop runs eager's kernels."""
+
+    def first(*args):
+        with fusion_compile.waiting():
+            out = run(*args)
+        if entry.run is first:
+            entry.run = run
+        return out
+
+    return first
 
 
 def _then_finish(entry, run):

@@ -85,8 +85,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_LOCAL = threading.local()  # .waiting: this thread's calls compile their loops at once (``waiting``)
+
+
 def mode():
-    """``$POLYAD_FUSION_COMPILE`` checked: "background" (default) or "wait"."""
+    """``$POLYAD_FUSION_COMPILE`` checked: "background" (default) or "wait"; "wait" too inside
+    ``waiting()`` on this thread."""
+    if getattr(_LOCAL, "waiting", False):
+        return "wait"
     value = os.environ.get(ENV_COMPILE, "background")
     if value not in MODES:
         raise ValueError(
@@ -192,6 +198,21 @@ def pending():
     return sum(not j.done.is_set() for j in list(_STATE.jobs.values()))
 
 
+class waiting:
+    """Within it, this thread's fused loops compile on first use and run at once, as under "wait": a
+    jitted graph that loops, or whose eager run would cost more than compiling, runs compiled from its
+    first call (``polyad.api.jit``). Re-entrant; other threads keep their mode."""
+
+    def __enter__(self):
+        self.before = getattr(_LOCAL, "waiting", False)
+        _LOCAL.waiting = True
+        return self
+
+    def __exit__(self, *exc):
+        _LOCAL.waiting = self.before
+        return False
+
+
 def wait(timeout=None):
     """Block until every job handed out so far, and every one those hand out (a pipeline's loops), has
     finished; False if ``timeout`` seconds passed first."""
@@ -205,4 +226,4 @@ def wait(timeout=None):
             return False
 
 
-__all__ = ["ENV_COMPILE", "MODES", "mode", "pending", "ready", "submit", "wait"]
+__all__ = ["ENV_COMPILE", "MODES", "mode", "pending", "ready", "submit", "wait", "waiting"]
