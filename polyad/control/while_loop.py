@@ -321,11 +321,10 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
     if not isinstance(slots, int) and captured():
-        raise ValueError(
-            f"{body.where}: reverse mode under pa.jit (or make_graph) needs an int checkpoints=s: "
-            f"checkpoints={checkpoints!r} stores as many carries as the loop runs steps, a number known only "
-            "when it runs, and a compiled graph's shapes are fixed when it is traced"
-        )
+        # a compiled graph's shapes are fixed when it is traced, and the number of steps is known only when
+        # the loop runs: the online schedule gets as many slots as "auto"'s budget holds (max_memory, else
+        # pa.config.max_memory), at least 2
+        slots = max(2, _slots("auto", max_memory, primals[:n_carry], body)[1])
     outs = bind(
         WHILE,
         *primals,

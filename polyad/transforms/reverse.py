@@ -336,7 +336,11 @@ class ReverseInterpreter(Interpreter):
                     tan.pop(p, None)
             if all(t is None for t in ts):
                 continue
-            t = jvp_rule(op)(ts, out, *primals, **params)
+            rule = jvp_rule(op)
+            if getattr(rule, "computes_primal", False):  # a loop's rule runs the loop for its tangents
+                _, t = rule(ts, None, *primals, **params)
+            else:
+                t = rule(ts, out, *primals, **params)
             if op.multiple_results:
                 for i, ti in zip(ids, t):
                     if ti is not None:
