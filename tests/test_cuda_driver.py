@@ -1,11 +1,9 @@
 """``python -m polyad info``'s CUDA lines: the CuPy wheel (polyad extra) that fits a driver, for driver
 versions given here (this machine has no GPU), and the command's output."""
 
-import subprocess
-import sys
-
 import pytest
 
+from polyad.__main__ import main
 from polyad.backends.cupy import driver
 
 
@@ -51,11 +49,9 @@ def test_nvidia_smi_header_is_parsed():
     assert driver.parse_nvidia_smi(None) is None
 
 
-def test_info_prints_the_cuda_lines_for_this_machine():
-    out = subprocess.run(
-        [sys.executable, "-m", "polyad", "info"], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
-    lines = out.splitlines()
+def test_info_prints_the_cuda_lines_for_this_machine(capsys):
+    assert main(["info"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     at = lines.index("CUDA:")
     expected = driver.advice(driver.driver_cuda_version(), driver.installed_wheels())
     assert [line.strip() for line in lines[at + 1 : at + 1 + len(expected)]] == expected
