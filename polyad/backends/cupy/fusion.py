@@ -12,8 +12,10 @@ float32 or float64 as the arrays are; literals are cast to ``T``.
 A reduction's kernel parameters are named ``x<k>`` and ``y<k>``, never ``in0``/``out0``: for a reduction
 of one contiguous input CuPy takes its CUB path, whose template reads the types ``type_in0_raw`` and
 ``type_out0_raw``, and CuPy (14.x) declares those for a ``ReductionKernel`` only when its parameters have
-other names (it then renames them itself). Named ``in0``/``out0``, ``pa.jit`` of a scan followed by
-``sum(u * u)`` failed on the GPU with ``identifier "type_in0_raw" is undefined``.
+other names (it then renames them itself, by text replacement in the map and post-map expressions:
+``x0`` and ``y0`` cannot occur in them otherwise, the function names' digests being hexadecimal). Named
+``in0``/``out0``, ``pa.jit`` of a scan followed by ``sum(u * u)`` failed on the GPU with ``identifier
+"type_in0_raw" is undefined`` (issue 32); ``tests/test_cuda_sources.py`` compiles every path with NVRTC.
 """
 
 import hashlib

@@ -227,7 +227,25 @@ def raw_sources(kernel):
 
 
 def kernel_sources(kernel, dtypes, ndim=1):
-    """The sources of any CuPy kernel object, for inputs of ``dtypes`` (ignored by a raw kernel)."""
+    """The sources CuPy would compile for a kernel object launched on inputs of ``dtypes``.
+
+    Args:
+        kernel: a ``cupy.ElementwiseKernel``, ``cupy.ReductionKernel``, ``cupy.RawKernel`` or
+            ``cupy.RawModule``.
+        dtypes: the input arrays' dtypes (names or NumPy dtypes), one per input; a raw kernel ignores them.
+        ndim: the arrays' number of dimensions after CuPy merges contiguous axes (1 for contiguous arrays).
+
+    Returns:
+        A list of ``Source``: one for an element-wise or raw kernel, four for a reduction of one input
+        (CuPy's kernel, CUB one-pass, CUB pass 1 and 2), one for a reduction of several.
+
+    Example:
+        >>> square = cupy.ElementwiseKernel("T x", "T y", "y = x * x", "square")
+        >>> [s.label for s in kernel_sources(square, ["float32"])]
+        ['square(float32)']
+        >>> compile_all(kernel_sources(square, ["float32"]))
+        {}
+    """
     if isinstance(kernel, cupy.ElementwiseKernel):
         return elementwise_sources(kernel, dtypes, ndim)
     if isinstance(kernel, cupy.ReductionKernel):
@@ -281,6 +299,13 @@ def _translation_unit(sources):
 
 def compile_all(sources, arch=ARCH):
     """``{label: NVRTC's log}`` of the ``sources`` that do not compile (empty when all do).
+
+    Args:
+        sources: ``Source`` objects (``kernel_sources``, ``fused_sources``).
+        arch: the compute capability to compile for, as digits ("90": the H200).
+
+    Returns:
+        A dict from each failing source's label to NVRTC's log for it alone.
 
     For speed (CUB's headers take NVRTC seconds to read), sources with the same options are compiled
     together as one translation unit (``_translation_unit``); a unit that fails is halved until each
