@@ -22,8 +22,9 @@ $(DEMO): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[scipy,plot]"
 	touch $@ $(BASE)
 
+# cuda-check: CuPy and NVRTC, with no GPU, for tests/test_cuda_sources.py (every CUDA source compiles)
 $(TEST): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[test,jit]"
+	$(PY) -m pip install -q -e ".[test,jit,cuda-check]"
 	touch $@ $(BASE)
 
 $(BENCH): pyproject.toml $(TEST)

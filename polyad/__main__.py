@@ -1,11 +1,12 @@
-"""``python -m polyad info``: the version, the backends usable here with their devices and versions, and
-why any backend is unavailable."""
+"""``python -m polyad info``: the version, the backends usable here with their devices and versions, why
+any backend is unavailable, and which CuPy wheel (polyad extra) fits the NVIDIA driver here."""
 
 import argparse
 import sys
 
 import polyad
 import polyad.dispatch as dispatch
+from polyad.backends.cupy import driver
 
 
 def info():
@@ -19,11 +20,16 @@ def info():
         print(f"  {name:17s} available    version {b.version}; devices: {devices}")
     for name, reason in dispatch.unavailable_backends().items():
         print(f"  {name:17s} unavailable  {reason}")
+    print("CUDA:")
+    for line in driver.advice(driver.driver_cuda_version(), driver.installed_wheels()):
+        print(f"  {line}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m polyad", description="polyad command line")
-    parser.add_argument("command", choices=["info"], help="info: version, backends, devices")
+    parser.add_argument(
+        "command", choices=["info"], help="info: version, backends, devices, the CuPy wheel for this driver"
+    )
     args = parser.parse_args(argv)
     if args.command == "info":
         info()

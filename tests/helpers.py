@@ -178,10 +178,13 @@ def cupy_kernels_on_stand_ins(monkeypatch):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels", raising=False)
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.linalg_kernels", raising=False)
+    # put back after the test: imported here against the stand-ins, it would hold no kernel
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.elementwise_kernels", raising=False)
     monkeypatch.setattr(importlib.import_module("polyad.backends.cupy"), "kernels", None, raising=False)
     kernels = importlib.import_module("polyad.backends.cupy.kernels").KERNELS
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.kernels")
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.linalg_kernels")
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.elementwise_kernels")
     return kernels, calls
 
 

@@ -1,5 +1,6 @@
 """The README's examples run (on NumPy; the CUDA kernel of the custom-op example needs a GPU, so that
-example runs with its CuPy parts taken out and the NumPy kernel in their place)."""
+example runs with its CuPy parts taken out and the NumPy kernel in their place; the GPU example of the
+install section runs with NumPy in place of CuPy, and as written where a GPU is present)."""
 
 import os
 import pathlib
@@ -25,9 +26,35 @@ def block(marker):
 pytestmark = pytest.mark.skipif(pa.get_backend() != "numpy", reason="the README's examples use NumPy arrays")
 
 
+def test_gpu_example_runs_with_numpy_in_place_of_cupy():
+    code = block("cupy.linspace(0.0, 1.0, 1000)")
+    code = code.replace("import cupy, polyad as pa", "import numpy as np, polyad as pa").replace(
+        "cupy.", "np."
+    )
+    assert "cupy" not in code.replace("cupy.ndarray", "")  # only the comment names CuPy now
+    scope = {}
+    exec(code, scope)
+    x, J = scope["x"], scope["J"]
+    # d/dx_j sin(x_i) sum(x^2) = cos(x_i) sum(x^2) [i == j] + 2 sin(x_i) x_j
+    expected = np.diag(np.cos(x) * np.sum(x**2)) + 2 * np.outer(np.sin(x), x)
+    assert type(J) is np.ndarray
+    np.testing.assert_allclose(J, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cuda
+def test_gpu_example_runs_on_cupy():
+    scope = {}
+    exec(block("cupy.linspace(0.0, 1.0, 1000)"), scope)
+    cupy = scope["cupy"]
+    x, J = scope["x"], scope["J"]
+    assert type(J) is cupy.ndarray and J.shape == (1000, 1000)
+    expected = cupy.diag(cupy.cos(x) * cupy.sum(x**2)) + 2 * cupy.outer(cupy.sin(x), x)
+    assert float(cupy.abs(J - expected).max()) < 1e-10
+
+
 def test_first_examples_run():
     scope = {}
-    exec(BLOCKS[0], scope)
+    exec(block("per_example = pa.vmap(pa.grad(loss)"), scope)
     x, w = scope["x"], scope["w"]
     assert scope["g"].shape == w.shape and scope["per_example"].shape == x.shape
     assert scope["J"].shape == (x.shape[0], w.shape[0]) and scope["H"].shape == (3, 3)

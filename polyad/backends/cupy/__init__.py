@@ -9,7 +9,10 @@ def load():
     try:
         import cupy
     except ImportError as exc:
-        raise BackendUnavailable(f"CuPy is not installed ({exc}); install polyad[cupy]") from exc
+        raise BackendUnavailable(
+            f"CuPy is not installed ({exc}); install polyad[cuda13] or polyad[cuda12] "
+            "(python -m polyad info says which fits the driver)"
+        ) from exc
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDA driver missing or broken: cupy raises its own runtime errors

@@ -1,11 +1,21 @@
 """The CUDA kernels of a fused group (``polyad.graph.compiler.fusion``): the source text of one CuPy
 ``ElementwiseKernel`` for the group's element-wise outputs and one ``ReductionKernel`` per sum.
 
-``sources(spec)`` is plain text and needs no GPU (tests check it anywhere); ``kernel(spec)`` builds the
-CuPy kernels on the first call on CUDA arrays (CuPy is imported there, not here).
+Three steps, kept apart so that the first two run without a GPU: ``sources(spec)`` is plain text (tests
+check it anywhere); ``build(spec)`` makes the CuPy kernel objects from it (CuPy compiles nothing until a
+launch; ``polyad.backends.cupy.nvrtc_check`` expands and compiles them with NVRTC in CI, where there is
+no GPU); ``kernel(spec)`` launches them on the first call on CUDA arrays (CuPy is imported there, not here).
 
 Every input and output is declared ``T``, the group's one dtype, so CuPy instantiates the kernels for
 float32 or float64 as the arrays are; literals are cast to ``T``.
+
+A reduction's kernel parameters are named ``x<k>`` and ``y<k>``, never ``in0``/``out0``: for a reduction
+of one contiguous input CuPy takes its CUB path, whose template reads the types ``type_in0_raw`` and
+``type_out0_raw``, and CuPy (14.x) declares those for a ``ReductionKernel`` only when its parameters have
+other names (it then renames them itself, by text replacement in the map and post-map expressions:
+``x0`` and ``y0`` cannot occur in them otherwise, the function names' digests being hexadecimal). Named
+``in0``/``out0``, ``pa.jit`` of a scan followed by ``sum(u * u)`` failed on the GPU with ``identifier
+"type_in0_raw" is undefined`` (issue 32); ``tests/test_cuda_sources.py`` compiles every path with NVRTC.
 """
 
 import hashlib
@@ -70,7 +80,9 @@ def sources(spec):
             reductions.append(None)
             continue
         summand = spec.summand_of(index)[1]
-        args = ", ".join(f"in{k}" for k in range(len(spec.input_shapes)))
+        # the kernel's parameters (x<k>, y<index>; see the module's docstring), the device function's in<k>
+        kernel_inputs = ", ".join(f"T x{k}" for k in range(len(spec.input_shapes)))
+        args = ", ".join(f"x{k}" for k in range(len(spec.input_shapes)))
         function = f"polyad_summand_{_digest(inputs, *body, str(summand))}"
         preamble = "\n".join(
             [f"template <typename T>\n__device__ T {function}({inputs}) {{"]
@@ -80,11 +92,11 @@ def sources(spec):
         name = f"{function}_sum"
         reductions.append(
             ReductionSource(
-                inputs,
-                f"T out{index}",
+                kernel_inputs,
+                f"T y{index}",
                 f"{function}({args})",
                 "a + b",
-                f"out{index} = a",
+                f"y{index} = a",
                 "0",
                 name,
                 preamble,
@@ -93,6 +105,27 @@ def sources(spec):
             )  # fmt: skip
         )
     return elementwise, reductions
+
+
+def build(spec, cupy):
+    """``(elementwise, reductions)``: the CuPy kernel objects of ``sources(spec)`` (``cupy`` is the module),
+    an ``ElementwiseKernel`` or None and per output a ``(ReductionKernel, axis, keepdims)`` or None. Making
+    them compiles nothing and needs no GPU; CuPy compiles each at its first launch."""
+    elementwise, reductions = sources(spec)
+    if elementwise is not None:
+        e = elementwise
+        elementwise = cupy.ElementwiseKernel(e.in_params, e.out_params, e.operation, e.name)
+    built = []
+    for r in reductions:
+        if r is None:
+            built.append(None)
+            continue
+        reduction = cupy.ReductionKernel(
+            r.in_params, r.out_params, r.map_expr, r.reduce_expr, r.post_map_expr, r.identity, r.name,
+            preamble=r.preamble,
+        )  # fmt: skip
+        built.append((reduction, r.axis, r.keepdims))
+    return elementwise, built
 
 
 def kernel(spec, fallback):
@@ -107,33 +140,7 @@ def kernel(spec, fallback):
         if cupy is None or not all(isinstance(a, cupy.ndarray) for a in args):
             return fallback(xp, *args)
         if not built:
-            elementwise, reductions = sources(spec)
-            built.append(
-                cupy.ElementwiseKernel(e.in_params, e.out_params, e.operation, e.name)
-                if (e := elementwise) is not None
-                else None
-            )
-            built.append(
-                [
-                    (
-                        cupy.ReductionKernel(
-                            r.in_params,
-                            r.out_params,
-                            r.map_expr,
-                            r.reduce_expr,
-                            r.post_map_expr,
-                            r.identity,
-                            r.name,
-                            preamble=r.preamble,
-                        ),
-                        r.axis,
-                        r.keepdims,
-                    )  # fmt: skip
-                    if r is not None
-                    else None
-                    for r in reductions
-                ]
-            )
+            built.extend(build(spec, cupy))
         elementwise, reductions = built
         dtype = args[0].dtype if args else cupy.float64
         full = [a if tuple(a.shape) == shape else cupy.broadcast_to(a, shape) for a in args]

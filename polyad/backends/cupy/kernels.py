@@ -14,16 +14,10 @@ import cupy
 import cupyx.scipy.fft as _fft
 import cupyx.scipy.special as _special
 
+from .elementwise_kernels import softplus
 from .linalg_kernels import LINALG
 
-_softplus = cupy.ElementwiseKernel(
-    "T x",
-    "T y",
-    "y = fmax(x, (T)0) + log1p(exp(-fabs(x)))",
-    "polyad_softplus",
-)
-
-KERNELS = {"polyad::softplus": {"cuda": lambda xp, x: _softplus(x)}}
+KERNELS = {"polyad::softplus": {"cuda": lambda xp, x: softplus(x)}}
 
 # polyad.xp.special functions cupyx has under the same name (and the same arguments, in order)
 SPECIAL = (
