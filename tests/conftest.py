@@ -27,9 +27,12 @@ def xp_backend():
 
 def pytest_collection_modifyitems(config, items):
     has_gpu = "cupy" in __import__("polyad.dispatch", fromlist=["x"]).usable_backends()
+    run_slow = "slow" in (config.getoption("-m") or "")
     for item in items:
         if "cuda" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="needs CuPy and a CUDA GPU; none on this machine"))
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow: runs with -m slow"))
 
 
 @pytest.fixture

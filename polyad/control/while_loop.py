@@ -295,6 +295,11 @@ class _AsScanBody:
         return self.body(*args)
 
 
+# the default slots of a while loop's reverse mode under pa.jit: with 32 stored carries the online
+# schedule recomputes each step at most 3 times up to C(35, 3) = 6545 steps (binomial bound)
+JIT_SLOTS = 32
+
+
 def _slots(checkpoints, max_memory, carry, body=None):
     """The online schedule's slots: an int; "all" (None: every state); "auto": the budget's, as a
     bound on states stored as the run decides (their number is known only at the end)."""
@@ -322,9 +327,10 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
     slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
     if not isinstance(slots, int) and captured():
         # a compiled graph's shapes are fixed when it is traced, and the number of steps is known only when
-        # the loop runs: the online schedule gets as many slots as "auto"'s budget holds (max_memory, else
-        # pa.config.max_memory), at least 2
-        slots = max(2, _slots("auto", max_memory, primals[:n_carry], body)[1])
+        # the loop runs: the online schedule gets JIT_SLOTS slots, or fewer where "auto"'s budget
+        # (max_memory, else pa.config.max_memory) holds fewer, at least 2. The compiled graph allocates
+        # them up front, so the budget's millions of small carries would cost their memory at every call
+        slots = max(2, min(JIT_SLOTS, _slots("auto", max_memory, primals[:n_carry], body)[1]))
     outs = bind(
         WHILE,
         *primals,
