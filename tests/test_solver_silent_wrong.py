@@ -55,7 +55,7 @@ def sir_loss(rhs, tol, t1=10.0):
     def loss(p):
         sol = solve_ivp(rhs, (0.0, t1), arr(Y0), args=(p[0], p[1]), t_eval=arr([0.25, 0.5, 0.75, 1.0]) * t1,
                         **tol)  # fmt: skip
-        return xp.sum((sol.y[1] - observed) ** 2)
+        return xp.sum((sol.y[1, :] - observed) ** 2)
 
     return loss
 
@@ -96,7 +96,7 @@ def test_buffer_filling_rhs_under_jvp_and_vmap():
     ps = arr([[1.5, 0.3], [1.2, 0.4]])
     batched = pa.vmap(pa.grad(sir_loss(rhs, {})))(ps)
     for k in range(2):
-        close(batched[k], pa.grad(sir_loss(sir_stacked, {}))(ps[k]), rtol=1e-9, atol=1e-13)
+        close(batched[k, :], pa.grad(sir_loss(sir_stacked, {}))(ps[k, :]), rtol=1e-9, atol=1e-13)
 
 
 def test_buffer_filling_residual_in_custom_root():
@@ -131,7 +131,7 @@ def test_buffer_filling_residual_in_custom_root():
 
 
 def nan_after_half(t, y):
-    return -y + xp.where(t > 0.5, xp.nan, 0.0)
+    return -y + xp.where(t > 0.5, xp.full_like(y, xp.nan), xp.zeros_like(y))
 
 
 @pytest.mark.parametrize("method", ["RK45", "DOP853", "Radau"])
@@ -154,12 +154,12 @@ def test_rhs_turning_nan_fails_as_scipy(method):
 
 def t_eval_outside(k):
     sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), arr([1.0]), t_eval=arr([0.5, 2.0]))
-    return sol.y[0]
+    return sol.y[0, :]
 
 
 def t_eval_unsorted(k):
     sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), arr([1.0]), t_eval=arr([0.5, 0.2]))
-    return sol.y[0]
+    return sol.y[0, :]
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_complex_y0_is_refused_naming_y0():
         solve_ivp(lambda t, y: -1j * y, (0.0, 1.0), xp.asarray([1.0 + 0j]))
 
 
-# ------------------------------------------------------------------------------ custom_root and custom_linear_solve
+# ------------------------------------------------------------------ custom_root and custom_linear_solve
 
 
 def pair_residual(a):
