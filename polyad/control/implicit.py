@@ -591,6 +591,7 @@ class RootProblem:
         self.residual_rtol = residual_rtol
         self.eps = 2.220446049250313e-16  # of x's least precise dtype (custom_root sets it)
         self.failure = None  # why the last solve's result is not a root (None: it is)
+        self.checked_since = False  # a derivative read ``failure`` since it was recorded
         self.aux_tree = None
         self._linear = None
 
@@ -602,9 +603,9 @@ class RootProblem:
         if rtol is None:
             rtol = 100 * math.sqrt(self.eps)
         bound = rtol * max(1.0, start)
-        if end <= bound:
-            self.failure = None
-        else:
+        if self.checked_since:  # a new evaluation (a compiled function solves again at every call)
+            self.failure, self.checked_since = None, False
+        if not end <= bound and self.failure is None:  # vmap's loop: one failing example fails them all
             self.failure = (
                 f"max|f(x)| = {end:.3g} at solve's result, above {bound:.3g} (residual_rtol {rtol:.3g} "
                 f"times max(1, max|f(initial_guess)|) = max(1, {start:.3g}))"
@@ -614,6 +615,7 @@ class RootProblem:
         """``tangent_solve`` that first refuses a derivative at a result that is not a root."""
 
         def solve(g, y):
+            self.checked_since = True
             if self.failure is not None:
                 raise SolverNotConvergedError(
                     f"{self.where}: solve did not converge ({self.failure}); its result is not a root, so "

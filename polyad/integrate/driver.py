@@ -137,7 +137,7 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
         if not transform_active():
             _check_t_eval(t_eval, t0, t1)
         else:  # the same refusals on the values, where the transform has them
-            outside, unsorted = _t_eval_outside(t_eval, t0, t1)
+            outside, unsorted = _t_eval_outside(t_eval, t0, t1, direction)
             for bad, message in ((outside, OUTSIDE), (unsorted, UNSORTED)):
                 bad = None if bad is None else _refused(bad, message)
                 invalid = bad if invalid is None else (invalid if bad is None else invalid | bad)
@@ -159,14 +159,14 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
     return problem, t0, y0, invalid
 
 
-def _t_eval_outside(t_eval, t0, t1):
+def _t_eval_outside(t_eval, t0, t1, direction):
     """``(outside, unsorted)``: whether a point of ``t_eval`` lies outside ``t_span``, whether two are
     out of the order of integration (in polyad ops: per example under vmap)."""
     te, t0, t1 = stop_gradient(t_eval), stop_gradient(t0), stop_gradient(t1)
     outside = xp.any((te < xp.minimum(t0, t1)) | (te > xp.maximum(t0, t1)))
     if t_eval.shape[0] < 2:
         return outside, None
-    step = (te[1:] - te[:-1]) * xp.where(t1 >= t0, 1.0, -1.0)
+    step = (te[1:] - te[:-1]) * direction
     return outside, xp.any(step < 0)
 
 
