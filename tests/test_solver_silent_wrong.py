@@ -304,6 +304,20 @@ def test_solve_that_gave_up_makes_every_derivative_raise(transform):
         calls[transform]()
 
 
+def test_compiled_root_judges_every_call():
+    """``pa.jit`` reuses the op: each call's solve is judged afresh (a failing call raises, the next
+    converged one differentiates)."""
+
+    def root(a, guess):  # the solve returns its start: a root when the start is one
+        return pa.custom_root(lambda x: x - a, guess, lambda f, x: x, lambda g, y: y / g(1.0))
+
+    compiled = pa.jit(pa.grad(root))
+    close(compiled(arr(2.0), arr(2.0)), 1.0, rtol=0)
+    with pytest.raises(SolverNotConvergedError, match=r"max\|f\(x\)\| = 1 "):
+        compiled(arr(2.0), arr(3.0))
+    close(compiled(arr(2.0), arr(2.0)), 1.0, rtol=0)
+
+
 def test_converged_solve_passes_the_residual_test():
     """The same problem solved: the gradient of ``sqrt(2 + a)``, with the test on (its default)."""
 
