@@ -24,6 +24,8 @@ Example:
     [-0.25, 0.25]
 """
 
+import math
+
 import numpy as np
 
 import polyad.dispatch as dispatch
@@ -45,6 +47,9 @@ from polyad.control.implicit import ImplicitError, custom_root
 from polyad.core import Tensor
 from polyad.ops.common import bottom, is_floating
 from polyad.xp import asarray, float64
+
+# custom_root's residual test off: SciPy's report judges convergence (a Convergence, with on_failure)
+JUDGED = math.inf
 
 # scipy.optimize's methods for root_scalar that use f' (newton without fprime is the secant method)
 _NEEDS_FPRIME = ("newton", "halley")
@@ -159,7 +164,9 @@ def root_scalar(f, args=(), method=None, bracket=None, fprime=None, fprime2=None
         found[:] = [res]  # the last solve's report (a compiled function solves at every call)
         return from_host(np.asarray(res.root), x)
 
-    root = custom_root(lambda x: f(x, *args), guess, solve, tangent_solver("dense", convergence, where))
+    root = custom_root(
+        lambda x: f(x, *args), guess, solve, tangent_solver("dense", convergence, where), residual_rtol=JUDGED
+    )
     return _result(found, root=root)
 
 
@@ -243,7 +250,8 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
-    x = custom_root(lambda x: fun(x, *args), guess, solve, tangent_solver(linear_solver, convergence, where))
+    tangent = tangent_solver(linear_solver, convergence, where)
+    x = custom_root(lambda x: fun(x, *args), guess, solve, tangent, residual_rtol=JUDGED)
     return _result(found, x=x)
 
 
@@ -284,7 +292,7 @@ def fixed_point(func, x0, args=(), xtol=1e-08, maxiter=500, method="del2"):
         return from_host(np.reshape(out, shape), x)
 
     tangent = tangent_solver("dense", convergence, where)
-    return custom_root(lambda x: x - func(x, *args), guess, solve, tangent)
+    return custom_root(lambda x: x - func(x, *args), guess, solve, tangent, residual_rtol=JUDGED)
 
 
 # ------------------------------------------------------------------------------ minimisation
@@ -388,7 +396,9 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
             _check_bounds_inactive(host_x[-1], bounds, where)
         return tangent(g, v)
 
-    x = custom_root(lambda w: grad(lambda v: fun(v, *args))(w), guess, solve, checked_tangent)
+    x = custom_root(
+        lambda w: grad(lambda v: fun(v, *args))(w), guess, solve, checked_tangent, residual_rtol=JUDGED
+    )
     return _result(found, x=x)
 
 
@@ -495,7 +505,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
     def cost(v):
         return 0.5 * _sum_sq(residuals(v))
 
-    x = custom_root(lambda w: grad(cost)(w), guess, solve, checked_tangent)
+    x = custom_root(lambda w: grad(cost)(w), guess, solve, checked_tangent, residual_rtol=JUDGED)
     return _result(found, x=x)
 
 

@@ -19,8 +19,12 @@ Values ``f`` and ``matvec`` close over are the differentiated inputs (found by t
 vmap runs the solve once per example (vmap's loop, with its ``LoopFallbackWarning``).
 """
 
+import math
+
 import optree
 
+import polyad.xp as xp
+from polyad.backends.host import np
 from polyad.control.bodies import with_batch_at
 from polyad.control.closure import refuse_pre_dispatch_capture, substituted, trace, unaliased
 from polyad.control.custom_derivatives import batch_front, cell_tensors
@@ -42,14 +46,20 @@ class ImplicitError(TypeError):
     a traced value, an output of another structure or shape than its input, no transpose solve)."""
 
 
+class SolverNotConvergedError(RuntimeError):
+    """A derivative was asked of a solver's result that is not a solution (the solver did not converge)."""
+
+
 # ------------------------------------------------------------------------------ functions of explicit values
 
 
-def explicit(fn, example_tree, example_flat, where):
+def explicit(fn, example_tree, example_flat, where, names=None):
     """``(call, closures, out_tree)``: ``call(flat_in, values)`` runs ``fn`` (a function of one pytree of
     the structure ``example_tree``) on the flat inputs with its closed-over tensors ``closures`` standing
     for ``values``, and returns its flat output. The closure comes from tracing ``fn`` once; a function
-    that cannot be traced has the tensors of its closure cells."""
+    that cannot be traced has the tensors of its closure cells. ``names``: ``(function, input)`` as
+    ``check_same_shapes`` names them, whose outputs must have the inputs' shapes (checked on the trace,
+    else at each call)."""
     out_tree = []
 
     def flat_fn(*leaves):
@@ -58,11 +68,15 @@ def explicit(fn, example_tree, example_flat, where):
         out_tree.append(tree)
         return tuple(as_array(o, where, "its output") for o in leaves_out)
 
+    out_avals = None
     try:
-        closures = trace(flat_fn, example_flat, where).closures
+        body = trace(flat_fn, example_flat, where)
+        closures, out_avals = body.closures, body.out_avals
     except TypeError:  # needs concrete values: the tensors of its cells are its closure
         closures = tuple(cell_tensors(fn))
         out_tree = []
+    if names is not None and out_avals is not None and out_tree and out_tree[0] == example_tree:
+        check_same_shapes(out_avals, example_flat, where, *names)
 
     def call(flat_in, values, then=None):
         if closures:  # no argument may wrap a closed-over object about to stand for another value
@@ -76,10 +90,26 @@ def explicit(fn, example_tree, example_flat, where):
             if tree != out_tree[0]:
                 raise ImplicitError(f"{where} returned {tree}; it returned {out_tree[0]} before")
             outs = [as_array(o, where, "its output") for o in leaves_out]
+            if names is not None and tree == example_tree:
+                check_same_shapes(outs, flat_in, where, *names)
             # a backward pass runs while the closed-over objects still stand for the values it recorded
             return outs if then is None else then(outs)
 
     return call, tuple(closures), out_tree
+
+
+def check_same_shapes(outs, ins, where, function, argument):
+    """A residual or a matvec maps its argument to an array of the same shape, leaf by leaf (one
+    equation per unknown, a square operator): else an ``ImplicitError`` naming both shapes."""
+    for k, (o, i) in enumerate(zip(outs, ins)):
+        got, want = tuple(shape_of(o)), tuple(shape_of(i))
+        if got != want:
+            leaf = f" (leaf {k})" if len(ins) > 1 else ""
+            why = "one equation per unknown" if function == "f" else "a square operator"
+            raise ImplicitError(
+                f"{where}: {function} returned shape {got}{leaf} for {argument} of shape {want}; it must "
+                f"return an array of its argument's shape ({why})"
+            )
 
 
 def _forward_tangent(call, flat_in, values, tangents_in, tangents_values, then=None):
@@ -119,9 +149,22 @@ def _pullback(call, flat_in, values, cotangents, wrt_inputs, wrt_values):
         return [get(ct, v) for v in ins], [get(ct, v) for v in vals]
 
     with new_level(ReverseInterpreter) as interp:
-        ins = [interp.new_leaf(plain(v)) if wrt_inputs and is_floating(v) else v for v in flat_in]
-        vals = [interp.new_leaf(plain(v)) if wrt_values and _float(v) else v for v in values]
+        # what is not differentiated is a constant of this level, not a plain array: a function that
+        # fills a buffer (``r = np.zeros_like(x); r[0] = x[0] - a``) then makes it at this level, so the
+        # values of this level written into it keep their derivatives
+        ins = [
+            interp.new_leaf(plain(v)) if wrt_inputs and is_floating(v) else _constant(interp, v)
+            for v in flat_in
+        ]
+        vals = [
+            interp.new_leaf(plain(v)) if wrt_values and _float(v) else _constant(interp, v) for v in values
+        ]
         return call(ins, vals, then=backward)
+
+
+def _constant(interp, v):
+    v = plain(v)
+    return interp.constant(v) if hasattr(v, "shape") and hasattr(v, "dtype") else v
 
 
 def _like(v, ref):
@@ -170,6 +213,8 @@ class LinearProblem:
         self.symmetric, self.tree, self.has_aux, self.where = symmetric, tree, has_aux, where
         self.m, self.solver_closures = m, tuple(solver_closures)
         self.aux_tree = None
+        self.of_root = False  # a root's tangent system (its solution must be finite)
+        self.singular = "the operator matvec is singular (or the solve failed on it): check matvec"
         self.keep_aux = has_aux  # a derivative's solve drops the aux its solver still returns
         self._derivative = None
 
@@ -223,7 +268,7 @@ class LinearProblem:
 
         problem = LinearProblem(vecmat, self.transpose_solve, self.solve, False, self.tree, self.has_aux,
                                 self.where, self.m, self.solver_closures)  # fmt: skip
-        problem.keep_aux = self.keep_aux
+        problem.keep_aux, problem.of_root, problem.singular = self.keep_aux, self.of_root, self.singular
         return problem
 
     def without_aux(self):
@@ -234,18 +279,52 @@ class LinearProblem:
             solve, transpose = (getattr(f, "derivative", f) for f in (self.solve, self.transpose_solve))
             problem = LinearProblem(self.matvec, solve, transpose, self.symmetric, self.tree, self.has_aux,
                                     self.where, self.m, self.solver_closures)  # fmt: skip
-            problem.keep_aux = False
+            problem.keep_aux, problem.of_root, problem.singular = False, self.of_root, self.singular
             problem._derivative = problem
             self._derivative = problem
         return self._derivative
 
 
 def _solve_kernel(xp_, *args, problem):
-    """The kernel of both solve ops (a linear solve, a root): the problem's own solve on plain arrays."""
+    """The kernel of both solve ops (a linear solve, a root): the problem's own solve on plain arrays.
+    A root's residual is judged at the result (``RootProblem.judge``); a root's tangent solve that
+    fails on a singular Jacobian says so (``singular_message``)."""
     n, m = problem.n, problem.m
-    out = problem.run(list(args[:n]), list(args[n : n + m]), list(args[n + m :]))
+    unknowns, values = list(args[:n]), list(args[n : n + m])
+    root = _innermost(problem)
+    try:
+        out = problem.run(unknowns, values, list(args[n + m :]))
+    except np.linalg.LinAlgError as err:
+        if not isinstance(root, LinearProblem):
+            raise
+        raise type(err)(f"{root.where}: {err}; {root.singular}") from err
     _no_traced(out, problem.where, "solve")
-    return tuple(plain(o) for o in out)  # arrays made inside a transform come back as FreshTensors
+    out = tuple(plain(o) for o in out)  # arrays made inside a transform come back as FreshTensors
+    if isinstance(root, RootProblem) and root.residual_rtol != math.inf:
+        root.judge(_max_abs(problem.f(unknowns, values)), _max_abs(problem.f(list(out[:n]), values)))
+    elif isinstance(root, LinearProblem) and root.of_root and _max_abs(unknowns) < math.inf:
+        if not _max_abs(out[:n]) < math.inf:  # finite right-hand sides, a non-finite solution
+            raise np.linalg.LinAlgError(f"{root.where} returned non-finite values; {root.singular}")
+    return out
+
+
+def _innermost(problem):
+    while isinstance(problem, BatchedProblem):
+        problem = problem.inner
+    return problem
+
+
+def _max_abs(arrays):
+    """The largest magnitude among plain ``arrays`` as a float (nan if any is nan; 0 for none)."""
+    worst = 0.0
+    for a in arrays:
+        a = plain(a)
+        if math.prod(shape_of(a)):
+            v = float(xp.max(xp.abs(a)))
+            worst = v if v != v or v > worst else worst
+            if v != v:
+                return v
+    return worst
 
 
 def _ls_abstract(xp_, *avals, problem):
@@ -447,10 +526,11 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     flat = [as_array(v, where, "b") for v in flat]
     if not transform_active():
         refuse_pre_dispatch_capture(where, "a linear solver's iterations")
-        problem = LinearProblem(lambda v, c: _plain_matvec(matvec, tree, v), solve, transpose_solve,
+        names = (where, "matvec", "b")
+        problem = LinearProblem(lambda v, c: _plain_matvec(matvec, tree, v, names), solve, transpose_solve,
                                 symmetric, tree, has_aux, where, 0)  # fmt: skip
-        return _unflatten(problem, problem.run(flat, [], []))
-    call, closures, out_tree = explicit(matvec, tree, flat, f"{where}'s matvec")
+        return _solved_eagerly(problem, flat, problem.matvec)
+    call, closures, out_tree = explicit(matvec, tree, flat, f"{where}'s matvec", ("matvec", "b"))
     if out_tree and out_tree[0] != tree:
         raise ImplicitError(f"{where}: matvec returned {out_tree[0]} for b of structure {tree}")
     solver_closures = _solver_closures(solve, transpose_solve)
@@ -472,8 +552,20 @@ def _solver_closures(*solvers):
     return tuple(found.values())
 
 
-def _plain_matvec(matvec, tree, v):
-    return optree.tree_leaves(matvec(optree.tree_unflatten(tree, list(v))), none_is_leaf=False)
+def _solved_eagerly(problem, flat, function):
+    """Outside transforms: the solve, then ``function`` (the residual, the matvec) once at its result, so
+    that one returning another shape is refused as under a transform (where its trace is checked)."""
+    outs = problem.run(flat, [], [])
+    function(outs[: problem.n], [])
+    return _unflatten(problem, outs)
+
+
+def _plain_matvec(matvec, tree, v, names):
+    """``matvec`` (or a residual) on flat ``v``, outside transforms: its flat output, shapes checked."""
+    out, got = optree.tree_flatten(matvec(optree.tree_unflatten(tree, list(v))), none_is_leaf=False)
+    if got == tree:
+        check_same_shapes(out, v, *names)
+    return out
 
 
 def _unflatten(problem, outs):
@@ -490,12 +582,49 @@ class RootProblem:
     """``f(x, values) = 0``: ``f(x_flat, values) -> flat``; ``solve(f_tree, x0_tree)`` (``(x, aux)``
     with ``has_aux``); ``tangent_solve(g, y)`` solves the linearised system ``g(x) = y``."""
 
-    def __init__(self, f, solve, tangent_solve, tree, has_aux, where, m, solver_closures=()):
+    def __init__(
+        self, f, solve, tangent_solve, tree, has_aux, where, m, solver_closures=(), residual_rtol=None
+    ):
         self.f, self.solve, self.tangent_solve = f, solve, tangent_solve
         self.tree, self.has_aux, self.where = tree, has_aux, where
         self.m, self.solver_closures = m, tuple(solver_closures)
+        self.residual_rtol = residual_rtol
+        self.eps = 2.220446049250313e-16  # of x's least precise dtype (custom_root sets it)
+        self.failure = None  # why the last solve's result is not a root (None: it is)
+        self.checked_since = False  # a derivative read ``failure`` since it was recorded
         self.aux_tree = None
         self._linear = None
+
+    def judge(self, start, end):
+        """Record whether the solve converged, from the largest residual at ``initial_guess`` (``start``)
+        and at its result (``end``): a root when ``end`` is finite and at most ``residual_rtol`` (by
+        default ``100 sqrt(eps)``, eps of ``x``'s dtype) times ``max(1, start)``."""
+        rtol = self.residual_rtol
+        if rtol is None:
+            rtol = 100 * math.sqrt(self.eps)
+        bound = rtol * max(1.0, start)
+        if self.checked_since:  # a new evaluation (a compiled function solves again at every call)
+            self.failure, self.checked_since = None, False
+        if not end <= bound and self.failure is None:  # vmap's loop: one failing example fails them all
+            self.failure = (
+                f"max|f(x)| = {end:.3g} at solve's result, above {bound:.3g} (residual_rtol {rtol:.3g} "
+                f"times max(1, max|f(initial_guess)|) = max(1, {start:.3g}))"
+            )
+
+    def checked(self, tangent_solve):
+        """``tangent_solve`` that first refuses a derivative at a result that is not a root."""
+
+        def solve(g, y):
+            self.checked_since = True
+            if self.failure is not None:
+                raise SolverNotConvergedError(
+                    f"{self.where}: solve did not converge ({self.failure}); its result is not a root, so "
+                    "the implicit derivative at it would be wrong: solve to a tighter tolerance or from a "
+                    "better initial_guess (residual_rtol= sets the test; math.inf turns it off)"
+                )
+            return tangent_solve(g, y)
+
+        return solve
 
     @property
     def n(self):
@@ -533,9 +662,15 @@ class RootProblem:
                 return _forward_tangent(f, list(xv[:n]), list(xv[n:]), list(v), [None] * (len(xv) - n), then)
 
             where = f"{self.where}'s tangent_solve"
-            solver = self.tangent_solve
+            solver = self.checked(self.tangent_solve)
             self._linear = LinearProblem(
                 dfdx, solver, solver, False, self.tree, False, where, n + self.m, self.solver_closures
+            )
+            self._linear.of_root = True
+            self._linear.singular = (
+                "the Jacobian of the residual f at the solution is singular, so the root's implicit "
+                "derivative does not exist there (a multiple root, or f not depending on every unknown): "
+                "differentiate a problem whose root is simple"
             )
         return self._linear
 
@@ -579,7 +714,7 @@ ROOT.register_rule("batch", _batch_rule(ROOT))
 ROOT.register_rule(SPARSITY, _sparsity_rule(False))
 
 
-def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False, *, residual_rtol=None):
     """A root of ``f`` found by ``solve`` and differentiated implicitly, as ``jax.lax.custom_root``.
 
     Args:
@@ -592,11 +727,19 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
             Jacobian of ``f`` at the root, or its transpose in reverse mode); for a scalar root,
             ``lambda g, y: y / g(1.0)``.
         has_aux: ``solve`` returns ``(x, aux)``; ``aux`` is returned as it is, with no derivative.
+        residual_rtol: how convergence is judged (under a transform, where a derivative may be asked):
+            ``solve``'s result ``x`` is a root when every element of ``f(x)`` is finite and
+            ``max|f(x)| <= residual_rtol * max(1, max|f(initial_guess)|)``; None: ``100 sqrt(eps)``
+            (eps of ``x``'s dtype: 1.5e-6 in float64, 3.5e-2 in float32); ``math.inf``: not judged
+            (a caller that judges convergence itself). A result that is not a root is returned as it
+            is, but every derivative of it raises ``SolverNotConvergedError``.
 
     Returns:
         The root (and ``aux``). Its derivative by the implicit function theorem,
         ``dx = -(df/dx)^{-1} (df/dc) dc``, costs one ``tangent_solve`` whatever ``solve`` did, and is
-        written as polyad ops: it differentiates again (hessian through a root).
+        written as polyad ops: it differentiates again (hessian through a root). ``f`` must return
+        arrays of ``x``'s shapes (else ``ImplicitError``); a ``tangent_solve`` that fails on a singular
+        Jacobian (NumPy's ``LinAlgError``, or a non-finite solution) says that the root is not simple.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -615,21 +758,30 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
             raise TypeError(f"{where}: {name} must be callable, got {type(fn).__name__}")
     if not isinstance(has_aux, bool):
         raise TypeError(f"{where}: has_aux must be True or False, got {has_aux!r}")
+    if residual_rtol is not None and (
+        isinstance(residual_rtol, bool) or not isinstance(residual_rtol, int | float) or not residual_rtol > 0
+    ):
+        raise ValueError(f"{where}: residual_rtol must be a positive number or None, got {residual_rtol!r}")
     flat, tree = optree.tree_flatten(initial_guess, none_is_leaf=False)
     flat = [as_array(v, where, "initial_guess") for v in flat]
     if not transform_active():
         refuse_pre_dispatch_capture(where, "a root finder's iterations")
-        problem = RootProblem(
-            lambda x, c: _plain_matvec(f, tree, x), solve, tangent_solve, tree, has_aux, where, 0
-        )
-        return _unflatten(problem, problem.run(flat, [], []))
-    call, closures, out_tree = explicit(f, tree, flat, where)
+        names = (where, "f", "initial_guess")
+        problem = RootProblem(lambda x, c: _plain_matvec(f, tree, x, names), solve, tangent_solve, tree,
+                              has_aux, where, 0)  # fmt: skip
+        return _solved_eagerly(problem, flat, problem.f)
+    call, closures, out_tree = explicit(f, tree, flat, where, ("f", "initial_guess"))
     if out_tree and out_tree[0] != tree:
         raise ImplicitError(f"{where}: f returned {out_tree[0]} for initial_guess of structure {tree}")
     solver_closures = _solver_closures(solve, tangent_solve)
-    problem = RootProblem(call, solve, tangent_solve, tree, has_aux, where, len(closures), solver_closures)
+    problem = RootProblem(call, solve, tangent_solve, tree, has_aux, where, len(closures), solver_closures,
+                          residual_rtol)  # fmt: skip
+    if any(dtype_name(v.dtype) in ("float32", "complex64", "float16") for v in flat):
+        problem.eps = 1.1920928955078125e-07
     outs = bind(ROOT, *flat, *closures, *solver_closures, problem=problem)
     return _unflatten(problem, list(outs))
 
 
-__all__ = ["ImplicitError", "LINEAR_SOLVE", "ROOT", "custom_linear_solve", "custom_root"]
+__all__ = [
+    "ImplicitError", "LINEAR_SOLVE", "ROOT", "SolverNotConvergedError", "custom_linear_solve", "custom_root",
+]  # fmt: skip

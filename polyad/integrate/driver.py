@@ -8,12 +8,13 @@ import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.closure import refuse_pre_dispatch_capture
+from polyad.control.custom_derivatives import cell_tensors
 from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
 from polyad.integrate import explicit, radau
 from polyad.integrate.tableaus import DOP853, RK45
-from polyad.ops.common import dtype_name, is_floating
+from polyad.ops.common import bottom, dtype_kind, dtype_name
 from polyad.ops.elementwise import stop_gradient
 
 METHODS = {"RK45": RK45, "DOP853": DOP853, "Radau": radau.RADAU}
@@ -24,6 +25,8 @@ MESSAGES = {
 }
 MAX_STEPS_MESSAGE = "The solver took max_steps attempted steps without reaching the end of the interval."
 EPS = 2.220446049250313e-16
+OUTSIDE = "solve_ivp: t_eval must lie within t_span"
+UNSORTED = "solve_ivp: t_eval must be sorted in the direction of integration"
 JIT_SLOTS = 256
 
 
@@ -49,11 +52,55 @@ class OdeResult(dict):
 
 
 def _floating_dtype(y0):
-    if is_floating(y0):
-        return y0.dtype
-    if dtype_name(y0.dtype) in ("complex64", "complex128"):
-        raise TypeError("solve_ivp: y0 must be real (complex states are not supported), got a complex array")
-    return xp.float64
+    kind = dtype_kind(y0.dtype)
+    if kind == "c":
+        raise TypeError(
+            f"solve_ivp: y0 must be real, got a {dtype_name(y0.dtype)} array (complex states are not "
+            "supported): integrate the real and imaginary parts as one real state, "
+            "xp.concat([xp.real(y0), xp.imag(y0)]), with fun written on it"
+        )
+    return y0.dtype if kind == "f" else xp.float64
+
+
+def lifted(value, depends_on):
+    """``value`` as a tensor of the highest transform level among the leaves of ``depends_on`` (when it
+    is below it), carrying no derivative. A user function called with it then makes its buffers
+    (``np.zeros_like(y)``) at that level, so that writing a value of that level into them keeps its
+    derivative; a buffer of plain arrays would turn it into a number (a lost derivative)."""
+    top = None
+    for leaf in optree.tree_leaves(depends_on, none_is_leaf=False):
+        interp = leaf._interp if isinstance(leaf, Tensor) else None
+        if interp is not None and interp.active and (top is None or interp.level > top._interp.level):
+            top = leaf
+    if top is None:
+        return value
+    own = value._interp if isinstance(value, Tensor) else None
+    if own is not None and own.level >= top._interp.level:
+        return value
+    # a sum over no element is exactly zero whatever ``top`` holds (inf, nan), of ``top``'s level
+    none = xp.reshape(top, (-1,))[:0]
+    if dtype_kind(none.dtype) == "c":
+        none = xp.real(none)
+    return value + xp.sum(xp.astype(none, value.dtype))
+
+
+def _concrete(x):
+    """The backend array under ``x`` where it has values (a plain array, a grad, jvp or vmap tensor: under
+    vmap every example's), else None (a ``pa.jit`` capture's abstract value)."""
+    value = bottom(x)
+    return value if dispatch.backend_of_array(value) is not None else None
+
+
+def _refused(bad, message):
+    """Raise ``ValueError(message)`` where ``bad`` (a boolean array, any example under vmap) holds true
+    values; ``bad`` itself when it has no values yet (``pa.jit``'s trace: the solve then fails with
+    status -1 at each call where it is true)."""
+    value = _concrete(stop_gradient(bad))
+    if value is None:
+        return bad
+    if bool(dispatch.backend_of_array(value).xp.any(value)):
+        raise ValueError(message)
+    return None
 
 
 def _time(value, dtype, device, name):
@@ -73,6 +120,10 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
         y0 = xp.reshape(y0, (1,))
     if len(y0.shape) != 1:
         raise ValueError(f"solve_ivp: y0 must be 1-D, got shape {tuple(y0.shape)}")
+    invalid = _refused(
+        ~xp.all(xp.isfinite(y0)), "solve_ivp: all components of the initial state y0 must be finite (as "
+        "SciPy requires), got nan or inf"
+    )  # fmt: skip
     device = y0.device
     t0, t1 = _time(t0, dtype, device, "t_span[0]"), _time(t1, dtype, device, "t_span[1]")
     direction = xp.sign(stop_gradient(t1 - t0))
@@ -85,6 +136,11 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
             raise ValueError(f"solve_ivp: t_eval must be 1-D, got shape {tuple(t_eval.shape)}")
         if not transform_active():
             _check_t_eval(t_eval, t0, t1)
+        else:  # the same refusals on the values, where the transform has them
+            outside, unsorted = _t_eval_outside(t_eval, t0, t1, direction)
+            for bad, message in ((outside, OUTSIDE), (unsorted, UNSORTED)):
+                bad = None if bad is None else _refused(bad, message)
+                invalid = bad if invalid is None else (invalid if bad is None else invalid | bad)
     if not (isinstance(max_step, int | float) and max_step > 0):
         raise ValueError(f"solve_ivp: max_step must be a positive number, got {max_step!r}")
     if not isinstance(atol, Tensor):
@@ -95,21 +151,34 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
         )
     atol = stop_gradient(atol)
     namespace = None if transform_active() else dispatch.backend_of_array(y0).xp
+    if namespace is None:  # fun sees values of the transforms of all it depends on from its first call
+        y0 = lifted(y0, (args, t0, t1, t_eval, cell_tensors(fun)))
     problem = explicit.Problem(
         fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace, jac_sparsity
     )
-    return problem, t0, y0
+    return problem, t0, y0, invalid
+
+
+def _t_eval_outside(t_eval, t0, t1, direction):
+    """``(outside, unsorted)``: whether a point of ``t_eval`` lies outside ``t_span``, whether two are
+    out of the order of integration (in polyad ops: per example under vmap)."""
+    te, t0, t1 = stop_gradient(t_eval), stop_gradient(t0), stop_gradient(t1)
+    outside = xp.any((te < xp.minimum(t0, t1)) | (te > xp.maximum(t0, t1)))
+    if t_eval.shape[0] < 2:
+        return outside, None
+    step = (te[1:] - te[:-1]) * direction
+    return outside, xp.any(step < 0)
 
 
 def _check_t_eval(t_eval, t0, t1):
     lo, hi = min(float(t0), float(t1)), max(float(t0), float(t1))
     values = [float(v) for v in t_eval]
     if any(v < lo or v > hi for v in values):
-        raise ValueError(f"solve_ivp: t_eval must lie within t_span ({float(t0)}, {float(t1)})")
+        raise ValueError(f"{OUTSIDE} ({float(t0)}, {float(t1)})")
     step = [b - a for a, b in zip(values, values[1:])]
     forward = float(t1) >= float(t0)
     if any((d < 0) if forward else (d > 0) for d in step):
-        raise ValueError("solve_ivp: t_eval must be sorted in the direction of integration")
+        raise ValueError(UNSORTED)
 
 
 def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, first_step, max_steps,
@@ -119,7 +188,7 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     and at the end only, outside transforms too (as under one)."""
     if not transform_active():
         refuse_pre_dispatch_capture("solve_ivp", "an ODE solver's steps")
-    problem, t0, y0 = prepared(
+    problem, t0, y0, invalid = prepared(
         fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step, jac_sparsity
     )
     if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
@@ -130,6 +199,8 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     )
     if not transform_active():
         return _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only)
+    if invalid is not None:  # refused at each call of a compiled function: no step, status -1
+        state["status"] = xp.where(invalid, xp.full_like(state["status"], explicit.FAILED), state["status"])
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
     state = while_loop(
         lambda s: s["status"] == explicit.RUNNING,

@@ -137,8 +137,10 @@ def error_norm(problem, K, h, scale):
         return rms(xp, combo(tab.E, K) * h / scale)
     e5 = xp.sum((combo(tab.E, K) / scale) ** 2)
     e3 = xp.sum((combo(tab.E3, K) / scale) ** 2)
+    # zero only when both estimates are: a nan one (a right-hand side turned nan) stays nan, a rejection
     denom = e5 + 0.01 * e3
-    return xp.where(denom > 0, xp.abs(h) * e5 / xp.sqrt(_positive(xp, denom) * problem.n), 0.0)
+    both_zero = (e5 == 0) & (e3 == 0)
+    return xp.where(both_zero, 0.0, xp.abs(h) * e5 / xp.sqrt(_positive(xp, denom) * problem.n))
 
 
 def dense(problem, K, t, y, y_new, f, f_new, h, te):
@@ -344,8 +346,8 @@ def eager_attempt(problem, state, max_steps):
     else:
         e5 = float(xp.sum(((E @ K) / scale) ** 2))
         e3 = float(xp.sum(((E3 @ K) / scale) ** 2))
-        denom = e5 + 0.01 * e3
-        err = abs(h) * e5 / math.sqrt(denom * problem.n) if denom > 0 else 0.0
+        denom = e5 + 0.01 * e3  # nan (a right-hand side turned nan) stays nan: a rejection, as SciPy's
+        err = 0.0 if e5 == 0 and e3 == 0 else abs(h) * e5 / math.sqrt(denom * problem.n)
     exponent = -1.0 / (tab.order + 1)
     accept = err < 1
     if accept:

@@ -167,7 +167,8 @@ def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
         x = xp.linalg.solve(matrix, xp.reshape(bZ, (3 * n, 1)))
         return xp.reshape(x, (3, n)), zero_info
 
-    Z, info = custom_root(residual, (Z0, info0), solve, tangent_solve)
+    # the Newton iteration judges its own convergence (a step whose iteration failed is rejected)
+    Z, info = custom_root(residual, (Z0, info0), solve, tangent_solve, residual_rtol=math.inf)
     info = polyad_stop_gradient(info)  # a report, no derivative (no integer cotangents downstream)
     return Z, info[0] > 0.5, xp.astype(info[1], xp.int64), info[2]
 

@@ -52,16 +52,22 @@ def solve_ivp(
 
     Args:
         fun: ``fun(t, y, *args) -> dy/dt``, an array of ``y``'s shape, written with ``polyad.xp`` (or NumPy
-            functions, which dispatch to polyad inside a transform).
+            functions, which dispatch to polyad inside a transform). Under a transform it is called, from
+            its first call, with states of the transforms of everything it depends on (``y0``,
+            ``t_span``, ``t_eval``, ``args``, the arrays it closes over), so a buffer it fills
+            (``dydt = np.zeros_like(y); dydt[0] = ...``) keeps the derivatives written into it.
         t_span: ``(t0, t1)``; ``t1 < t0`` integrates backwards.
         y0: the initial state, 1-D (a scalar is made 1-D, as SciPy does); real floating (integers become
-            float64); the state keeps its dtype and device.
+            float64; complex is refused: integrate the real and imaginary parts as one real state);
+            finite (as SciPy requires: else ValueError); the state keeps its dtype and device.
         method: "RK45" (Dormand-Prince 5(4)), "DOP853" (Hairer's 8(5,3)), both with SciPy's step
             control (the same steps as SciPy's), or "Radau" (Radau IIA of order 5, for stiff problems:
             Newton matrices from ``pa.jacfwd`` of ``fun``, the Newton solve through ``pa.custom_root``
             (differentiated implicitly); SciPy's error estimate and controller, steps close to SciPy's).
         t_eval: times at which to report the solution (sorted in the direction of integration, within
-            ``t_span``), from each method's dense output. None: every accepted step outside a transform,
+            ``t_span``: else ValueError, under every transform where the values are known; for values
+            ``pa.jit`` traces, at each call status -1 with no step taken), from each method's dense
+            output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
             ``t1`` only.
         dense_output, events, vectorized: SciPy's; only their defaults are supported (``fun`` may be
