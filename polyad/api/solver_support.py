@@ -14,15 +14,12 @@ import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.api.jacobians import jacfwd
 from polyad.api.sparse import sparse_jacfwd
+from polyad.control.implicit import SolverNotConvergedError  # one class: custom_root raises it too
 from polyad.core import ConcretizationError, plain
 from polyad.ops.common import bottom, shape_of
 
 LINEAR_SOLVERS = ("dense", "sparse", "cg", "gmres", "bicgstab")
 ON_FAILURE = ("raise", "warn")
-
-
-class SolverNotConvergedError(RuntimeError):
-    """A derivative was asked of a solver's result that is not a solution (the solver did not converge)."""
 
 
 class SolverNotConvergedWarning(UserWarning):
