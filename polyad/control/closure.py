@@ -64,6 +64,9 @@ class Body:
         self.graph = graph
         self.where = where
         self.draws_random = getattr(graph, "draws_random", False)
+        # the inputs fn writes into in place (a NumPy-style ``u[1:-1] = ...`` on its carry): each call
+        # hands fn its own copy of those, so that no write reaches what the caller keeps (``owned``)
+        self.written = getattr(graph, "written_inputs", ())
 
     @property
     def n_inputs(self):
@@ -72,6 +75,8 @@ class Body:
     def __call__(self, *args):
         if self.closures:
             args = unaliased(self.closures, args)
+        if self.written:
+            args = owned(args, self.written)
         n = len(args) - len(self.closures)
         inputs, values = args[:n], args[n:]
         with substituted(self.closures, values, self.where) as stand_ins:
@@ -175,6 +180,32 @@ def _stand_in(obj, value):
     else:
         obj.__class__ = FreshTensor
         obj._value, obj._interp, obj._aux = value, None, None
+
+
+def owned(values, positions=None):
+    """``values`` (a sequence) as a list with each value at ``positions`` (every one when None) the
+    receiver's own, so that an in-place write into it reaches nothing else: a tensor becomes a new object
+    over the same value (polyad's values are immutable: a write rebinds the object, so this costs
+    nothing), a backend array a copy (a write would change its memory), anything else (a number) stays.
+
+    This is how a loop hands its body the carry: the arrays it keeps (the caller's initial array, a
+    stored checkpoint, the step a backward pass replays, a compiled graph's constant) are never written.
+    Under a transform only the inputs the traced body writes into are copied (``Body.written``)."""
+    out = list(values)
+    for k in range(len(out)) if positions is None else positions:
+        out[k] = own_copy(out[k])
+    return out
+
+
+def own_copy(value):
+    """``value`` as a new object no write into which reaches ``value`` (see ``owned``)."""
+    if isinstance(value, Tensor):
+        copy = object.__new__(type(value))
+        copy._value, copy._interp, copy._aux, copy._alias = value._value, value._interp, value._aux, None
+        return copy
+    if not hasattr(type(value), "__setitem__"):  # a number, a NumPy scalar: nothing to write into
+        return value
+    return dispatch.namespace_of(value).asarray(value, copy=True)
 
 
 def unaliased(objects, args):

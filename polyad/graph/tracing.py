@@ -249,6 +249,7 @@ def trace_graph(
             add_hook(_lift_hook)
             # a body run once per step may draw random numbers: here a placeholder, the state untouched
             interp.refuses_random, interp.abstract_random, interp.drew_random = False, True, False
+        in_vars = [t._aux for t in ins]  # before the call: a write into an input rebinds its object
         try:
             out = func(*optree.tree_unflatten(in_tree, ins))
             out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
@@ -257,9 +258,12 @@ def trace_graph(
             if lift_all:
                 remove_hook(_lift_hook)
                 _lifting.tracers.pop()
-    inputs = [t._aux for t in ins] + [var for _, var in interp.closed] + [var for _, var in interp.lifted]
+    inputs = in_vars + [var for _, var in interp.closed] + [var for _, var in interp.lifted]
     if interp.lifted or interp.closed:
         in_tree = optree.tree_structure(tuple(range(len(inputs))))
     graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
     graph.draws_random = getattr(interp, "drew_random", False)  # (lift_all) the function draws numbers
+    # the inputs func wrote into in place (x[k] = ..., x += ...): a caller running func again on values
+    # it keeps (a loop's carry, a stored checkpoint) hands it its own copy of those (closure.owned)
+    graph.written_inputs = tuple(k for k, (t, v) in enumerate(zip(ins, in_vars)) if t._aux is not v)
     return graph, [a for a, _ in interp.closed], [t for t, _ in interp.lifted]
