@@ -30,7 +30,7 @@ import optree
 
 import polyad.dispatch as dispatch
 from polyad.control.bodies import recorded
-from polyad.core import FreshTensor, Tensor
+from polyad.core import FreshTensor, Tensor, fresh
 from polyad.graph import predispatch
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
@@ -186,7 +186,8 @@ def owned(values, positions=None):
     """``values`` (a sequence) as a list with each value at ``positions`` (every one when None) the
     receiver's own, so that an in-place write into it reaches nothing else: a tensor becomes a new object
     over the same value (polyad's values are immutable: a write rebinds the object, so this costs
-    nothing), a backend array a copy (a write would change its memory), anything else (a number) stays.
+    nothing), a backend array a copy (a write would change its memory; a ``FreshTensor`` while a
+    transform is active, so that a write of the transform's value rebinds it), a number stays.
 
     This is how a loop hands its body the carry: the arrays it keeps (the caller's initial array, a
     stored checkpoint, the step a backward pass replays, a compiled graph's constant) are never written.
@@ -205,7 +206,8 @@ def own_copy(value):
         return copy
     if not hasattr(type(value), "__setitem__"):  # a number, a NumPy scalar: nothing to write into
         return value
-    return dispatch.namespace_of(value).asarray(value, copy=True)
+    # while a transform is active, a FreshTensor, so that a write of one of its values can rebind it
+    return fresh(dispatch.namespace_of(value).asarray(value, copy=True))
 
 
 def unaliased(objects, args):

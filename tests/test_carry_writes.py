@@ -1,0 +1,191 @@
+"""Loop bodies that write into their own carry, NumPy style (``u[1:-1, 1:-1] = u[1:-1, 1:-1] * D; return
+u``; issue 31): the carry a body receives is its own, so a write inside never reaches the caller's array,
+a stored checkpoint or a step replayed by the backward pass. Every construct, schedule and transform is
+checked against the closed form (three steps of multiplying a 4x4 grid's interior by D: f(D) = 12 + 4 D^3)
+and random NumPy-style bodies against finite differences of the plain NumPy loop."""
+
+import gc
+
+import numpy as np
+import pytest
+from helpers import assert_close, to_numpy
+
+import polyad as pa
+from polyad import dispatch
+
+xp = pa.xp
+BACKEND = dispatch.default_backend().xp
+
+
+def user_grid():
+    """The caller's initial carry: an array of the backend under test (a NumPy array on the numpy lane)."""
+    return BACKEND.asarray(np.ones((4, 4)).tolist(), dtype=BACKEND.float64)
+
+
+def scalar(v):
+    return xp.asarray(v, dtype=xp.float64)
+
+
+def stencil(u, D):
+    u[1:-1, 1:-1] = u[1:-1, 1:-1] * D
+    return u
+
+
+def loop(construct, init, D, checkpoints):
+    """The grid after three in-place steps, by ``construct``."""
+    if construct == "scan":
+        return pa.scan(lambda u, x: (stencil(u, D), None), init, length=3, checkpoints=checkpoints)[0]
+    if construct == "fori_loop":
+        return pa.fori_loop(0, 3, lambda i, u: stencil(u, D), init, checkpoints=checkpoints)
+    state = (xp.asarray(0), init)
+    return pa.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, stencil(c[1], D)), state, checkpoints=checkpoints
+    )[1]
+
+
+def f_of(D):
+    return 12.0 + 4.0 * D**3
+
+
+def df_of(D):
+    return 12.0 * D**2
+
+
+def assert_untouched(user):
+    """The caller's array holds its values and stays writeable (NumPy's flag)."""
+    assert np.array_equal(to_numpy(user), np.ones((4, 4)))
+    flags = getattr(user, "flags", None)
+    if flags is not None:
+        assert flags.writeable
+
+
+TRANSFORMS = {
+    "eager": (lambda f: f, f_of),
+    "grad": (pa.grad, df_of),
+    "jit": (pa.jit, f_of),
+    "jit_grad": (lambda f: pa.jit(pa.grad(f)), df_of),
+}
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+@pytest.mark.parametrize("checkpoints", [None, "sqrt", 1])
+@pytest.mark.parametrize("construct", ["scan", "fori_loop", "while_loop"])
+@pytest.mark.parametrize("init", ["users_array", "fresh_copy"])
+def test_stencil_writing_into_its_carry(init, construct, checkpoints, transform):
+    user = user_grid()
+
+    def f(D):
+        u0 = user if init == "users_array" else BACKEND.asarray(user, copy=True)
+        return xp.sum(loop(construct, u0, D, checkpoints))
+
+    wrap, expected = TRANSFORMS[transform]
+    g = wrap(f)
+    refused = construct == "while_loop" and (
+        checkpoints == "sqrt" or (checkpoints is None and transform == "jit_grad")
+    )
+    for _ in range(3):  # a second and third call see the same initial values
+        if refused:  # a while loop's length is known only at its end: a loud refusal, not a guess
+            with pytest.raises(ValueError, match=r"pa\.while_loop"):
+                g(scalar(2.0))
+        else:
+            assert float(g(scalar(2.0))) == expected(2.0)
+        assert_untouched(user)
+
+
+# every other transform, and map and checkpoint: the same grid, D batched where vmap asks for it
+
+
+def scanned(D, user, checkpoints=1):
+    return xp.sum(loop("scan", user, D, checkpoints))
+
+
+def while_looped(D, user, checkpoints=1):
+    return xp.sum(loop("while_loop", user, D, checkpoints))
+
+
+def checkpointed(D, user):
+    return xp.sum(pa.checkpoint(lambda u: stencil(stencil(stencil(u, D), D), D))(user))
+
+
+def mapped(D, user):
+    # three grids, each its interior times D once: 3 (12 + 4 D)
+    return xp.sum(pa.map(lambda u: stencil(u, D), xp.stack([user, user, user])))
+
+
+CONSTRUCTS = {
+    "scan": (scanned, f_of, df_of, lambda D: 24.0 * D),
+    "scan_no_checkpoints": (lambda D, u: scanned(D, u, None), f_of, df_of, lambda D: 24.0 * D),
+    "while_loop": (while_looped, f_of, df_of, lambda D: 24.0 * D),
+    "checkpoint": (checkpointed, f_of, df_of, lambda D: 24.0 * D),
+    "map": (mapped, lambda D: 36.0 + 12.0 * D, lambda D: 12.0 + 0.0 * D, lambda D: 0.0 * D),
+}
+
+
+def _jvp(f):
+    return lambda D: pa.jvp(f, (D,), (scalar(1.0),))[1]
+
+
+OTHER_TRANSFORMS = {  # (transform, which derivative it gives, batched over Ds)
+    "jvp": (_jvp, 1, False),
+    "jacrev": (pa.jacrev, 1, False),
+    "jacfwd": (pa.jacfwd, 1, False),
+    "hessian": (pa.hessian, 2, False),
+    "vmap": (pa.vmap, 0, True),
+    "vmap_grad": (lambda f: pa.vmap(pa.grad(f)), 1, True),
+    "jit_vmap_grad": (lambda f: pa.jit(pa.vmap(pa.grad(f))), 1, True),
+    "jit_hessian": (lambda f: pa.jit(pa.hessian(f)), 2, False),
+}
+
+
+@pytest.mark.parametrize("transform", list(OTHER_TRANSFORMS))
+@pytest.mark.parametrize("construct", list(CONSTRUCTS))
+def test_every_transform_of_a_body_writing_into_its_input(construct, transform):
+    user = user_grid()
+    fn, *derivatives = CONSTRUCTS[construct]
+    wrap, order, batched = OTHER_TRANSFORMS[transform]
+    g = wrap(lambda D: fn(D, user))
+    points = np.array([2.0, 3.0])
+    for _ in range(2):
+        if batched:
+            got = to_numpy(g(xp.asarray(points.tolist(), dtype=xp.float64)))
+            assert_close(got, np.array([derivatives[order](p) for p in points]), rtol=1e-12)
+        else:
+            assert_close(float(g(scalar(2.0))), derivatives[order](2.0), rtol=1e-12)
+        if transform in ("jacrev", "hessian"):
+            # jacrev's tape and a loop's body refer to each other (the body closes over the leaf D): the
+            # tape, and the read-only mark it puts on the arrays it reads, go when gc collects the cycle
+            gc.collect()
+        assert_untouched(user)
+
+
+def test_users_array_intact_after_the_body_raises():
+    user = user_grid()
+
+    def f(D):
+        def body(u, x):
+            stencil(u, D)
+            raise RuntimeError("the body failed after writing")
+
+        return xp.sum(pa.scan(body, user, length=3, checkpoints=1)[0])
+
+    for g in (f, pa.grad(f), pa.jit(f), pa.jit(pa.grad(f))):
+        with pytest.raises(RuntimeError, match="failed after writing"):
+            g(scalar(2.0))
+        assert_untouched(user)
+
+
+def test_a_y_that_is_the_carry_keeps_its_step():
+    """``return u, u`` after writing into ``u``: each y is the grid of its own step, not a later one's."""
+
+    def f(D):
+        def body(u, x):
+            stencil(u, D)
+            return u, u
+
+        return pa.scan(body, user_grid(), length=3)[1]
+
+    for g in (f, pa.jit(f)):
+        ys = to_numpy(g(scalar(2.0)))
+        assert [ys[k, 1, 1] for k in range(3)] == [2.0, 4.0, 8.0]
+    jac = to_numpy(pa.jacfwd(lambda D: xp.sum(f(D)))(scalar(2.0)))
+    assert float(jac) == 4.0 * (1.0 + 4.0 + 12.0)  # the interior's 4 cells: d/dD (D + D^2 + D^3)
