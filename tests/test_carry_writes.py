@@ -189,3 +189,124 @@ def test_a_y_that_is_the_carry_keeps_its_step():
         assert [ys[k, 1, 1] for k in range(3)] == [2.0, 4.0, 8.0]
     jac = to_numpy(pa.jacfwd(lambda D: xp.sum(f(D)))(scalar(2.0)))
     assert float(jac) == 4.0 * (1.0 + 4.0 + 12.0)  # the interior's 4 cells: d/dD (D + D^2 + D^3)
+
+
+# ------------------------------------------------------------------------------ NumPy-style bodies, at random
+
+
+N = 5  # the carry's length
+STEPS = 3
+WEIGHTS = np.linspace(0.5, 1.5, N)
+
+
+def random_ops(rng):
+    """A body as a list of NumPy-style in-place operations on its carry ``u`` (see ``run_ops``)."""
+    ops = []
+    for _ in range(int(rng.integers(2, 5))):
+        kind = str(rng.choice(["scale", "view_mul", "view_sin", "fill", "elem", "shift"]))
+        a = int(rng.integers(0, N - 1))
+        b = int(rng.integers(a + 1, N + 1))
+        ops.append((kind, a, b, round(float(rng.uniform(-0.5, 0.5)), 3)))
+    return ops
+
+
+def run_ops(m, ops, u, p):
+    """One step: ``ops`` run on carry ``u`` with parameter ``p``, ``m`` the namespace (NumPy for the
+    reference loop, polyad's for the loops under test); returns ``u`` (or the buffer that replaced it)."""
+    for kind, a, b, c in ops:
+        if kind == "scale":  # an in-place stencil on a slice
+            u[a:b] = u[a:b] * p + c
+        elif kind == "view_mul":  # a write through a view of the carry
+            v = u[a:b]
+            # (p * 1.0, not p: a compiled loop runs the body on the backend's arrays, with the closed-over p
+            # a polyad tensor, which array_api_strict's in-place operators refuse, as CuPy's may)
+            v *= p * 1.0
+        elif kind == "view_sin":
+            v = u[a:b]
+            v += c * m.sin(v)
+        elif kind == "fill":  # a buffer filled element by element, then the new carry
+            buf = m.zeros_like(u)
+            for i in range(N):
+                buf[i] = u[i] * p + c * u[(i + 1) % N]
+            u = buf
+        elif kind == "elem":  # one element of the carry written from two others
+            u[a] = u[a] * u[b - 1] * 0.5 + p
+        else:  # "shift": an in-place update of one slice from an overlapping one
+            u[1:] += c * p * u[:-1]
+    return u
+
+
+def reference(ops, u0, p):
+    """The plain NumPy loop's loss."""
+    u = np.array(u0, dtype=np.float64)
+    for _ in range(STEPS):
+        u = run_ops(np, ops, u, p)
+    return float(np.sum(WEIGHTS * u))
+
+
+def polyad_loss(ops, construct, checkpoints, user):
+    w = BACKEND.asarray(WEIGHTS.tolist(), dtype=BACKEND.float64)
+
+    def f(p):
+        if construct == "scan":
+            u = pa.scan(
+                lambda u, x: (run_ops(xp, ops, u, p), None), user, length=STEPS, checkpoints=checkpoints
+            )[0]
+        elif construct == "fori_loop":
+            u = pa.fori_loop(0, STEPS, lambda i, u: run_ops(xp, ops, u, p), user, checkpoints=checkpoints)
+        else:
+            state = (xp.asarray(0), user)
+            u = pa.while_loop(
+                lambda s: s[0] < STEPS,
+                lambda s: (s[0] + 1, run_ops(xp, ops, s[1], p)),
+                state,
+                checkpoints=checkpoints,
+            )[1]
+        return xp.sum(w * u)
+
+    return f
+
+
+def _first(f):
+    return lambda p: pa.jvp(f, (p,), (scalar(1.0),))[1]
+
+
+PROPERTY_TRANSFORMS = {  # (transform, derivative or value, batched)
+    "value": (lambda f: f, False, False),
+    "jit": (pa.jit, False, False),
+    "grad": (pa.grad, True, False),
+    "jvp": (_first, True, False),
+    "jit_grad": (lambda f: pa.jit(pa.grad(f)), True, False),
+    "jacrev": (pa.jacrev, True, False),
+    "vmap_grad": (lambda f: pa.vmap(pa.grad(f)), True, True),
+}
+
+
+def test_numpy_style_bodies_match_finite_differences_of_the_numpy_loop():
+    rng = np.random.default_rng(31)
+    for _ in range(36):
+        ops = random_ops(rng)
+        construct = str(rng.choice(["scan", "fori_loop", "while_loop"]))
+        schedules = [None, 1, 2, "auto"] + ([] if construct == "while_loop" else ["sqrt"])
+        checkpoints = schedules[int(rng.integers(len(schedules)))]
+        name = str(rng.choice(list(PROPERTY_TRANSFORMS)))
+        if construct == "while_loop" and name == "jit_grad" and not isinstance(checkpoints, int):
+            checkpoints = 2  # a compiled while loop's reverse pass needs a fixed number of slots (refused)
+        wrap, derivative, batched = PROPERTY_TRANSFORMS[name]
+        u0 = rng.uniform(0.5, 1.5, N)
+        user = BACKEND.asarray(u0.tolist(), dtype=BACKEND.float64)
+        g = wrap(polyad_loss(ops, construct, checkpoints, user))
+        points = [0.8, 1.1] if batched else [0.9]
+        h = 1e-6
+        want = [
+            (reference(ops, u0, p + h) - reference(ops, u0, p - h)) / (2 * h)
+            if derivative
+            else reference(ops, u0, p)
+            for p in points
+        ]
+        for _ in range(2):  # a second call (pa.jit's compiled one) sees the same initial carry
+            p = xp.asarray(points, dtype=xp.float64) if batched else scalar(points[0])
+            got = np.atleast_1d(to_numpy(g(p)))
+            what = f"{name} of {construct}(checkpoints={checkpoints!r}) over {ops}"
+            assert_close(got, np.array(want), rtol=1e-6, atol=1e-8), what
+            assert np.array_equal(to_numpy(user), u0), what

@@ -30,7 +30,7 @@ import optree
 
 import polyad.dispatch as dispatch
 from polyad.control.bodies import recorded
-from polyad.core import FreshTensor, Tensor, fresh
+from polyad.core import FreshTensor, Tensor, transform_active
 from polyad.graph import predispatch
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
@@ -75,7 +75,11 @@ class Body:
     def __call__(self, *args):
         if self.closures:
             args = unaliased(self.closures, args)
-        if self.written:
+        if transform_active():
+            # every array input a tensor: no write reaches what the caller keeps, and a buffer made from
+            # one (zeros_like) takes the transform's values (a closed-over value stands in as a tensor)
+            args = owned(args, [*self.written, *self._arrays(args)])
+        elif self.written:
             args = owned(args, self.written)
         n = len(args) - len(self.closures)
         inputs, values = args[:n], args[n:]
@@ -90,6 +94,10 @@ class Body:
             # a closed-over value returned as it is: its stand-in, not the object about to be restored
             flat = [stand_ins.get(id(o), o) for o in flat]
         return [o._value if type(o) is FreshTensor else o for o in flat]
+
+    def _arrays(self, args):
+        """The positions of the backend arrays among the inputs in ``args`` (the closure's values follow)."""
+        return [k for k in range(self.n_inputs) if not isinstance(args[k], Tensor) and k not in self.written]
 
     def compile_with(self, compile_fn):
         """This body run by compiled code: ``compile_fn(graph)`` (``pa.jit``'s pipeline) turns the traced
@@ -184,14 +192,13 @@ def _stand_in(obj, value):
 
 def owned(values, positions=None):
     """``values`` (a sequence) as a list with each value at ``positions`` (every one when None) the
-    receiver's own, so that an in-place write into it reaches nothing else: a tensor becomes a new object
-    over the same value (polyad's values are immutable: a write rebinds the object, so this costs
-    nothing), a backend array a copy (a write would change its memory; a ``FreshTensor`` while a
-    transform is active, so that a write of the transform's value rebinds it), a number stays.
+    receiver's own, so that an in-place write into it reaches nothing else (``own_copy``).
 
     This is how a loop hands its body the carry: the arrays it keeps (the caller's initial array, a
     stored checkpoint, the step a backward pass replays, a compiled graph's constant) are never written.
-    Under a transform only the inputs the traced body writes into are copied (``Body.written``)."""
+    Under a transform the body's tensors cost nothing (``Body.__call__``); outside every transform (an
+    eager loop, a compiled graph's loop) a backend array is copied, for the inputs the traced body writes
+    into (``Body.written``), or for every input where nothing was traced (eager loops)."""
     out = list(values)
     for k in range(len(out)) if positions is None else positions:
         out[k] = own_copy(out[k])
@@ -199,15 +206,19 @@ def owned(values, positions=None):
 
 
 def own_copy(value):
-    """``value`` as a new object no write into which reaches ``value`` (see ``owned``)."""
+    """``value`` as a new object no write into which reaches ``value``: a tensor, a new object over the
+    same value (polyad's values are immutable: a write computes the new one and rebinds the object); a
+    backend array, while a transform is active, a ``FreshTensor`` over it (the same, and a write of the
+    transform's values can rebind it), else a copy (a write would change its memory); a number as it is."""
     if isinstance(value, Tensor):
         copy = object.__new__(type(value))
         copy._value, copy._interp, copy._aux, copy._alias = value._value, value._interp, value._aux, None
         return copy
     if not hasattr(type(value), "__setitem__"):  # a number, a NumPy scalar: nothing to write into
         return value
-    # while a transform is active, a FreshTensor, so that a write of one of its values can rebind it
-    return fresh(dispatch.namespace_of(value).asarray(value, copy=True))
+    if transform_active():
+        return FreshTensor(value)
+    return dispatch.namespace_of(value).asarray(value, copy=True)
 
 
 def unaliased(objects, args):
