@@ -310,3 +310,62 @@ def test_numpy_style_bodies_match_finite_differences_of_the_numpy_loop():
             what = f"{name} of {construct}(checkpoints={checkpoints!r}) over {ops}"
             assert_close(got, np.array(want), rtol=1e-6, atol=1e-8), what
             assert np.array_equal(to_numpy(user), u0), what
+
+
+# ------------------------------------------------------------------------------ the loops' messages
+
+
+def test_cond_errors_name_pa_cond_and_the_branch():
+    x = scalar(1.0)
+    with pytest.raises(TypeError) as e:
+        pa.grad(lambda x: pa.cond(x > 0, lambda v: v * 2, lambda v: xp.stack([v, v]), x))(x)
+    msg = str(e.value)
+    assert msg.startswith("pa.cond: true_fun returns shape ()") and "false_fun returns (2,)" in msg
+    assert "switch" not in msg and "branch 1" not in msg
+    with pytest.raises(TypeError, match=r"^pa\.cond: true_fun returns PyTreeSpec\(\(\*, \*\)\), false_fun"):
+        pa.grad(lambda x: pa.cond(x > 0, lambda v: (v, v), lambda v: v, x))(x)
+    with pytest.raises(pa.ConcretizationError) as e:
+        pa.grad(lambda x: pa.cond(x > 0, lambda v: v, lambda v: v * float(v), x))(x)
+    msg = str(e.value)
+    assert msg.startswith("pa.cond false_fun (<lambda>): float() of a traced value")
+    assert "xp.where" in msg and "static_argnums" not in msg and "switch" not in msg
+    # pa.switch keeps its own names
+    with pytest.raises(TypeError, match=r"^pa\.switch: branch 1 returns shape \(\)"):
+        pa.grad(lambda x: pa.switch(0, [lambda v: xp.stack([v, v]), lambda v: v], x))(x)
+
+
+@pytest.mark.parametrize("construct", ["scan", "fori_loop", "while_loop"])
+def test_python_control_flow_on_a_loop_carry_says_it_is_a_loop_carry(construct):
+    def branchy(c):
+        return c * 2.0 if float(c) > 0 else c
+
+    def f(x):
+        if construct == "scan":
+            return pa.scan(lambda c, _: (branchy(c), None), x, length=3)[0]
+        if construct == "fori_loop":
+            return pa.fori_loop(0, 3, lambda i, c: branchy(c), x)
+        return pa.while_loop(lambda c: c < 10.0, branchy, x)
+
+    for g in (pa.grad(f), pa.jit(f)):
+        with pytest.raises(pa.ConcretizationError) as e:
+            g(scalar(1.0))
+        msg = str(e.value)
+        assert msg.startswith(f"pa.{construct}(") and "float() of a traced value (the loop carry" in msg
+        assert "traced once" in msg and "xp.where" in msg and "pa.cond" in msg and "cond_fun" in msg
+        assert "static_argnums" not in msg
+
+
+@pytest.mark.parametrize("bad", [-1, 0, "bogus", 1.5, True])
+def test_fori_loop_refuses_bad_checkpoints_eagerly_too(bad):
+    body = lambda i, c: c * 2.0  # noqa: E731
+    for call in (
+        lambda: pa.fori_loop(0, 3, body, scalar(1.0), checkpoints=bad),
+        lambda: pa.grad(lambda x: pa.fori_loop(0, 3, body, x, checkpoints=bad))(scalar(1.0)),
+    ):
+        with pytest.raises(ValueError) as e:
+            call()
+        msg = str(e.value)
+        assert msg.startswith("pa.fori_loop(<lambda>): checkpoints must be") and repr(bad) in msg
+        assert "pa.scan" not in msg
+    with pytest.raises(ValueError, match=r"^pa\.fori_loop\(<lambda>\): max_memory is the budget"):
+        pa.fori_loop(0, 3, body, scalar(1.0), max_memory="1MiB")

@@ -159,15 +159,27 @@ def refuse_pre_dispatch_capture(where, what):
         )
 
 
-def trace(fn, example, where):
+# what a ConcretizationError in a loop body says to do (a loop's steps are traced once, not run one by one)
+LOOP_ADVICE = (
+    "the body of a loop is traced once, on abstract values, and the trace runs for every step, so Python "
+    "control flow (if, float(), int()) cannot depend on the loop carry or on a value computed from it: "
+    "choose with xp.where(c, a, b) or pa.cond(pred, true_fun, false_fun, ...), and stop a loop with "
+    "pa.while_loop's cond_fun"
+)
+
+
+def trace(fn, example, where, names=None, advice=None):
     """``fn`` as a ``Body``: traced once on the abstract values of ``example`` (a tuple of arrays, tensors
     or ShapeDtypes: ``fn``'s positional arguments), lifting every tensor of an enclosing transform it
-    closes over. Python control flow on a traced value raises ``ConcretizationError``, naming ``where``."""
+    closes over. Python control flow on a traced value raises ``ConcretizationError``, naming ``where``,
+    the input by ``names`` (one per flat input, as "the loop carry") and saying ``advice`` (what to do)."""
     flat, in_tree = optree.tree_flatten(tuple(example), none_is_leaf=False)
     avals = [abstract_of(x) for x in flat]
     backend = dispatch.backend_of_device(next((a.device for a in avals), None))
     with predispatch.not_recording():  # the trace is no call of user code a pre-dispatch graph replays
-        graph, _, lifted = trace_graph(fn, avals, in_tree, backend, where=where, lift_all=True)
+        graph, _, lifted = trace_graph(
+            fn, avals, in_tree, backend, where=where, names=names, lift_all=True, advice=advice
+        )
     out_avals = [_output_aval(r, graph) for r in graph.outputs]
     return Body(fn, in_tree, lifted, graph.out_tree, out_avals, graph, where)
 

@@ -20,8 +20,8 @@ import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
-from polyad.control.closure import abstract_of, owned, refuse_pre_dispatch_capture, trace
-from polyad.control.loops import as_array, check_checkpoints, func_name
+from polyad.control.closure import LOOP_ADVICE, abstract_of, owned, refuse_pre_dispatch_capture, trace
+from polyad.control.loops import as_array, carry_names, check_checkpoints, func_name
 from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
 from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.ops.base import (
@@ -660,8 +660,9 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
             for o, d in zip(o_flat, dtypes)
         )
 
-    cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})")
-    body = trace(body_flat, flat, where)
+    names = carry_names(len(flat))
+    cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})", names, LOOP_ADVICE)
+    body = trace(body_flat, flat, where, names, LOOP_ADVICE)
     for k, (a, v) in enumerate(zip(body.out_avals, flat)):
         if a.shape != tuple(shape_of(v)) or dtype_name(a.dtype) != dtype_name(v.dtype):
             raise TypeError(

@@ -168,6 +168,12 @@ class TracingInterpreter(GraphInterpreter):
             origin = f"the result of op {node.op.name!r}" if node is not None else "computed inside"
         kind = {"bool": "bool() (a Python branch)", "index": "operator.index()"}.get(what, f"{what}()")
         dtype = getattr(var.dtype, "__name__", None) or dtype_name(var.dtype)  # a dtype or a scalar type
+        advice = getattr(self, "advice", None)
+        if advice is not None:  # a control-flow body's trace: its caller says what to do instead
+            return ConcretizationError(
+                f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
+                f"its concrete value; {advice}"
+            )
         return ConcretizationError(
             f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
             "its concrete value, which pa.jit does not have while it "
@@ -221,7 +227,16 @@ def _lift_hook(op, args, params):
 
 
 def trace_graph(
-    func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False, closed_inputs=False, weak=()
+    func,
+    avals,
+    in_tree,
+    backend,
+    where="pa.jit",
+    names=None,
+    lift_all=False,
+    closed_inputs=False,
+    weak=(),
+    advice=None,
 ):
     """``(graph, closed, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals``
     (ShapeDtypes, flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded
@@ -237,8 +252,11 @@ def trace_graph(
     ``k``): ``lifted`` is then ``func``'s whole closure in transforms' tensors, which a loop body needs to
     make explicit (``polyad.control.closure``).
 
-    ``weak``: the positions of inputs that stand for Python floats (``WeakTracedTensor``)."""
+    ``weak``: the positions of inputs that stand for Python floats (``WeakTracedTensor``). ``advice``:
+    what a ``ConcretizationError`` tells the user to do instead (a loop body's: pa.jit's static
+    arguments cannot help there)."""
     with new_level(TracingInterpreter, backend, where, {}) as interp:
+        interp.advice = advice
         ins = [interp.new_var(a, k in weak) for k, a in enumerate(avals)]
         if names is not None:
             interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
