@@ -269,8 +269,8 @@ def _check_same(first, body, first_tree, tree, where, first_name, name):
         if a.shape != b.shape or dtype_name(a.dtype) != dtype_name(b.dtype):
             raise TypeError(
                 f"{where}: {name} returns shape {b.shape} and dtype {dtype_name(b.dtype)} where {first_name} "
-                f"returns {a.shape} and {dtype_name(a.dtype)}: the branches must return the same shapes and "
-                "dtypes (cast with xp.astype, broadcast with xp.broadcast_to)"
+                f"returns {a.shape} and {dtype_name(a.dtype)}: the branches must return the same types "
+                "(shapes and dtypes: cast with xp.astype, broadcast with xp.broadcast_to)"
             )
 
 
