@@ -369,3 +369,16 @@ def test_fori_loop_refuses_bad_checkpoints_eagerly_too(bad):
         assert "pa.scan" not in msg
     with pytest.raises(ValueError, match=r"^pa\.fori_loop\(<lambda>\): max_memory is the budget"):
         pa.fori_loop(0, 3, body, scalar(1.0), max_memory="1MiB")
+
+
+def test_eager_constructs_leave_the_callers_arrays_intact():
+    user = user_grid()
+    D = scalar(2.0)
+    stack = BACKEND.stack([user, user])
+    assert float(xp.sum(pa.map(lambda u: stencil(u, D), stack))) == 2 * 20.0  # each grid's interior doubled
+    assert np.array_equal(to_numpy(stack), np.ones((2, 4, 4)))
+    assert float(checkpointed(D, user)) == f_of(2.0)
+    # a body returning a view of its carry, then writing into it: each step's own
+    out = pa.fori_loop(0, 3, lambda i, u: stencil(u, D)[...], user)
+    assert float(xp.sum(out)) == f_of(2.0)
+    assert_untouched(user)

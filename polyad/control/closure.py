@@ -217,6 +217,22 @@ def owned(values, positions=None):
     return out
 
 
+def owned_next(leaves, elsewhere=()):
+    """An eager loop's next carry (``leaves``, what a step returned) as its body's own, copying only
+    where a write could reach something else: a leaf that is a view (NumPy's and CuPy's ``.base``; an
+    array of a library that has none is copied), or that is also one of ``elsewhere`` (the step's ys, an
+    initial array) or another leaf. A fresh result of the step's own ops stays as it is, so a body that
+    writes nothing costs nothing; the initial carry is copied once (``owned``)."""
+    seen = {id(e) for e in elsewhere}
+    out = []
+    for c in leaves:
+        if id(c) in seen or getattr(c, "base", True) is not None:
+            c = own_copy(c)
+        seen.add(id(c))
+        out.append(c)
+    return out
+
+
 def own_copy(value):
     """``value`` as a new object no write into which reaches ``value``: a tensor, a new object over the
     same value (polyad's values are immutable: a write computes the new one and rebinds the object); a

@@ -14,7 +14,7 @@ import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import vmapped
-from polyad.control.closure import LOOP_ADVICE, abstract_of, own_copy, owned, trace
+from polyad.control.closure import LOOP_ADVICE, abstract_of, owned, owned_next, trace
 from polyad.control.scan import SCAN
 from polyad.core import Tensor, bind, transform_active
 from polyad.ops.common import ShapeDtype, dtype_name, ndim_of, shape_of
@@ -201,17 +201,16 @@ def _step(f, init_flat, init_tree, xs_tree, y_tree, where):
 
 def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
     """The loop outside every transform: the Python loop on the backend's arrays."""
-    carry = init_flat
+    # the body's own carry and x each step: a write into them reaches neither the caller's arrays nor a y
+    # kept from an earlier step (nothing is traced here to tell whether the body writes)
+    carry = owned(init_flat)
     ys = []
     for i in range(n):
         t = n - 1 - i if reverse else i
-        # the body's own carry and x each step: a write into them reaches neither the caller's arrays nor
-        # a y kept from an earlier step (nothing is traced here to tell whether the body writes)
-        carry = optree.tree_unflatten(init_tree, owned(carry))
-        carry, y = _checked(
-            f(carry, optree.tree_unflatten(xs_tree, owned([x[t, ...] for x in xs_flat]))), init_tree, where
-        )
-        carry = optree.tree_leaves(carry, none_is_leaf=False)
+        x = optree.tree_unflatten(xs_tree, owned([x[t, ...] for x in xs_flat]))
+        carry, y = _checked(f(optree.tree_unflatten(init_tree, carry), x), init_tree, where)
+        y_leaves = optree.tree_leaves(y, none_is_leaf=False)
+        carry = owned_next(optree.tree_leaves(carry, none_is_leaf=False), [*y_leaves, *init_flat])
         ys.append(y)
     carry = optree.tree_unflatten(init_tree, carry)
     if reverse:
@@ -265,9 +264,11 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
         raise TypeError(f"{where}: body must be callable, got {type(body).__name__}")
     check_checkpoints(checkpoints, max_memory, where)  # eagerly too: the call would fail under grad
     if not transform_active():  # i a 0-d integer array, as under a transform (and in JAX)
-        val = init
+        leaves, tree = optree.tree_flatten(init, none_is_leaf=False)
+        val = optree.tree_unflatten(tree, owned(leaves))  # the body's own, as scan's
         for i in range(lower, upper):
-            val = body(xp.asarray(i), optree.tree_map(own_copy, val, none_is_leaf=False))  # as scan's
+            val = body(xp.asarray(i), val)
+            val = optree.tree_unflatten(tree, owned_next(optree.tree_leaves(val, none_is_leaf=False), leaves))
         return val
     n = max(upper - lower, 0)
     step = _fori_step(body)
