@@ -67,6 +67,7 @@ class Body:
         # the inputs fn writes into in place (a NumPy-style ``u[1:-1] = ...`` on its carry): each call
         # hands fn its own copy of those, so that no write reaches what the caller keeps (``owned``)
         self.written = getattr(graph, "written_inputs", ())
+        self.writes_in_place = getattr(graph, "writes_in_place", False)  # into anything (a buffer too)
 
     @property
     def n_inputs(self):
@@ -75,9 +76,10 @@ class Body:
     def __call__(self, *args):
         if self.closures:
             args = unaliased(self.closures, args)
-        if transform_active():
+        if self.writes_in_place and transform_active():
             # every array input a tensor: no write reaches what the caller keeps, and a buffer made from
-            # one (zeros_like) takes the transform's values (a closed-over value stands in as a tensor)
+            # one (zeros_like) takes the transform's values (a closed-over value stands in as a tensor);
+            # a body that writes nowhere computes on the arrays as they are (level 0's fast path)
             args = owned(args, [*self.written, *self._arrays(args)])
         elif self.written:
             args = owned(args, self.written)

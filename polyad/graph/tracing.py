@@ -12,6 +12,7 @@ from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, 
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
+from polyad.ops import views
 from polyad.ops.common import ShapeDtype, bottom, dtype_name
 from polyad.transforms.abstract import abstract_rule
 
@@ -268,6 +269,7 @@ def trace_graph(
             # a body run once per step may draw random numbers: here a placeholder, the state untouched
             interp.refuses_random, interp.abstract_random, interp.drew_random = False, True, False
         in_vars = [t._aux for t in ins]  # before the call: a write into an input rebinds its object
+        writes_before = views.WRITES[0]
         try:
             out = func(*optree.tree_unflatten(in_tree, ins))
             out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
@@ -284,4 +286,5 @@ def trace_graph(
     # the inputs func wrote into in place (x[k] = ..., x += ...): a caller running func again on values
     # it keeps (a loop's carry, a stored checkpoint) hands it its own copy of those (closure.owned)
     graph.written_inputs = tuple(k for k, (t, v) in enumerate(zip(ins, in_vars)) if t._aux is not v)
+    graph.writes_in_place = views.WRITES[0] != writes_before  # (another thread's writes: a false yes)
     return graph, [a for a, _ in interp.closed], [t for t, _ in interp.lifted]
