@@ -15,7 +15,7 @@ import optree
 
 import polyad.random as random
 from polyad.control.bodies import BatchedBody, DualBody, recorded
-from polyad.control.closure import trace
+from polyad.control.closure import own_copy, trace
 from polyad.control.loops import as_array, func_name
 from polyad.core import Op, bind, transform_active
 from polyad.ops.common import ShapeDtype, dtype_kind, is_floating
@@ -116,8 +116,8 @@ def checkpoint(f, *, policy=None):
 
     @functools.wraps(f)
     def checkpointed(*args):
-        if not transform_active():
-            return f(*args)
+        if not transform_active():  # f's arguments its own, as under a transform: writes stay inside
+            return f(*optree.tree_map(own_copy, args, none_is_leaf=False))
         flat, tree = optree.tree_flatten(args, none_is_leaf=False)
         flat = [as_array(v, where, "its arguments") for v in flat]
         out_tree = []

@@ -30,7 +30,7 @@ import optree
 
 import polyad.dispatch as dispatch
 from polyad.control.bodies import recorded
-from polyad.core import FreshTensor, Tensor
+from polyad.core import FreshTensor, Tensor, transform_active
 from polyad.graph import predispatch
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
@@ -64,6 +64,10 @@ class Body:
         self.graph = graph
         self.where = where
         self.draws_random = getattr(graph, "draws_random", False)
+        # the inputs fn writes into in place (a NumPy-style ``u[1:-1] = ...`` on its carry): each call
+        # hands fn its own copy of those, so that no write reaches what the caller keeps (``owned``)
+        self.written = getattr(graph, "written_inputs", ())
+        self.writes_in_place = getattr(graph, "writes_in_place", False)  # into anything (a buffer too)
 
     @property
     def n_inputs(self):
@@ -72,6 +76,13 @@ class Body:
     def __call__(self, *args):
         if self.closures:
             args = unaliased(self.closures, args)
+        if self.writes_in_place and transform_active():
+            # every array input a tensor: no write reaches what the caller keeps, and a buffer made from
+            # one (zeros_like) takes the transform's values (a closed-over value stands in as a tensor);
+            # a body that writes nowhere computes on the arrays as they are (level 0's fast path)
+            args = owned(args, [*self.written, *self._arrays(args)])
+        elif self.written:
+            args = owned(args, self.written)
         n = len(args) - len(self.closures)
         inputs, values = args[:n], args[n:]
         with substituted(self.closures, values, self.where) as stand_ins:
@@ -85,6 +96,10 @@ class Body:
             # a closed-over value returned as it is: its stand-in, not the object about to be restored
             flat = [stand_ins.get(id(o), o) for o in flat]
         return [o._value if type(o) is FreshTensor else o for o in flat]
+
+    def _arrays(self, args):
+        """The positions of the backend arrays among the inputs in ``args`` (the closure's values follow)."""
+        return [k for k in range(self.n_inputs) if not isinstance(args[k], Tensor) and k not in self.written]
 
     def compile_with(self, compile_fn):
         """This body run by compiled code: ``compile_fn(graph)`` (``pa.jit``'s pipeline) turns the traced
@@ -146,15 +161,27 @@ def refuse_pre_dispatch_capture(where, what):
         )
 
 
-def trace(fn, example, where):
+# what a ConcretizationError in a loop body says to do (a loop's steps are traced once, not run one by one)
+LOOP_ADVICE = (
+    "the body of a loop is traced once, on abstract values, and the trace runs for every step, so Python "
+    "control flow (if, float(), int()) cannot depend on the loop carry or on a value computed from it: "
+    "choose with xp.where(c, a, b) or pa.cond(pred, true_fun, false_fun, ...), and stop a loop with "
+    "pa.while_loop's cond_fun"
+)
+
+
+def trace(fn, example, where, names=None, advice=None):
     """``fn`` as a ``Body``: traced once on the abstract values of ``example`` (a tuple of arrays, tensors
     or ShapeDtypes: ``fn``'s positional arguments), lifting every tensor of an enclosing transform it
-    closes over. Python control flow on a traced value raises ``ConcretizationError``, naming ``where``."""
+    closes over. Python control flow on a traced value raises ``ConcretizationError``, naming ``where``,
+    the input by ``names`` (one per flat input, as "the loop carry") and saying ``advice`` (what to do)."""
     flat, in_tree = optree.tree_flatten(tuple(example), none_is_leaf=False)
     avals = [abstract_of(x) for x in flat]
     backend = dispatch.backend_of_device(next((a.device for a in avals), None))
     with predispatch.not_recording():  # the trace is no call of user code a pre-dispatch graph replays
-        graph, _, lifted = trace_graph(fn, avals, in_tree, backend, where=where, lift_all=True)
+        graph, _, lifted = trace_graph(
+            fn, avals, in_tree, backend, where=where, names=names, lift_all=True, advice=advice
+        )
     out_avals = [_output_aval(r, graph) for r in graph.outputs]
     return Body(fn, in_tree, lifted, graph.out_tree, out_avals, graph, where)
 
@@ -175,6 +202,53 @@ def _stand_in(obj, value):
     else:
         obj.__class__ = FreshTensor
         obj._value, obj._interp, obj._aux = value, None, None
+
+
+def owned(values, positions=None):
+    """``values`` (a sequence) as a list with each value at ``positions`` (every one when None) the
+    receiver's own, so that an in-place write into it reaches nothing else (``own_copy``).
+
+    This is how a loop hands its body the carry: the arrays it keeps (the caller's initial array, a
+    stored checkpoint, the step a backward pass replays, a compiled graph's constant) are never written.
+    Under a transform the body's tensors cost nothing (``Body.__call__``); outside every transform (an
+    eager loop, a compiled graph's loop) a backend array is copied, for the inputs the traced body writes
+    into (``Body.written``), or for every input where nothing was traced (eager loops)."""
+    out = list(values)
+    for k in range(len(out)) if positions is None else positions:
+        out[k] = own_copy(out[k])
+    return out
+
+
+def owned_next(leaves, elsewhere=()):
+    """An eager loop's next carry (``leaves``, what a step returned) as its body's own, copying only
+    where a write could reach something else: a leaf that is a view (NumPy's and CuPy's ``.base``; an
+    array of a library that has none is copied), or that is also one of ``elsewhere`` (the step's ys, an
+    initial array) or another leaf. A fresh result of the step's own ops stays as it is, so a body that
+    writes nothing costs nothing; the initial carry is copied once (``owned``)."""
+    seen = {id(e) for e in elsewhere}
+    out = []
+    for c in leaves:
+        if id(c) in seen or getattr(c, "base", True) is not None:
+            c = own_copy(c)
+        seen.add(id(c))
+        out.append(c)
+    return out
+
+
+def own_copy(value):
+    """``value`` as a new object no write into which reaches ``value``: a tensor, a new object over the
+    same value (polyad's values are immutable: a write computes the new one and rebinds the object); a
+    backend array, while a transform is active, a ``FreshTensor`` over it (the same, and a write of the
+    transform's values can rebind it), else a copy (a write would change its memory); a number as it is."""
+    if isinstance(value, Tensor):
+        copy = object.__new__(type(value))
+        copy._value, copy._interp, copy._aux, copy._alias = value._value, value._interp, value._aux, None
+        return copy
+    if not hasattr(type(value), "__setitem__"):  # a number, a NumPy scalar: nothing to write into
+        return value
+    if transform_active():
+        return FreshTensor(value)
+    return dispatch.namespace_of(value).asarray(value, copy=True)
 
 
 def unaliased(objects, args):

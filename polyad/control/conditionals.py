@@ -205,14 +205,22 @@ def switch(index, branches, *operands):
         if not callable(b):
             raise TypeError(f"{where}: branches[{k}] must be callable, got {type(b).__name__}")
     _check_index(index, where)
+    return _switch(index, branches, operands, where, [f"branch {k}" for k in range(len(branches))])
+
+
+def _switch(index, branches, operands, where, names):
+    """``switch``'s work; ``where`` names the call and ``names`` each branch in messages (``pa.cond``'s are
+    false_fun and true_fun)."""
     flat, tree = optree.tree_flatten(operands, none_is_leaf=False)
     flat = [as_array(v, where, "operands") for v in flat]
     if not transform_active() and not isinstance(index, Tensor):
         return branches[_concrete_index(index, len(branches))](*operands)
-    traced = [_trace_branch(b, tree, flat, k) for k, b in enumerate(branches)]
+    traced = [
+        _trace_branch(b, tree, flat, f"{where} {name} ({func_name(b)})") for b, name in zip(branches, names)
+    ]
     out_tree = traced[0][1]
     for k, (body, t) in enumerate(traced[1:], 1):
-        _check_same(traced[0][0], body, out_tree, t, k)
+        _check_same(traced[0][0], body, out_tree, t, where, names[0], names[k])
     bodies = tuple(body for body, _ in traced)
     index = astype(xp.asarray(index), xp.int64) if not isinstance(index, Tensor) else index
     closure = [c for b in bodies for c in b.closures]
@@ -231,29 +239,38 @@ def _check_index(index, where):
             )
 
 
-def _trace_branch(branch, tree, flat, k):
+def _trace_branch(branch, tree, flat, where):
     out_tree = []
 
     def flat_branch(*leaves):
         out = branch(*optree.tree_unflatten(tree, list(leaves)))
         o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
         out_tree.append(o_tree)
-        return tuple(as_array(o, f"pa.switch branch {k} ({func_name(branch)})", "its output") for o in o_flat)
+        return tuple(as_array(o, where, "its output") for o in o_flat)
 
-    body = trace(flat_branch, flat, f"pa.switch branch {k} ({func_name(branch)})")
+    body = trace(flat_branch, flat, where, advice=BRANCH_ADVICE)
     return body, out_tree[0]
 
 
-def _check_same(first, body, first_tree, tree, k):
+BRANCH_ADVICE = (
+    "under a transform every branch is traced once, on abstract values, so Python control flow (if, float(), "
+    "int()) cannot depend on the operands or on a value computed from them: choose with xp.where(c, a, b) or "
+    "a nested pa.cond"
+)
+
+
+def _check_same(first, body, first_tree, tree, where, first_name, name):
     if tree != first_tree:
         raise TypeError(
-            f"pa.switch: branch {k} returns {tree}, branch 0 {first_tree}: the branches must agree"
+            f"{where}: {name} returns {tree}, {first_name} {first_tree}: the branches must return the same "
+            "structure"
         )
     for a, b in zip(first.out_avals, body.out_avals):
         if a.shape != b.shape or dtype_name(a.dtype) != dtype_name(b.dtype):
             raise TypeError(
-                f"pa.switch: branch {k} returns shape {b.shape} and dtype {dtype_name(b.dtype)} where branch "
-                f"0 returns {a.shape} and {dtype_name(a.dtype)}: the branches must return the same types"
+                f"{where}: {name} returns shape {b.shape} and dtype {dtype_name(b.dtype)} where {first_name} "
+                f"returns {a.shape} and {dtype_name(a.dtype)}: the branches must return the same types "
+                "(shapes and dtypes: cast with xp.astype, broadcast with xp.broadcast_to)"
             )
 
 
@@ -278,8 +295,9 @@ def cond(pred, true_fun, false_fun, *operands):
     for name, f in (("true_fun", true_fun), ("false_fun", false_fun)):
         if not callable(f):
             raise TypeError(f"{where}: {name} must be callable, got {type(f).__name__}")
+    names = ("false_fun", "true_fun")  # branch 0 and 1 of the switch
     if isinstance(pred, bool):
-        return switch(int(pred), (false_fun, true_fun), *operands)
+        return _switch(int(pred), (false_fun, true_fun), operands, where, names)
     if (
         not hasattr(pred, "dtype")
         or tuple(getattr(pred, "shape", (None,))) != ()
@@ -288,4 +306,4 @@ def cond(pred, true_fun, false_fun, *operands):
         raise TypeError(f"{where}: pred must be a boolean scalar (a 0-d bool array or a bool), got {pred!r}")
     if not transform_active() and not isinstance(pred, Tensor):
         return (true_fun if bool(pred) else false_fun)(*operands)
-    return switch(astype(pred, xp.int64), (false_fun, true_fun), *operands)
+    return _switch(astype(pred, xp.int64), (false_fun, true_fun), operands, where, names)

@@ -14,7 +14,7 @@ import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import vmapped
-from polyad.control.closure import abstract_of, trace
+from polyad.control.closure import LOOP_ADVICE, abstract_of, owned, owned_next, trace
 from polyad.control.scan import SCAN
 from polyad.core import Tensor, bind, transform_active
 from polyad.ops.common import ShapeDtype, dtype_name, ndim_of, shape_of
@@ -103,6 +103,12 @@ def scan(f, init, xs=None, length=None, *, reverse=False, checkpoints=None, max_
     where = f"pa.scan({func_name(f)})"
     if not callable(f):
         raise TypeError(f"{where}: f must be callable, got {type(f).__name__}")
+    return _scan(f, init, xs, length, reverse, checkpoints, max_memory, where, "the step's slice of xs")
+
+
+def _scan(f, init, xs, length, reverse, checkpoints, max_memory, where, x_name):
+    """``scan``'s work; ``where`` names the call in messages (``pa.fori_loop(body)``, ``pa.map(f)``), and
+    ``x_name`` what a step's x is (for a ``ConcretizationError`` naming it)."""
     if not isinstance(reverse, bool):
         raise TypeError(f"{where}: reverse must be True or False, got {reverse!r}")
     check_checkpoints(checkpoints, max_memory, where)
@@ -116,7 +122,8 @@ def scan(f, init, xs=None, length=None, *, reverse=False, checkpoints=None, max_
     x_avals = [ShapeDtype(tuple(shape_of(x))[1:], x.dtype, abstract_of(x).device) for x in xs_flat]
     y_tree = []
     step = _step(f, init_flat, init_tree, xs_tree, y_tree, where)
-    body = trace(step, (*init_flat, *x_avals), where)
+    names = carry_names(len(init_flat)) + [x_name] * len(xs_flat)
+    body = trace(step, (*init_flat, *x_avals), where, names, LOOP_ADVICE)
     _check_carry(body.out_avals[: len(init_flat)], init_flat, init_tree, where)
     if checkpoints == "auto" and max_memory is None:
         max_memory = config.max_memory
@@ -137,6 +144,11 @@ def scan(f, init, xs=None, length=None, *, reverse=False, checkpoints=None, max_
     return optree.tree_unflatten(init_tree, list(outs[:nc])), optree.tree_unflatten(
         y_tree[0], list(outs[nc:])
     )
+
+
+def carry_names(n):
+    """How a ``ConcretizationError`` names each of a loop carry's ``n`` leaves."""
+    return ["the loop carry"] if n == 1 else [f"leaf {k} of the loop carry" for k in range(n)]
 
 
 def _length(xs_flat, length, where):
@@ -189,20 +201,25 @@ def _step(f, init_flat, init_tree, xs_tree, y_tree, where):
 
 def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
     """The loop outside every transform: the Python loop on the backend's arrays."""
-    carry = optree.tree_unflatten(init_tree, init_flat)
+    # the body's own carry and x each step: a write into them reaches neither the caller's arrays nor a y
+    # kept from an earlier step (nothing is traced here to tell whether the body writes)
+    carry = owned(init_flat)
     ys = []
     for i in range(n):
         t = n - 1 - i if reverse else i
-        carry, y = _checked(
-            f(carry, optree.tree_unflatten(xs_tree, [x[t, ...] for x in xs_flat])), init_tree, where
-        )
+        x = optree.tree_unflatten(xs_tree, owned([x[t, ...] for x in xs_flat]))
+        carry, y = _checked(f(optree.tree_unflatten(init_tree, carry), x), init_tree, where)
+        y_leaves = optree.tree_leaves(y, none_is_leaf=False)
+        carry = owned_next(optree.tree_leaves(carry, none_is_leaf=False), [*y_leaves, *init_flat])
         ys.append(y)
+    carry = optree.tree_unflatten(init_tree, carry)
     if reverse:
         ys.reverse()
     if not ys:  # the structure and shapes of y from an abstract run of the body
         x_avals = [ShapeDtype(tuple(shape_of(x))[1:], x.dtype) for x in xs_flat]
         y_tree = []
-        body = trace(_step(f, init_flat, init_tree, xs_tree, y_tree, where), (*init_flat, *x_avals), where)
+        step = _step(f, init_flat, init_tree, xs_tree, y_tree, where)
+        body = trace(step, (*init_flat, *x_avals), where, advice=LOOP_ADVICE)
         avals = body.out_avals[len(init_flat) :]
         return carry, optree.tree_unflatten(
             y_tree[0], [xp.zeros((0, *a.shape), dtype=a.dtype) for a in avals]
@@ -245,14 +262,18 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
             raise TypeError(f"{where}: {name} must be a Python int, got {v!r}")
     if not callable(body):
         raise TypeError(f"{where}: body must be callable, got {type(body).__name__}")
+    check_checkpoints(checkpoints, max_memory, where)  # eagerly too: the call would fail under grad
     if not transform_active():  # i a 0-d integer array, as under a transform (and in JAX)
-        val = init
+        leaves, tree = optree.tree_flatten(init, none_is_leaf=False)
+        val = optree.tree_unflatten(tree, owned(leaves))  # the body's own, as scan's
         for i in range(lower, upper):
             val = body(xp.asarray(i), val)
+            val = optree.tree_unflatten(tree, owned_next(optree.tree_leaves(val, none_is_leaf=False), leaves))
         return val
     n = max(upper - lower, 0)
     step = _fori_step(body)
-    carry, _ = scan(step, init, xp.arange(lower, lower + n), checkpoints=checkpoints, max_memory=max_memory)
+    carry, _ = _scan(step, init, xp.arange(lower, lower + n), None, False, checkpoints, max_memory, where,
+                     "the loop index i")  # fmt: skip
     return carry
 
 
@@ -291,7 +312,7 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax.map's name)
         return carry, f(x)
 
     step.__name__ = func_name(f)
-    return scan(step, (), xs)[1]
+    return _scan(step, (), xs, None, False, None, None, where, "the slice of xs")[1]
 
 
 def _batched_map(f, xs, batch_size, where):

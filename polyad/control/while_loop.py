@@ -20,8 +20,15 @@ import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
-from polyad.control.closure import abstract_of, refuse_pre_dispatch_capture, trace
-from polyad.control.loops import as_array, check_checkpoints, func_name
+from polyad.control.closure import (
+    LOOP_ADVICE,
+    abstract_of,
+    owned,
+    owned_next,
+    refuse_pre_dispatch_capture,
+    trace,
+)
+from polyad.control.loops import as_array, carry_names, check_checkpoints, func_name
 from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
 from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.ops.base import (
@@ -633,12 +640,13 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     flat = [as_array(v, where, "init_val") for v in flat]
     if not transform_active():
         refuse_pre_dispatch_capture(where, "a while loop")
-        val = optree.tree_unflatten(tree, flat)
+        val = optree.tree_unflatten(tree, owned(flat))  # the body's own carry, as scan's
         while _predicate(cond_fun(val), where):
             leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
             if out_tree != tree:
                 raise TypeError(f"{where}: body_fun returned a value of another structure than init_val")
-            val = optree.tree_unflatten(tree, dispatch.persisted(leaves))  # a lazy carry: once a step
+            leaves = owned_next(dispatch.persisted(leaves), flat)
+            val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
     dtypes = [v.dtype for v in flat]
 
@@ -664,8 +672,9 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
             for o, d in zip(o_flat, dtypes)
         )
 
-    cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})")
-    body = trace(body_flat, flat, where)
+    names = carry_names(len(flat))
+    cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})", names, LOOP_ADVICE)
+    body = trace(body_flat, flat, where, names, LOOP_ADVICE)
     for k, (a, v) in enumerate(zip(body.out_avals, flat)):
         if a.shape != tuple(shape_of(v)) or dtype_name(a.dtype) != dtype_name(v.dtype):
             raise TypeError(

@@ -12,6 +12,7 @@ from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, 
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
+from polyad.ops import views
 from polyad.ops.common import ShapeDtype, bottom, dtype_name
 from polyad.transforms.abstract import abstract_rule
 
@@ -168,6 +169,12 @@ class TracingInterpreter(GraphInterpreter):
             origin = f"the result of op {node.op.name!r}" if node is not None else "computed inside"
         kind = {"bool": "bool() (a Python branch)", "index": "operator.index()"}.get(what, f"{what}()")
         dtype = getattr(var.dtype, "__name__", None) or dtype_name(var.dtype)  # a dtype or a scalar type
+        advice = getattr(self, "advice", None)
+        if advice is not None:  # a control-flow body's trace: its caller says what to do instead
+            return ConcretizationError(
+                f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
+                f"its concrete value; {advice}"
+            )
         return ConcretizationError(
             f"{self.where}: {kind} of a traced value ({origin}, shape {var.shape}, dtype {dtype}) needs "
             "its concrete value, which pa.jit does not have while it "
@@ -221,7 +228,16 @@ def _lift_hook(op, args, params):
 
 
 def trace_graph(
-    func, avals, in_tree, backend, where="pa.jit", names=None, lift_all=False, closed_inputs=False, weak=()
+    func,
+    avals,
+    in_tree,
+    backend,
+    where="pa.jit",
+    names=None,
+    lift_all=False,
+    closed_inputs=False,
+    weak=(),
+    advice=None,
 ):
     """``(graph, closed, lifted)``: the ``Graph`` of ``func`` on abstract inputs, where ``avals``
     (ShapeDtypes, flat, structure ``in_tree``) become traced values on ``backend`` and each op is recorded
@@ -237,8 +253,11 @@ def trace_graph(
     ``k``): ``lifted`` is then ``func``'s whole closure in transforms' tensors, which a loop body needs to
     make explicit (``polyad.control.closure``).
 
-    ``weak``: the positions of inputs that stand for Python floats (``WeakTracedTensor``)."""
+    ``weak``: the positions of inputs that stand for Python floats (``WeakTracedTensor``). ``advice``:
+    what a ``ConcretizationError`` tells the user to do instead (a loop body's: pa.jit's static
+    arguments cannot help there)."""
     with new_level(TracingInterpreter, backend, where, {}) as interp:
+        interp.advice = advice
         ins = [interp.new_var(a, k in weak) for k, a in enumerate(avals)]
         if names is not None:
             interp.names.update({t._aux.id: n for t, n in zip(ins, names)})
@@ -249,6 +268,8 @@ def trace_graph(
             add_hook(_lift_hook)
             # a body run once per step may draw random numbers: here a placeholder, the state untouched
             interp.refuses_random, interp.abstract_random, interp.drew_random = False, True, False
+        in_vars = [t._aux for t in ins]  # before the call: a write into an input rebinds its object
+        writes_before = views.WRITES[0]
         try:
             out = func(*optree.tree_unflatten(in_tree, ins))
             out_flat, out_tree = optree.tree_flatten(out, none_is_leaf=False)
@@ -257,9 +278,13 @@ def trace_graph(
             if lift_all:
                 remove_hook(_lift_hook)
                 _lifting.tracers.pop()
-    inputs = [t._aux for t in ins] + [var for _, var in interp.closed] + [var for _, var in interp.lifted]
+    inputs = in_vars + [var for _, var in interp.closed] + [var for _, var in interp.lifted]
     if interp.lifted or interp.closed:
         in_tree = optree.tree_structure(tuple(range(len(inputs))))
     graph = Graph(inputs, in_tree, interp.nodes, outputs, out_tree, interp.consts)
     graph.draws_random = getattr(interp, "drew_random", False)  # (lift_all) the function draws numbers
+    # the inputs func wrote into in place (x[k] = ..., x += ...): a caller running func again on values
+    # it keeps (a loop's carry, a stored checkpoint) hands it its own copy of those (closure.owned)
+    graph.written_inputs = tuple(k for k, (t, v) in enumerate(zip(ins, in_vars)) if t._aux is not v)
+    graph.writes_in_place = views.WRITES[0] != writes_before  # (another thread's writes: a false yes)
     return graph, [a for a, _ in interp.closed], [t for t, _ in interp.lifted]

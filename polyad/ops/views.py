@@ -169,9 +169,15 @@ def _check_write(t, new, what):
     return new
 
 
+# how many in-place writes tensors have taken (any thread): a trace compares it before and after to learn
+# whether a function writes in place at all (a loop body that does gets tensors for its arrays)
+WRITES = [0]
+
+
 def write(t, new, what):
     """Make tensor ``t`` hold ``new`` (the outcome of an in-place operation or item assignment on ``t``),
     and every tensor sharing memory with it see the write, as NumPy's views do. Returns ``t``."""
+    WRITES[0] += 1
     link = t._alias
     if link is None:
         return t._become(new)

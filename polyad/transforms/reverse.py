@@ -26,6 +26,7 @@ from polyad.backends.host import np
 from polyad.core import (
     Interpreter,
     Tensor,
+    active_interpreters,
     all_none,
     bind,
     eval_raw,
@@ -204,6 +205,10 @@ class ReverseInterpreter(Interpreter):
         # raw arrays from outside the transform that the tape reads, made read-only while it holds them
         self.held = {}  # id -> array
         weakref.finalize(self, release, self.held)
+        # under a capture (pa.jit's trace, make_graph) the tape runs its backward pass during the trace,
+        # and a compiled graph may keep it alive (a loop body's closure refers to its tensors): holding
+        # the caller's arrays then would leave them read-only for as long as the compiled function lives
+        self.holds = all(i.transforms_bodies for i in active_interpreters())
 
     def new_leaf(self, value):
         """Wrap ``value`` as an input to differentiate; returns the tracer."""
@@ -248,7 +253,8 @@ class ReverseInterpreter(Interpreter):
             else:  # a rule that keeps its own residuals (a loop's checkpoints): handed to it as a parameter
                 out, residuals = forward(*primals, **params)
                 params = dict(params, residuals=residuals)
-        hold(self.held, args)
+        if self.holds:
+            hold(self.held, args)
         if op.multiple_results:
             ids = tuple(range(self.next_id, self.next_id + len(out)))
             self.next_id += len(out)
