@@ -11,6 +11,7 @@
 References: analytic derivatives and eager runs of the same function.
 """
 
+import gc
 import math
 import sys
 
@@ -20,6 +21,7 @@ from helpers import assert_close, to_numpy
 
 import polyad as pa
 from polyad import dispatch
+from polyad.backends.numpy import fusion
 from polyad.core import ConcretizationError
 
 xp = pa.xp
@@ -58,13 +60,14 @@ def _element_into_buffer(x):
 
 
 @pytest.mark.parametrize("body", [_slice_into_buffer, _element_into_buffer], ids=["slice", "element"])
-@pytest.mark.parametrize("transform", ["grad", "jvp", "vmap"])
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vmap", "jit"])
 def test_a_store_into_a_numpy_buffer_names_the_buffer_and_its_fix(body, transform):
     x = arr([1.0, 2.0, 3.0])
     run = {
         "grad": lambda: pa.grad(body)(x),
         "jvp": lambda: pa.jvp(body, (x,), (arr([1.0, 0.0, 0.0]),)),
         "vmap": lambda: pa.vmap(body)(arr([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])),
+        "jit": lambda: pa.jit(body)(x),
     }[transform]
     with pytest.raises((TypeError, ValueError)) as info:
         run()
@@ -98,14 +101,16 @@ def test_the_suggested_copy_is_needed_asarray_alone_shares_memory():
 # ------------------------------------------------------------------------------ np.array of traced values
 
 
-@pytest.mark.parametrize("transform", ["grad", "vmap"])
+@pytest.mark.parametrize("transform", ["grad", "vmap", "jit"])
 def test_np_array_of_traced_scalars_names_stack(transform):
     def f(x):
         return xp.sum(np.array([x[0], x[1]]))
 
     x = arr([1.0, 2.0])
     with pytest.raises(TypeError) as info:
-        pa.grad(f)(x) if transform == "grad" else pa.vmap(f)(arr([[1.0, 2.0], [3.0, 4.0]]))
+        {"grad": pa.grad, "jit": pa.jit}.get(transform, pa.vmap)(f)(
+            arr([[1.0, 2.0], [3.0, 4.0]]) if transform == "vmap" else x
+        )
     text = str(info.value)
     assert "np.array([a, b])" in text and "pa.xp.stack([a, b])" in text and "pa.xp.asarray([a, b])" in text
     # the fix, followed, gives the derivative: d/dx sum(3 [x0, x1]) = [3, 3]
@@ -297,3 +302,39 @@ def test_a_numpy_rows_element_written_under_vmap_names_the_fix():
     text = _message(info)
     assert "BatchedTensor" in text and all(s in text for s in BUFFER_FIX), text
     np.testing.assert_array_equal(table, np.zeros((2, 3)))
+
+
+# -------------------------------------------------------------------------- pa.jit's loops per static value
+
+
+def test_jit_with_a_new_static_value_each_call_shares_one_loop_and_clear_cache_lets_it_go(monkeypatch):
+    # each static value used to be baked into a fresh Numba loop, held for ever (+150 MiB over 120 values)
+    pytest.importorskip("numba")
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")  # the loop itself runs (and is compiled) at once
+
+    def f(x, c):
+        return xp.sin(x) * c + xp.exp(x) * (c * 2.0) + x**3
+
+    jitted = pa.jit(f, static_argnums=1)
+    x = np.linspace(0.0, 1.0, 64)  # NumPy on every lane: the fused loops run on NumPy arrays
+    gc.collect()
+    before = fusion.loops_held()
+    for i in range(12):
+        c = 0.1 * i + 0.05
+        want = np.sin(x) * c + np.exp(x) * (2 * c) + x**3
+        np.testing.assert_allclose(jitted(x, c), want, rtol=1e-13)  # each constant reaches its loop
+    new = fusion.loops_held() - before
+    assert 1 <= len(new) <= 2, len(new)  # one loop for every value (not one per value)
+    jitted.clear_cache()
+    gc.collect()
+    assert not new & fusion.loops_held()
+
+
+def test_literals_as_loop_arguments_keep_their_dtype(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")
+    x = np.linspace(0.0, 1.0, 64, dtype=np.float32)
+    for c in (0.1, 1.0 / 3.0):
+        got = pa.jit(lambda x, c: x * c + 0.7, static_argnums=1)(x, c)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, x * np.float32(c) + np.float32(0.7))  # the literal as float32

@@ -8,7 +8,7 @@ import threading
 import optree
 
 import polyad.xp as xp
-from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, remove_hook
+from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, refusals, remove_hook
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
@@ -30,7 +30,13 @@ class TracedTensor(GraphTensor):
         raise interp.concretization_error(self, what)
 
     def __array__(self, dtype=None, copy=None):
-        self._scalar("np.asarray")
+        try:
+            self._scalar("np.asarray")
+        except ConcretizationError as e:
+            hint = refusals.array_hint()  # a NumPy buffer, np.array([a, b]), SciPy: that habit's fix
+            if hint == refusals.NUMPY_HINT:
+                raise
+            raise ConcretizationError(f"{e}{hint}") from None
 
 
 class WeakTracedTensor(TracedTensor):
