@@ -69,10 +69,11 @@ def _caller(depth):
 
 
 def stores_into_array(depth=0):
-    """Whether the code ``depth`` frames above the caller (past polyad's own) is storing into a subscript
-    (``buf[i] = x``): a conversion made there is a C container's (a NumPy array's) store."""
-    frame = _caller(depth + 1)
-    if frame is None:
+    """Whether the conversion method calling this (``__float__``) was called, ``depth`` frames further up,
+    by code storing into a subscript (``buf[i] = x``): a C container's (a NumPy array's) store. A call
+    from polyad's own code is never one (its writes into tensors are its own)."""
+    frame = sys._getframe(depth + 2)
+    if _own(frame):
         return False
     code = frame.f_code.co_code
     return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] in _STORES
