@@ -257,8 +257,8 @@ def test_error_tangent_structure_shape_dtype():
         pa.jvp(lambda a, p: a, (x, {"w": x}), (x, {"w": arr([1.0, 2.0, 3.0])}))
     with _raises(TypeError, "primals[0]", "float32", "float64"):
         pa.jvp(xp.sin, (x,), (BX.asarray([1.0, 2.0], dtype=BX.float32),))
-    with _raises(TypeError, "primals[0]", "must be an array", "float"):
-        pa.jvp(xp.sin, (arr(1.0),), (1.0,))
+    with _raises(TypeError, "primals[0]", "must be an array", "int"):
+        pa.jvp(xp.sin, (arr(1.0),), (1,))
 
 
 def test_error_bad_primals():
@@ -288,8 +288,8 @@ def test_error_outputs_and_has_aux():
 
 def test_error_linearize():
     x = arr([1.0, 2.0])
-    with _raises(TypeError, "primals[0][0]", "must be an array", "float"):
-        pa.linearize(xp.sin, [1.0, 2.0])
+    with _raises(TypeError, "primals[0][0]", "must be an array", "int"):
+        pa.linearize(xp.sin, [1, 2])
     with _raises(TypeError, "must return arrays", "output[1]", "str"):
         pa.linearize(lambda x: (x, "nope"), x)
     _, jvp_fn = pa.linearize(lambda a, b: a * b, x, x)

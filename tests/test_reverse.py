@@ -499,12 +499,12 @@ def _sq(x):
 
 
 def test_error_non_array_argument():
-    with _raises(TypeError, "argument 0", "must be an array", "float"):
-        pa.grad(_sq)(1.5)
+    with _raises(TypeError, "argument 0", "must be an array", "int"):
+        pa.grad(_sq)(2)
     with _raises(TypeError, "argument 0['b']", "must be an array", "str"):
         pa.grad(lambda p: _sq(p["a"]))({"a": arr([1.0]), "b": "oops"})
-    with _raises(TypeError, "argument 1[0]", "must be an array", "float"):
-        pa.grad(lambda x, y: _sq(x), argnums=1)(arr([1.0]), [1.0, 2.0])
+    with _raises(TypeError, "argument 1[0]", "must be an array", "int"):
+        pa.grad(lambda x, y: _sq(x), argnums=1)(arr([1.0]), [1, 2])
     with _raises(TypeError, "primals[1]", "must be an array", "int"):
         pa.vjp(lambda x, y: x, arr([1.0]), 3)
 
@@ -538,8 +538,8 @@ def test_error_cotangent_mismatch():
         vjp_fn((arr([1.0, 2.0]),))
     with _raises(ValueError, "output[1]['a']", "shape (3,)", "(2,)"):
         vjp_fn((arr([1.0, 2.0]), {"a": arr([1.0, 2.0, 3.0])}))
-    with _raises(TypeError, "output[1]['a']", "must be an array", "float"):
-        vjp_fn((arr([1.0, 2.0]), {"a": 1.0}))
+    with _raises(TypeError, "output[1]['a']", "must be an array", "int"):
+        vjp_fn((arr([1.0, 2.0]), {"a": 1}))
     with _raises(TypeError, "output[0]", "complex128", "floating dtype"):
         vjp_fn((BX.asarray([1.0, 2.0], dtype=BX.complex128), {"a": arr([1.0, 2.0])}))
     # the failed calls left the tape usable

@@ -141,13 +141,35 @@ def leaf_name(tree, i, root, nums=None):
     return root + "".join(f"[{k!r}]" for k in path)
 
 
+def numbers_as_arrays(leaves):
+    """``leaves`` (a list, changed in place and returned) with each Python float (not a number polyad
+    handed out for a live tensor: that is its tensor) as a 0-d float64 array of the default backend, as
+    JAX accepts one where an array is expected: ``pa.grad(f)(0.8)``."""
+    for i, x in enumerate(leaves):
+        if type(x) is float:
+            t = reconnect(x)
+            if t is x:
+                xp = dispatch.default_backend().xp
+                t = xp.asarray(x, dtype=xp.float64)
+            leaves[i] = t
+    return leaves
+
+
 def check_inputs(leaves, tree, what, root, nums=None):
-    """Every leaf is a floating (real or complex) array; errors name the offending leaf."""
+    """Every leaf is a floating (real or complex) array, a Python float becoming a 0-d array
+    (``numbers_as_arrays``: ``leaves`` changes in place); errors name the offending leaf."""
+    numbers_as_arrays(leaves)
     for i, x in enumerate(leaves):
         if not is_array(x):
+            hint = (
+                f"; write {float(x)!r} (a float) or pa.xp.asarray({x!r}, dtype=pa.xp.float64): an integer "
+                "carries no derivative"
+                if isinstance(x, int)
+                else "; make one with pa.xp.asarray"
+            )
             raise TypeError(
                 f"{what}: {leaf_name(tree, i, root, nums)} must be an array (numpy, cupy or "
-                f"array_api_strict), got {type(x).__name__}; wrap Python numbers with pa.xp.asarray"
+                f"array_api_strict) or a Python float, got {type(x).__name__}{hint}"
             )
         if not is_floating(x):
             raise TypeError(
@@ -221,6 +243,7 @@ def in_dtype_of(d, ref):
 def check_tangents(p_flat, p_tree, t_flat, t_tree, what, root):
     """Tangents match their primals in structure, shape and dtype; errors name the leaf."""
     check_structure(t_tree, p_tree, what, "tangent", "primals")
+    numbers_as_arrays(t_flat)
     for i, (p, t) in enumerate(zip(p_flat, t_flat)):
         check_like(t, p, what, "tangent", "its primal's", p_tree, i, root)
         if t.dtype != p.dtype:

@@ -29,6 +29,7 @@ from polyad.api.arguments import (
     is_array,
     leaf_name,
     level_outputs,
+    numbers_as_arrays,
     partial_of,
 )
 from polyad.core import Tensor, current_level, new_level, recording_off_up_to
@@ -88,6 +89,7 @@ def run_vjp(func, primals, has_aux, what, root="primals", nums=None, jacobian=Fa
 
     def backward(cotangents, consume, ones=False):
         ct_flat, ct_tree = flatten(cotangents)
+        numbers_as_arrays(ct_flat)
         check_structure(ct_tree, out_tree, "vjp_fn(cotangents)", "cotangent", "output")
         seeds = {}
         for i, (c, v, k) in enumerate(zip(ct_flat, values, ids)):

@@ -40,6 +40,11 @@ def classify(depth, skip=()):
     frame = sys._getframe(depth + 1)
     while frame.f_back is not None and frame.f_code.co_filename in skip:
         frame = frame.f_back
+    return classify_frame(frame)
+
+
+def classify_frame(frame):
+    """``classify`` of the call ``frame`` is making."""
     code, lasti = frame.f_code, frame.f_lasti
     key = (code, lasti)
     site = _SITES.get(key)

@@ -17,6 +17,7 @@ class FreshTensor(Tensor):
 
     __slots__ = ()
     _sticky = False
+    _made_inside = True
 
     def _become(self, other):
         return Tensor._become(self, other if isinstance(other, Tensor) else FreshTensor(other))

@@ -9,8 +9,9 @@ finished transform, or of a transform running in another thread, is refused ever
 the same for ops).
 
 - Arrays: ``np.asarray`` (``__array__``), DLPack (``__dlpack__``, ``__dlpack_device__``), the buffer
-  protocol (``__buffer__``), pickle (``__reduce__``, ``__reduce_ex__``) and ``concrete()`` refuse: a NumPy
-  array, a capsule or bytes cannot carry a derivative or a batch.
+  protocol (``__buffer__``, ``bytes()``), pickle (``__reduce__``, ``__reduce_ex__``) and ``concrete()``
+  refuse: a NumPy array, a capsule or bytes cannot carry a derivative or a batch (``refusals.py``: the
+  habit and its fix). So does a write of a transform's value into a tensor made outside it.
 - Copies keep it: ``copy.copy`` is the same value; ``copy.deepcopy`` is an op of the transform (as in
   JAX), which differentiates, batches and records like any other, so a dict of tracers deep-copied keeps
   every derivative.
@@ -39,6 +40,7 @@ import warnings
 
 import polyad.backends as backends
 import polyad.standard as standard
+from polyad.core import refusals
 from polyad.core.call_sites import classify
 
 _get_ident = threading.get_ident
@@ -99,12 +101,15 @@ def _refuse(tensor, what, hint=""):
         )
 
 
-# NumPy converts a traced value where its own code takes one: say how to write it so that polyad sees it
-_NUMPY_HINT = (
-    ". NumPy converts it where a NumPy array's own method takes it (A.dot(x), A.take(i) with a NumPy A: "
-    "write np.dot(A, x) or A @ x), where np.array/np.asarray/np.ascontiguousarray or a C extension is given "
-    "it, and for an argument a NumPy function does not dispatch on (np.take(A, i) with a NumPy A)"
-)
+def _refuse_store(tensor, interp):
+    """``buf[i] = x`` stores ``float(x)`` into a NumPy array: refused where ``x`` has no single value
+    (vmap, pa.jit) or carries a derivative the store would drop, naming the habit and its fix."""
+    try:
+        tensor._scalar("float")
+    except ConcretizationError as e:
+        raise ConcretizationError(refusals.store_message(tensor, interp, None)) from e
+    if _carries_derivative(tensor):
+        raise TypeError(refusals.store_message(tensor, interp, interp.carries))
 
 
 # ------------------------------------------------------------------------------ numbers handed out
@@ -528,6 +533,7 @@ class Tensor:
     __slots__ = ("_value", "_interp", "_aux", "_alias", "__weakref__")
     # Results of level-0 ops on a plain tensor are plain tensors; on a FreshTensor (False), FreshTensors.
     _sticky = True
+    _made_inside = False  # a FreshTensor may take a transform's value by a write (refusals.closed_over_write)
     # NumPy and CuPy must not swallow a tensor into an object array: until the namespace installs NumPy's
     # dispatch (polyad/ops/numpy: __array_ufunc__ computes NumPy's ufuncs and operators in polyad ops),
     # NumPy defers to our reflected operators.
@@ -637,6 +643,8 @@ class Tensor:
 
     def __float__(self):
         interp = _owner_checked(self, "float()")
+        if interp is not None and refusals.stores_into_array():  # buf[i] = x into a NumPy buffer
+            _refuse_store(self, interp)
         value = float(self._scalar("float"))
         if interp is None or not self.__array_namespace__().isdtype(
             self.dtype, ("real floating", "complex floating")
@@ -695,7 +703,8 @@ class Tensor:
 
     # -- arrays: refused for a transform's tensor
     def __array__(self, dtype=None, copy=None):
-        _refuse(self, "np.asarray()", _NUMPY_HINT)
+        if self._interp is not None:  # the frames are read only when refusing
+            _refuse(self, "np.asarray()", refusals.array_hint())
         v = self._scalar("np.asarray")
         return v.__array__() if dtype is None else v.__array__(dtype)
 
@@ -707,9 +716,13 @@ class Tensor:
         _refuse(self, "__dlpack_device__ (from_dlpack)")
         return self._scalar("__dlpack_device__").__dlpack_device__()
 
-    def __buffer__(self, flags):
+    def __buffer__(self, flags):  # Python 3.12 on (PEP 688); 3.11 says only "a bytes-like object is required"
         _refuse(self, "memoryview() (the buffer protocol)")
         return memoryview(self._scalar("memoryview"))
+
+    def __bytes__(self):  # before the buffer protocol: polyad's refusal on every Python
+        _refuse(self, "bytes()")
+        return bytes(self._scalar("bytes"))
 
     def __reduce__(self):
         _refuse(self, "pickle")
@@ -731,6 +744,8 @@ class Tensor:
     def _become(self, other):
         if not isinstance(other, Tensor):
             other = Tensor(other)
+        elif other._interp is not None and not self._made_inside and other.level > self.level:
+            raise RuntimeError(refusals.closed_over_write(self, other._interp))
         self.__class__ = type(other)
         self._value, self._interp, self._aux = other._value, other._interp, other._aux
         return self

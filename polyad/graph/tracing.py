@@ -8,7 +8,7 @@ import threading
 import optree
 
 import polyad.xp as xp
-from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, remove_hook
+from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, refusals, remove_hook
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
@@ -31,7 +31,13 @@ class TracedTensor(GraphTensor):
         raise interp.concretization_error(self, what)
 
     def __array__(self, dtype=None, copy=None):
-        self._scalar("np.asarray")
+        try:
+            self._scalar("np.asarray")
+        except ConcretizationError as e:
+            hint = refusals.array_hint()  # a NumPy buffer, np.array([a, b]), SciPy: that habit's fix
+            if hint == refusals.NUMPY_HINT:
+                raise
+            raise ConcretizationError(f"{e}{hint}") from None
 
 
 class WeakTracedTensor(TracedTensor):
@@ -41,6 +47,31 @@ class WeakTracedTensor(TracedTensor):
 
     __slots__ = ()
     weakly_typed = True  # xp.asarray of one is an array, as eagerly (ops/creation.py reads this)
+
+    # a float's own methods: divmod stays traced; those giving an int or a bool, or a decimal rounding,
+    # need the value: a ConcretizationError naming it and the polyad function that computes it traced
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __round__(self, ndigits=None):
+        fix = "pa.xp.round(x)" if ndigits is None else f"pa.xp.round(x * 10**{ndigits}) / 10**{ndigits}"
+        raise self._needs("round", fix)
+
+    def __trunc__(self):
+        raise self._needs("math.trunc", "pa.xp.trunc(x)")
+
+    def is_integer(self):
+        raise self._needs("is_integer", "pa.xp.trunc(x) == x")
+
+    def _needs(self, what, fix):
+        try:
+            self._scalar(what)
+        except ConcretizationError as e:
+            return ConcretizationError(f"{e}; or compute it traced, as a 0-d array: {fix}")
+        return ConcretizationError(f"{what}() of a traced value that has no concrete value; use {fix}")
 
 
 # ops a Python float's own operators bind (dt * 2, -dt, dt ** 2...): eagerly their result is a Python float

@@ -31,6 +31,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -43,7 +44,9 @@ EXACT = frozenset(
     {"add", "subtract", "multiply", "divide", "negative", "positive", "abs", "square", "reciprocal", "sign",
      "sqrt", "broadcast_to"}
 )  # fmt: skip
-_COMPILED = {}  # source -> Numba dispatcher
+_COMPILED = {}  # (source, cache) -> Numba dispatcher
+_MODULES = {}  # source -> the name of the module that holds its loop (in sys.modules, for Numba's cache)
+_USERS = {}  # source -> how many live kernels run it: at 0 its loop is let go (``_let_go``)
 _LOCK = threading.Lock()
 
 
@@ -67,8 +70,20 @@ def available():
         return False
 
 
-def _literal(value, dtype):
-    return f"np.{dtype}({float(value)!r})"
+def literals(spec):
+    """The group's literal constants, each once, in the order the loop reads them: they are arguments of
+    the loop (one-element arrays after its inputs), not part of its source, so that groups differing only
+    in their constants (``pa.jit`` with a new static value per call) share one compiled loop."""
+    found = {}
+    for st in spec.statements:
+        for kind, value in st.args:
+            if kind == "lit" and value not in found:
+                found[value] = len(found)
+    return list(found)
+
+
+def _literal_arrays(spec, dtype):
+    return [np.array([float(v)]).astype(dtype) for v in literals(spec)]
 
 
 def source(spec, libm=False):
@@ -81,9 +96,10 @@ def source(spec, libm=False):
     is not zero)."""
     modes = [_mode(s, spec.shape) for s in spec.input_shapes]
     stored = _stored(spec)
+    constants = {value: f"c{j}" for j, value in enumerate(literals(spec))}
     params = [
         "n",
-        *[f"in{k}" for k in range(len(modes))],
+        *[f"in{k}" for k in range(len(modes) + len(constants))],  # the inputs, then the literals
         *[f"out{k}" for k in range(len(stored))],
     ]
     lines = [
@@ -92,12 +108,8 @@ def source(spec, libm=False):
         f"    one = np.{spec.dtype}(1.0)",
     ]
     lines.append("    outside = 0")
-    literals = {}
-    for st in spec.statements:
-        for kind, value in st.args:
-            if kind == "lit" and value not in literals:
-                literals[value] = f"c{len(literals)}"
-                lines.append(f"    {literals[value]} = {_literal(value, spec.dtype)}")
+    for name in constants.values():
+        lines.append(f"    {name} = in{len(modes) + int(name[1:])}[0]")
     for k, mode in enumerate(modes):
         if mode == "one":
             lines.append(f"    s{k} = in{k}[0]")
@@ -113,7 +125,8 @@ def source(spec, libm=False):
         if st.cpu is None:
             continue  # a sum: NumPy reduces the stored summand
         names = [
-            f"s{v}" if kind == "in" else f"t{local[v]}" if kind == "t" else literals[v] for kind, v in st.args
+            f"s{v}" if kind == "in" else f"t{local[v]}" if kind == "t" else constants[v]
+            for kind, v in st.args
         ]
         expr, check = _expression(st, names, spec, libm)
         local[st.target] = len(local)
@@ -226,6 +239,7 @@ def _build(text, cache=True):
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
+            _MODULES[text] = name
             spec.loader.exec_module(module)
             return module.kernel
         except OSError:
@@ -272,6 +286,8 @@ def kernel(spec, fallback):
     shape = spec.shape
     n = math.prod(shape)
     modes = [_mode(s, shape) for s in spec.input_shapes]
+    constants = _literal_arrays(spec, dtype)  # read once per call, before the loop
+    loop_modes = modes + ["one"] * len(constants)
     stored = _stored(spec)
     slot = {target: k for k, target in enumerate(stored)}
     results = []
@@ -288,7 +304,8 @@ def kernel(spec, fallback):
     small = fusion_threads.PROBE  # below it a call runs serially, untimed (Runner)
 
     compiled = []  # the loop, once ready
-    build = functools.partial(_compiled_loop, text, dtype, len(modes), len(stored))
+    _hold(text)
+    build = functools.partial(_compiled_loop, text, dtype, len(loop_modes), len(stored))
 
     flat_group = len(shape) == 1  # a 1-D group: its arrays are the loop's flat arrays, no reshape
     # a sum of a floating group by the ufunc itself (np.sum's wrapper is most of a small sum's time;
@@ -315,6 +332,7 @@ def kernel(spec, fallback):
             else:
                 return fallback(xp, *args)
             flat.append(a)
+        flat.extend(constants)
         if not compiled:
             loop = fusion_compile.ready(text, build)
             if loop is None:  # compiling in the background (fusion_compile.py): the group's ops meanwhile
@@ -325,10 +343,10 @@ def kernel(spec, fallback):
         if n < small:  # never threads: the loop itself, no chunking closure (most of a small call's time)
             outside = fused(n, *flat, *outs)
         else:
-            outside = runner(_chunked(fused, flat, outs, modes, n), n, True)
+            outside = runner(_chunked(fused, flat, outs, loop_modes, n), n, True)
         if checks and outside:  # arguments beyond the fast reduction: the call again, with libm's
             exact = _compile(source(spec, libm=True))
-            fusion_threads.Runner()(_chunked(exact, flat, outs, modes, n), n, False)
+            fusion_threads.Runner()(_chunked(exact, flat, outs, loop_modes, n), n, False)
         values = []
         for how, where, params in results:
             out = outs[where] if flat_group else outs[where].reshape(shape)
@@ -349,7 +367,46 @@ def kernel(spec, fallback):
 
     run.source = text
     run.warm = warm
+    weakref.finalize(run, _GONE.append, (text, source(spec, libm=True) if checks else None))
     return run
+
+
+def _hold(text):
+    _let_go_of_the_gone()
+    with _LOCK:
+        _USERS[text] = _USERS.get(text, 0) + 1
+
+
+# sources of kernels that are gone: a finalizer runs inside the garbage collector, possibly while this
+# thread holds _LOCK (a deadlock if it took it), so it only appends, and the next kernel built or count
+# asked for lets the loops go (``_let_go_of_the_gone``)
+_GONE = []
+
+
+def _let_go_of_the_gone():
+    """With the last kernel of a loop gone (its graph dropped: ``pa.jit``'s ``clear_cache``, an evicted
+    signature), the compiled loop and its libm twin are let go, so that a function retraced for ever new
+    values does not hold a loop each."""
+    while _GONE:
+        text, libm_text = _GONE.pop()
+        with _LOCK:
+            users = _USERS.get(text, 0) - 1
+            if users > 0:
+                _USERS[text] = users
+                continue
+            _USERS.pop(text, None)
+            for t in (text, libm_text):
+                if t is not None:
+                    _COMPILED.pop((t, True), None)
+                    sys.modules.pop(_MODULES.pop(t, ""), None)
+        fusion_compile.forget(text)
+
+
+def loops_held():
+    """The sources of the compiled CPU loops the process holds for kernels (frozenset): each loop is let
+    go with the last kernel that runs it (``pa.jit``'s ``clear_cache`` drops a function's kernels)."""
+    _let_go_of_the_gone()
+    return fusion_compile.loops_held()
 
 
 def _compiled_loop(text, dtype, inputs, outputs):

@@ -193,6 +193,21 @@ def submit(fn):
         _start_worker(state)
 
 
+def forget(key):
+    """Drop the finished job of ``key`` (its loop), once no kernel needs it: the next ``ready(key, ...)``
+    compiles it again (from Numba's disk cache where it is there). A job still running stays."""
+    state = _STATE
+    with state.lock:
+        job = state.jobs.get(key)
+        if job is not None and job.done.is_set():
+            del state.jobs[key]
+
+
+def loops_held():
+    """The sources of the loops (finished or pending jobs) this process holds."""
+    return frozenset(k for k in list(_STATE.jobs) if not isinstance(k, _Job))
+
+
 def pending():
     """The number of jobs handed to the background thread and not finished yet."""
     return sum(not j.done.is_set() for j in list(_STATE.jobs.values()))
