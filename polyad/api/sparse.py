@@ -1,11 +1,17 @@
 """Sparse Jacobians and Hessians: the non-zero pattern found by the sparsity transform
 (``polyad.transforms.sparsity``), its columns (or rows) coloured (``coloring.py``), one JVP (or VJP) per
-colour pushed through ``vmap``, the compressed result spread back into a SciPy CSR array.
+colour pushed through ``vmap``, the values read from the products into the sparse container of the
+input's backend (its contract's ``sparse`` field) by index arithmetic on the device.
 
 Rows and columns are elements in C order: the output's leaves one after the other (rows), the
 differentiated arguments' leaves one after the other (columns); for one 1-D input and output, the usual
-Jacobian matrix. SciPy is an optional extra (``pip install polyad[scipy]``); on CUDA arrays the result is
-a ``cupyx.scipy.sparse`` matrix.
+Jacobian matrix. Where the result lives: NumPy arrays give a ``scipy.sparse.csr_array``, CuPy arrays a
+``cupyx.scipy.sparse.csr_matrix`` (built on the GPU), array_api_strict and Dask arrays (libraries without
+sparse matrices) a dense array of their library, on the input's device. With a pattern given
+(``sparsity=``), a call copies nothing to the host: the pattern is coloured once on the host, its seed and
+index arrays are moved to each device once, and the call reads one boolean (the check that the pattern
+holds). Pattern detection (``sparsity=None``) runs on the host. SciPy is an optional extra
+(``pip install polyad[scipy]``), needed for patterns and colourings.
 """
 
 import functools
@@ -25,12 +31,12 @@ from polyad.api.arguments import (
     flatten,
     partial_of,
 )
-from polyad.api.coloring import ORDERS, color_columns
+from polyad.api.coloring import ORDERS, SYMMETRIC, color_columns, symmetric_colors
 from polyad.api.grad import grad, run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.vmap import vmap
 from polyad.backends.host import np
-from polyad.core import Tensor
+from polyad.core import Tensor, plain
 from polyad.graph.predispatch import not_recorded
 from polyad.ops.common import bottom
 from polyad.ops.creation import arange
@@ -61,10 +67,15 @@ def _differentiated(transform, func, argnums, args):
 
 
 def _check_coloring(coloring, transform):
-    if coloring not in ORDERS:
-        raise ValueError(
-            f"{transform}(coloring={coloring!r}): coloring must be one of {', '.join(map(repr, ORDERS))}"
+    allowed = ORDERS + SYMMETRIC if transform == "sparse_hessian" else ORDERS
+    if coloring not in allowed:
+        why = (
+            ""
+            if transform == "sparse_hessian" or coloring not in SYMMETRIC
+            else " (a star colouring needs a symmetric matrix: sparse_hessian)"
         )
+        choices = ", ".join(map(repr, allowed))
+        raise ValueError(f"{transform}(coloring={coloring!r}): coloring must be one of {choices}{why}")
 
 
 def _as_pattern(sparsity, transform):
@@ -249,22 +260,104 @@ class SparseJacobian:
 
 
 class _Colored:
-    """A pattern, its colouring, and where decompression reads each non-zero in the products with the
-    colour seeds (``at``) and which entries of the products must be zero (``unread``, flat)."""
+    """A pattern, its colouring, and where each non-zero is read in the products with the colour seeds
+    (``read``: flat indices into the (colours, rows) products, in the pattern's CSR order) and which
+    entries of the products no non-zero lands in, so must be zero (``unread``, flat). Index arrays on a
+    device are made once per device (``placed``): a call with the pattern then copies nothing to the host.
 
-    __slots__ = ("pattern", "colors", "n_colors", "at", "unread", "seeds")
+    ``symmetric``: a Hessian's pattern, coloured by a star colouring: a non-zero ``(i, j)`` is read at
+    ``(colour of j, row i)`` where ``j`` is the only column of its colour in row ``i``, else (by symmetry)
+    at ``(colour of i, row j)``, where the star colouring makes ``i`` the only one."""
+
+    __slots__ = ("pattern", "colors", "n_colors", "read", "unread", "placed", "mode")
 
     def __init__(self, pattern, mode, coloring):
-        self.pattern = pattern
-        self.colors = color_columns(pattern if mode == "forward" else pattern.T, coloring)
-        self.n_colors = int(self.colors.max(initial=-1)) + 1
+        self.pattern, self.mode = pattern, mode
         rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
-        cols = pattern.indices
-        self.at = (self.colors[cols], rows) if mode == "forward" else (self.colors[rows], cols)
-        unread = np.ones((self.n_colors, pattern.shape[0 if mode == "forward" else 1]), dtype=bool)
-        unread[self.at] = False
-        self.unread = np.flatnonzero(unread)
-        self.seeds = {}  # (library, device, dtype, probe) -> the seed matrix there (``_seeds``)
+        cols = pattern.indices.astype(np.int64)
+        if mode == "forward" and coloring in SYMMETRIC:
+            self.colors = symmetric_colors(pattern, coloring)
+        else:
+            self.colors = color_columns(pattern if mode == "forward" else pattern.T, coloring)
+        self.n_colors = k = int(self.colors.max(initial=-1)) + 1
+        if mode == "reverse":  # entry (i, j) at (colour of row i, column j)
+            width, seed, at = pattern.shape[1], self.colors[rows], cols
+        else:  # entry (i, j) at (colour of column j, row i)
+            width, seed, at = pattern.shape[0], self.colors[cols], rows
+        share = np.bincount(at * k + seed, minlength=width * k) if k else np.zeros(0, np.int64)
+        self.read = seed * width + at
+        alone = share[at * k + seed] == 1
+        if not alone.all():  # a star colouring: read the mirrored entry (j, i) instead
+            mirror_seed, mirror_at = self.colors[rows], cols
+            if not (share[mirror_at * k + mirror_seed][~alone] == 1).all():
+                raise RuntimeError("polyad's star colouring is not a star colouring here: please report this")
+            self.read = np.where(alone, self.read, mirror_seed * width + mirror_at)
+        occupied = np.zeros(k * width, dtype=bool)
+        occupied[seed * width + at] = True
+        self.unread = np.flatnonzero(~occupied)
+        self.placed = {}  # (library, device, dtype, probe) -> _Placed
+
+
+class _Placed:
+    """A colouring's arrays on one device: the seed matrix, the index arrays of ``_Colored``, the CSR
+    structure (or, for a backend whose sparse container is "dense", each dense entry's index into the
+    products) and the probe vector."""
+
+    __slots__ = ("_seeds", "_make", "read", "unread", "indices", "indptr", "dense_at", "probe", "sparse")
+
+    def __init__(self, known, backend, like, probe):
+        bxp, device = backend.xp, like.device
+        self._seeds = None
+        self._make = lambda: _make_seeds(known.colors, known.n_colors, like, probe, backend)
+        self.sparse = backend.sparse
+        if self.sparse is None:
+            raise TypeError(
+                f"sparse Jacobians: backend {backend.name!r} declares no sparse support (its contract's "
+                "``sparse`` field): its arrays cannot hold a sparse Jacobian"
+            )
+
+        def put(host, dtype=None):  # a host index array to the device, once per pattern
+            return (
+                bxp.asarray(host, device=device)
+                if dtype is None
+                else bxp.asarray(host, dtype=dtype, device=device)
+            )
+
+        self.read = put(known.read.astype(np.int64))
+        self.unread = put(known.unread.astype(np.int64)) if len(known.unread) else None
+        p = known.pattern
+        if self.sparse.container == "csr":
+            self.indices, self.indptr, self.dense_at = (
+                put(p.indices.astype(np.int64)),
+                put(p.indptr.astype(np.int64)),
+                None,
+            )
+        else:  # every dense entry reads the products, or the zero appended to them
+            width = p.shape[0] if known.mode == "forward" else p.shape[1]
+            total = (known.n_colors + int(probe)) * width  # the zero after the products
+            at = np.full(p.shape[0] * p.shape[1], total, dtype=np.int64)
+            rows = np.repeat(np.arange(p.shape[0]), np.diff(p.indptr))
+            at[rows * p.shape[1] + p.indices] = known.read
+            self.indices = self.indptr = None
+            self.dense_at = put(at)
+        width = p.shape[1] if known.mode == "forward" else p.shape[0]
+        self.probe = put(_probe(width), like.dtype) if probe else None
+
+    @property
+    def seeds(self):
+        """The seed matrix (``_make_seeds``), made on first use."""
+        if self._seeds is None:
+            self._seeds = self._make()
+        return self._seeds
+
+    def assemble(self, flat, shape, backend):
+        """The Jacobian from the products (flat): the values each non-zero reads, in the backend's
+        sparse container (CSR), or its dense array."""
+        if self.dense_at is None:
+            return self.sparse.csr(backend.xp.take(flat, self.read), self.indices, self.indptr, shape)
+        bxp = backend.xp
+        padded = bxp.concat([flat, bxp.zeros(1, dtype=flat.dtype, device=flat.device)])
+        return bxp.reshape(bxp.take(padded, self.dense_at), shape)
 
 
 def _same_structure(a, b):
@@ -285,33 +378,48 @@ def _evaluate(jac, known, args, kwargs):
     # empty pattern still needs one product, for the output's size
     probe = jac.sparsity is not None or n_colors == 0
     if jac.mode == "forward":
-        products, m, like = _forward(partial_func, diff, leaves, tree, known, probe, what)
+        products, m = _forward(partial_func, diff, leaves, tree, known, probe, what)
     else:
-        products, m, like = _reverse(partial_func, diff, leaves, pattern.shape[0], known, probe, what)
+        products, m = _reverse(partial_func, diff, leaves, pattern.shape[0], known, probe, what)
     if pattern.shape != (m, n):
         raise ValueError(
             f"{what}: sparsity has shape {pattern.shape}, but the Jacobian at these arguments has shape "
             f"{(m, n)} (output elements, input elements)"
         )
-    products = np.asarray(dispatch.backend_of_array(like).to_numpy(products))
-    result = _decompress(known, products[:n_colors], jac.mode, what)
+    # everything below is index arithmetic on the products' device: no host copy
+    products = plain(products)
+    backend = dispatch.backend_of_array(products)
+    bxp = backend.xp
+    placed = _placed(known, backend, products, probe)
+    flat = bxp.reshape(products, (-1,))
+    result = placed.assemble(flat, pattern.shape, backend)
+    suspect = []  # 0-d booleans: a non-zero the pattern lacks shows in one of them
+    if placed.unread is not None:
+        suspect.append(bxp.any(bxp.take(flat, placed.unread) != 0))
     if probe:
-        _check_probe(result, products[n_colors], jac.mode, what)
-    return _on_device(result, like)
+        mat = result if jac.mode == "forward" else result.T
+        product, r = products[n_colors, ...], placed.probe
+        expected = mat @ r
+        scale = abs(mat) @ bxp.abs(r) + bxp.abs(product)
+        tolerance = 1000 * bxp.finfo(product.dtype).eps
+        suspect.append(bxp.any(bxp.abs(product - expected) > tolerance * scale))
+    if suspect and bool(functools.reduce(lambda a, b: a | b, suspect)):  # one scalar read
+        _explain_missed(known, products, result, placed, jac.mode, what, backend)
+    return result
 
 
-def _seeds(known, like, probe):
-    """The seed matrix on ``like``'s backend and device (made once per pattern there): row ``c`` the sum
-    of the basis vectors of colour ``c``; with ``probe``, one more row, ``_probe``'s vector."""
-    backend = dispatch.backend_of_array(like)
+def _placed(known, backend, like, probe):
+    """The colouring's arrays on ``like``'s backend, device and dtype (made once per pattern there)."""
     key = (backend.name, str(like.device), str(like.dtype), probe)
-    seeds = known.seeds.get(key)
-    if seeds is None:
-        seeds = known.seeds[key] = _make_seeds(known.colors, known.n_colors, like, probe, backend)
-    return seeds
+    placed = known.placed.get(key)
+    if placed is None:
+        placed = known.placed[key] = _Placed(known, backend, like, probe)
+    return placed
 
 
 def _make_seeds(colors, n_colors, like, probe, backend):
+    """The seed matrix on ``like``'s device: row ``c`` the sum of the basis vectors of colour ``c``; with
+    ``probe``, one more row, ``_probe``'s vector."""
     c = backend.xp.asarray(colors.tolist(), device=like.device) if len(colors) else arange(0)
     seeds = astype(reshape(arange(n_colors, device=like.device), (-1, 1)) == c, like.dtype)
     if not probe:
@@ -346,8 +454,8 @@ def _joined(tree_value):
 
 
 def _forward(partial_func, diff, leaves, tree, known, probe, what):
-    """``(products, m, like)``: the JVPs with the seeds (n_colors rows, and the probe's), (rows, m), one
-    per seed under vmap; ``like``: an output, for the result's dtype and device."""
+    """``(products, m)``: the JVPs with the seeds (n_colors rows, and the probe's), (rows, m), one per seed
+    under vmap."""
     outputs = []
 
     def push(seed):
@@ -359,36 +467,48 @@ def _forward(partial_func, diff, leaves, tree, known, probe, what):
             outputs.extend(o_leaves)
         return _joined(tangent)
 
-    products = vmap(push)(_seeds(known, leaves[0], probe))
-    return products, sum(math.prod(o.shape) for o in outputs), bottom(outputs[0]) if outputs else leaves[0]
+    like = plain(leaves[0])
+    products = vmap(push)(_placed(known, dispatch.backend_of_array(like), like, probe).seeds)
+    return products, sum(math.prod(o.shape) for o in outputs)
 
 
 def _reverse(partial_func, diff, leaves, rows, known, probe, what):
-    """``(products, m, like)``: the VJPs with the seeds (n_colors rows, and the probe's), (rows, n)."""
+    """``(products, m)``: the VJPs with the seeds (n_colors rows, and the probe's), (rows, n)."""
     out, backward, _, _ = run_vjp(partial_func, diff, False, what, jacobian=True)
     o_leaves, o_tree = flatten(out)
     m = sum(math.prod(o.shape) for o in o_leaves)
     if rows != m:
-        return None, m, leaves[0]  # a pattern of the wrong shape: _evaluate says so
+        return None, m  # a pattern of the wrong shape: _evaluate says so
 
     def pull(seed):
         return _joined(backward(optree.tree_unflatten(o_tree, _split(seed, o_leaves)), False))
 
-    return vmap(pull)(_seeds(known, o_leaves[0], probe)), m, leaves[0]
+    like = plain(bottom(o_leaves[0]))
+    seeds = _placed(known, dispatch.backend_of_array(like), like, probe).seeds
+    return vmap(pull)(seeds), m
 
 
-def _decompress(known, products, mode, what):
-    """The sparse Jacobian from the products with the colour seeds: each non-zero ``(i, j)`` of the
-    pattern is alone among its colour in its row (forward) or column (reverse). A non-zero of the products
-    that no entry of the pattern accounts for is one the pattern misses: an error."""
-    stray = np.flatnonzero(products.ravel()[known.unread])
+def _explain_missed(known, products, result, placed, mode, what, backend):
+    """The error for a pattern that misses a non-zero (host copies: this is the error path)."""
+    host = np.asarray(backend.to_numpy(products))
+    flat = host.ravel()
+    stray = np.flatnonzero(flat[known.unread]) if len(known.unread) else []
     if len(stray):
-        c, k = divmod(int(known.unread[stray[0]]), products.shape[1])
+        c, k = divmod(int(known.unread[stray[0]]), host.shape[1])
         where = f"row {k}" if mode == "forward" else f"column {k}"
         other = "columns" if mode == "forward" else "rows"
-        _missed(what, f"a non-zero in {where} among the {other} of colour {c} ({products[c, k]!r})")
-    p = known.pattern
-    return scipy_sparse().csr_array((products[known.at], p.indices.copy(), p.indptr.copy()), shape=p.shape)
+        _missed(what, f"a non-zero in {where} among the {other} of colour {c} ({host[c, k]!r})")
+    dense = np.asarray(backend.to_numpy(placed.sparse.to_dense(result)))
+    mat = dense if mode == "forward" else dense.T
+    product = host[known.n_colors]
+    expected = mat @ _probe(mat.shape[1])
+    k = int(np.argmax(np.abs(product - expected)))
+    where = f"row {k}" if mode == "forward" else f"column {k}"
+    _missed(
+        what,
+        f"non-zeros in {where} (its product with a test vector is {product[k]!r}, "
+        f"the pattern's entries give {expected[k]!r})",
+    )
 
 
 def _missed(what, found):
@@ -397,34 +517,6 @@ def _missed(what, found):
         "non-zero here. Pass a pattern that holds at every point it is used at (pa.jacobian_sparsity at "
         "this point, or sparsity=None to detect it at each call)"
     )
-
-
-def _check_probe(jac, product, mode, what):
-    """The product with ``_probe``'s vector, computed by one more JVP (VJP), against the sparse result's:
-    a non-zero the pattern lacks shows as a difference beyond rounding."""
-    r = _probe(jac.shape[1] if mode == "forward" else jac.shape[0])
-    mat = jac if mode == "forward" else jac.T
-    expected = mat @ r
-    scale = abs(mat) @ abs(r) + np.abs(product)
-    tol = 1000 * np.finfo(product.dtype).eps * scale
-    bad = np.nonzero(np.abs(product - expected) > tol)[0]
-    if len(bad):
-        k = int(bad[0])
-        where = f"row {k}" if mode == "forward" else f"column {k}"
-        _missed(
-            what,
-            f"non-zeros in {where} (its product with a test vector is {product[k]!r}, "
-            f"the pattern's entries give {expected[k]!r})",
-        )
-
-
-def _on_device(result, like):
-    """The CSR result on ``like``'s device: CuPy arrays get a ``cupyx.scipy.sparse`` matrix."""
-    if dispatch.backend_of_array(like).name == "cupy":
-        import cupyx.scipy.sparse
-
-        return cupyx.scipy.sparse.csr_matrix(result)
-    return result
 
 
 # ------------------------------------------------------------------------------ public functions
@@ -469,8 +561,9 @@ def sparse_jacfwd(
 
     Returns:
         A ``SparseJacobian``: called like ``func``, it returns a ``scipy.sparse.csr_array`` with the
-        pattern's structure (a ``cupyx.scipy.sparse.csr_matrix`` on CUDA arrays); rows and columns as in
-        ``jacobian_sparsity``. Its ``sparsity``, ``colors`` and ``n_colors`` describe the colouring.
+        pattern's structure for NumPy arrays, a ``cupyx.scipy.sparse.csr_matrix`` for CuPy arrays (made on
+        the GPU), a dense array for array_api_strict and Dask arrays (see this module); rows and columns as
+        in ``jacobian_sparsity``. Its ``sparsity``, ``colors`` and ``n_colors`` describe the colouring.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -502,7 +595,7 @@ def sparse_jacrev(
         func, argnums, sparsity, coloring: as ``sparse_jacfwd`` (the rows are coloured).
 
     Returns:
-        A ``SparseJacobian`` returning a ``scipy.sparse.csr_array``, as ``sparse_jacfwd``'s.
+        A ``SparseJacobian`` returning the backend's sparse container, as ``sparse_jacfwd``'s.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -524,23 +617,27 @@ def sparse_hessian(
     argnums: int | tuple[int, ...] = 0,
     *,
     sparsity: Any = None,
-    coloring: str = "dsatur",
+    coloring: str = "auto",
 ) -> "SparseJacobian":
     """The Hessian as a sparse matrix: forward mode over the gradient (Hessian-vector products), one per
-    colour of the Hessian's columns (a distance-1 colouring of its column-intersection graph, the direct
-    method: it does not use symmetry to share colours, as a star colouring would, and reads every entry
-    from one product).
+    colour of the Hessian's columns. ``coloring="star"`` uses symmetry: a star colouring of its adjacency
+    graph (``polyad.api.coloring.star_coloring``), each entry read directly from the product where it is
+    alone among its colour in its row, or, by symmetry, from its mirror's (no substitution). An arrowhead
+    Hessian (one dense row and column, as any objective with a global parameter has) takes 2 products
+    this way instead of one per column. A distance-1 colouring ("dsatur", "largest_first", "natural")
+    reads every entry from its own column's product.
 
     Args:
         func: a function of real floating arrays returning a real 0-d array.
         argnums: int or tuple of ints: the positional arguments to differentiate twice.
         sparsity: the Hessian's pattern as ``pa.hessian_sparsity`` returns, reused at every call; None:
             detected at each call.
-        coloring: as ``sparse_jacfwd``.
+        coloring: "auto" (the default: the star colouring where it has fewer colours than the distance-1
+            DSATUR colouring, else that one), "star", or a distance-1 order as ``sparse_jacfwd``'s.
 
     Returns:
-        A ``SparseJacobian`` returning the Hessian, (input elements, input elements), as a
-        ``scipy.sparse.csr_array``.
+        A ``SparseJacobian`` returning the Hessian, (input elements, input elements), in the container of
+        the input's backend, as ``sparse_jacfwd``'s.
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -549,6 +646,11 @@ def sparse_hessian(
         array([[4., 2., 0.],
                [2., 6., 4.],
                [0., 4., 0.]])
+        >>> arrowhead = lambda x: pa.xp.sum((x[:-1] ** 2 + x[-1] ** 2) ** 2)  # ARWHEAD's quartic part
+        >>> x = np.linspace(0.5, 1.5, 200)
+        >>> H = pa.sparse_hessian(arrowhead, sparsity=pa.hessian_sparsity(arrowhead)(x))
+        >>> H.n_colors, pa.sparse_hessian(arrowhead, coloring="dsatur", sparsity=H.sparsity).n_colors
+        (2, 200)
     """
     gradient = _gradient(func, argnums, "sparse_hessian")
 
