@@ -61,7 +61,7 @@ Its fields:
   ``container`` ("csr": ``csr(data, indices, indptr, shape)`` builds the library's CSR matrix from arrays of
   the backend, with no host copy; "dense": the library has no sparse matrices, and sparse Jacobians are
   the library's dense arrays), ``is_sparse``, ``to_dense``, ``to_scipy`` (a host SciPy copy, for patterns),
-  ``matvec``, ``adjoint``, ``splu(A, **options)`` (``.solve(b, trans)`` on backend arrays),
+  ``matvec``, ``splu(A, **options)`` (``.solve(b, trans)`` on backend arrays),
   ``spsolve(A, b)`` and ``krylov(method, matvec, b, *, x0, rtol, atol, maxiter,
   M)`` (``cg``, ``gmres``, ``bicgstab``; the tolerance's keyword mapped to the library's own). NumPy's is
   SciPy; CuPy's cupyx; array_api_strict's and Dask's run SciPy on deliberate host copies (each counted by
@@ -104,17 +104,8 @@ REQUIRED_EXTRAS = {
     "index_add": ("target", "key", "values"),
 }
 GENERATOR_METHODS = ("normal", "uniform", "integers", "get_state", "set_state")
-CONTRACT_EXTRAS = ("sparse",)
-SPARSE_METHODS = (
-    "is_sparse",
-    "to_dense",
-    "to_scipy",
-    "matvec",
-    "adjoint",
-    "splu",
-    "spsolve",
-    "krylov",
-)  # fields a backend may give in its extras: not merged into its namespace
+CONTRACT_EXTRAS = ("sparse",)  # fields a backend may give in its extras: not merged into its namespace
+SPARSE_METHODS = ("is_sparse", "to_dense", "to_scipy", "matvec", "splu", "spsolve", "krylov")
 
 
 def _counted(to_numpy):

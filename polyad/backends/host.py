@@ -140,10 +140,6 @@ class SparseSupport:
         out = np.asarray(self.to_scipy(matrix) @ host)
         return self._back(out.astype(host.dtype, copy=False), v)
 
-    def adjoint(self, matrix):
-        """The conjugate transpose of a sparse matrix or LinearOperator."""
-        return matrix.H if hasattr(matrix, "H") and not hasattr(matrix, "tocsr") else matrix.conj().T
-
     def splu(self, matrix, **options):
         """SuperLU's factors of ``matrix``: ``.solve(b, trans="N")`` takes and returns backend arrays."""
         sp, spla = scipy_sparse_modules()

@@ -50,9 +50,6 @@ class CupyxSparse:
     def matvec(self, matrix, v):
         return matrix @ v
 
-    def adjoint(self, matrix):
-        return matrix.H if hasattr(matrix, "H") and not hasattr(matrix, "tocsr") else matrix.conj().T
-
     def splu(self, matrix, **options):
         return cupyx_linalg.splu(matrix.tocsc(), **options)
 
