@@ -350,9 +350,9 @@ def test_minimize_tangent_solvers_agree_with_central_differences():
 
 
 def test_a_krylov_solver_that_names_its_tolerance_tol(monkeypatch):
-    """cupyx's cg/gmres (and SciPy before 1.12) take ``tol`` where SciPy now takes ``rtol``: the backend
-    contract maps polyad's rtol to the solver's own keyword (the CuPy lane failed with "cg() got an
-    unexpected keyword argument 'tol'" when it did not)."""
+    """Krylov solvers name the relative tolerance ``rtol`` (SciPy >= 1.12, CuPy 14's cupyx) or ``tol``
+    (older ones): the backend contract passes polyad's rtol under the installed solver's own name (the
+    CuPy lane failed with "cg() got an unexpected keyword argument 'tol'" when a fixed name was used)."""
     import scipy.sparse.linalg as spla
 
     seen = {}

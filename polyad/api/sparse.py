@@ -269,7 +269,7 @@ class _Colored:
     ``(colour of j, row i)`` where ``j`` is the only column of its colour in row ``i``, else (by symmetry)
     at ``(colour of i, row j)``, where the star colouring makes ``i`` the only one."""
 
-    __slots__ = ("pattern", "colors", "n_colors", "read", "unread", "placed", "mode")
+    __slots__ = ("pattern", "colors", "n_colors", "read", "unread", "placed", "mode", "source")
 
     def __init__(self, pattern, mode, coloring):
         self.pattern, self.mode = pattern, mode
@@ -287,11 +287,18 @@ class _Colored:
         share = np.bincount(at * k + seed, minlength=width * k) if k else np.zeros(0, np.int64)
         self.read = seed * width + at
         alone = share[at * k + seed] == 1
+        # direct recovery: each product entry holds at most one non-zero, whose column (forward) or row
+        # (reverse) ``source`` names (the probe's length where it holds none): the probe's product is then
+        # checked from the products themselves (no sparse matrix-vector product)
+        other = cols if mode == "forward" else rows
+        self.source = np.full(k * width, pattern.shape[1 if mode == "forward" else 0], dtype=np.int64)
+        self.source[self.read] = other
         if not alone.all():  # a star colouring: read the mirrored entry (j, i) instead
             mirror_seed, mirror_at = self.colors[rows], cols
             if not (share[mirror_at * k + mirror_seed][~alone] == 1).all():
                 raise RuntimeError("polyad's star colouring is not a star colouring here: please report this")
             self.read = np.where(alone, self.read, mirror_seed * width + mirror_at)
+            self.source = None
         occupied = np.zeros(k * width, dtype=bool)
         occupied[seed * width + at] = True
         self.unread = np.flatnonzero(~occupied)
@@ -303,7 +310,18 @@ class _Placed:
     structure (or, for a backend whose sparse container is "dense", each dense entry's index into the
     products) and the probe vector."""
 
-    __slots__ = ("_seeds", "_make", "read", "unread", "indices", "indptr", "dense_at", "probe", "sparse")
+    __slots__ = (
+        "_seeds",
+        "_make",
+        "read",
+        "unread",
+        "indices",
+        "indptr",
+        "dense_at",
+        "probe",
+        "source",
+        "sparse",
+    )
 
     def __init__(self, known, backend, like, probe):
         bxp, device = backend.xp, like.device
@@ -341,7 +359,10 @@ class _Placed:
             self.indices = self.indptr = None
             self.dense_at = put(at)
         width = p.shape[1] if known.mode == "forward" else p.shape[0]
-        self.probe = put(_probe(width), like.dtype) if probe else None
+        self.probe = self.source = None
+        if probe:  # the probe vector, a zero after it (for the entries ``source`` has none for)
+            self.probe = put(np.append(_probe(width), 0.0), like.dtype)
+            self.source = None if known.source is None else put(known.source)
 
     @property
     def seeds(self):
@@ -397,10 +418,15 @@ def _evaluate(jac, known, args, kwargs):
     if placed.unread is not None:
         suspect.append(bxp.any(bxp.take(flat, placed.unread) != 0))
     if probe:
-        mat = result if jac.mode == "forward" else result.T
         product, r = products[n_colors, ...], placed.probe
-        expected = mat @ r
-        scale = abs(mat) @ bxp.abs(r) + bxp.abs(product)
+        if placed.source is not None:  # direct recovery: from the products, by index arithmetic
+            terms = products[:n_colors, ...] * bxp.reshape(bxp.take(r, placed.source), (n_colors, -1))
+            expected = bxp.sum(terms, axis=0)
+            scale = bxp.sum(bxp.abs(terms), axis=0) + bxp.abs(product)
+        else:  # a star colouring's sums: the result's product with the probe
+            mat, r = (result if jac.mode == "forward" else result.T), r[:-1]
+            expected = mat @ r
+            scale = abs(mat) @ bxp.abs(r) + bxp.abs(product)
         tolerance = 1000 * bxp.finfo(product.dtype).eps
         suspect.append(bxp.any(bxp.abs(product - expected) > tolerance * scale))
     if suspect and bool(functools.reduce(lambda a, b: a | b, suspect)):  # one scalar read

@@ -25,8 +25,9 @@ def index_add(target, key, values):
 
 class CupyxSparse:
     """The sparse linear algebra of the contract on CUDA: cupyx's CSR matrices, its ``splu`` and
-    ``spsolve`` and its Krylov solvers, all on device arrays (``cupyx.scipy.sparse.linalg.cg`` names its
-    relative tolerance ``tol``: mapped from polyad's ``rtol`` here)."""
+    ``spsolve`` and its Krylov solvers, all on device arrays. The relative tolerance goes under the name
+    the installed solver reads from its signature (CuPy 14's cupyx takes ``rtol``, as SciPy >= 1.12 does;
+    older cupyx ``tol``; on an H200 with CuPy 14.2 the former code's ``tol=`` was refused)."""
 
     library = "cupyx.scipy.sparse"
     container = "csr"
