@@ -8,7 +8,8 @@ The solve runs on the primal values, by the sparse linear algebra the arrays' ba
 installed solver takes, ``rtol`` or the older ``tol``), SciPy on deliberate host copies for
 array_api_strict and Dask arrays. The solution is differentiable with respect to ``b`` and, for the
 Krylov methods, to whatever the operator depends on: ``A`` may be a SciPy sparse matrix or
-``LinearOperator`` (a constant), a dense array (differentiable), or a function ``matvec(v)`` written with polyad that closes over parameters
+``LinearOperator`` (a constant), a dense array (differentiable), or a function ``matvec(v)`` written
+with polyad that closes over parameters
 (differentiable with respect to them). The adjoint is the transposed solve: ``spsolve`` and ``splu``
 factorise once and solve the transposed system with the same factors (one factorisation per
 ``value_and_grad``); ``cg`` assumes a symmetric ``A`` and ``M`` (its adjoint is ``cg`` again).
