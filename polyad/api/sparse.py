@@ -22,6 +22,7 @@ from typing import Any
 import optree
 
 import polyad.dispatch as dispatch
+from polyad import backends
 from polyad.api.arguments import (
     check_argnums,
     check_callable,
@@ -81,6 +82,9 @@ def _check_coloring(coloring, transform):
 def _as_pattern(sparsity, transform):
     """A user's pattern as a canonical boolean CSR array; a clear error for anything else."""
     sp = scipy_sparse()
+    foreign = sparse_owner(sparsity)  # another library's sparse matrix (cupyx): its host copy, once
+    if foreign is not None:
+        sparsity = foreign.to_scipy(sparsity)
     if sp.issparse(sparsity):
         p = sp.csr_array(sparsity)
     elif hasattr(sparsity, "shape") and hasattr(sparsity, "dtype") and not isinstance(sparsity, Tensor):
@@ -100,6 +104,30 @@ def _as_pattern(sparsity, transform):
     p.eliminate_zeros()
     p.sum_duplicates()
     return p
+
+
+def sparse_owner(matrix: Any) -> Any:
+    """The sparse support (the backend contract's ``sparse`` field) of the loaded backend whose library
+    made ``matrix``, for a sparse matrix of a library other than SciPy (cupyx's).
+
+    Args:
+        matrix: any object.
+
+    Returns:
+        That backend's sparse support, or None (SciPy's own matrices, and anything not a sparse matrix).
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from polyad.api.sparse import sparse_owner
+        >>> sparse_owner(sp.eye(2)) is None, sparse_owner(np.eye(2)) is None
+        (True, True)
+    """
+    if scipy_sparse().issparse(matrix):
+        return None
+    for backend in backends.loaded().values():
+        if backend.sparse is not None and backend.sparse.is_sparse(matrix):
+            return backend.sparse
+    return None
 
 
 # ------------------------------------------------------------------------------ patterns

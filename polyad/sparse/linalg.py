@@ -29,7 +29,6 @@ Example:
 
 import polyad.dispatch as dispatch
 import polyad.xp as xp
-from polyad import backends
 from polyad.api.solver_support import (
     Convergence,
     SolverNotConvergedError,
@@ -37,6 +36,7 @@ from polyad.api.solver_support import (
     krylov,
     sparse_support,
 )
+from polyad.api.sparse import sparse_owner
 from polyad.backends.host import np
 from polyad.control.implicit import custom_linear_solve
 from polyad.core import Op, Tensor, bind, plain
@@ -52,10 +52,7 @@ from polyad.transforms.sparsity_rules import ALL, scipy_sparse
 def _support_of_matrix(matrix):
     """The sparse support (contract field) of the backend whose library made ``matrix``: cupyx's for a
     cupyx matrix, else NumPy's (SciPy's matrices and operators)."""
-    for backend in backends.loaded().values():
-        if backend.sparse is not None and backend.sparse.is_sparse(matrix):
-            return backend.sparse
-    return dispatch.load_backend("numpy").sparse
+    return sparse_owner(matrix) or dispatch.load_backend("numpy").sparse
 
 
 def _apply(matrix, v):
