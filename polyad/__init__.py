@@ -20,6 +20,7 @@ from polyad.api.sparse import (
     jacobian_sparsity,
     sparse_hessian,
     sparse_jacfwd,
+    sparse_jacobian,
     sparse_jacrev,
 )
 from polyad.api.vmap import vmap
@@ -140,6 +141,7 @@ __all__ = [
     "set_backend",
     "sparse_hessian",
     "sparse_jacfwd",
+    "sparse_jacobian",
     "sparse_jacrev",
     "stop_gradient",
     "use_scipy_fft_backend",

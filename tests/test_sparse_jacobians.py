@@ -394,3 +394,89 @@ def test_star_colouring_on_random_symmetric_patterns(seed):
 def test_a_star_colouring_is_for_hessians_only():
     with pytest.raises(ValueError, match="star colouring needs a symmetric matrix"):
         pa.sparse_jacfwd(xp.sin, coloring="star")
+
+
+# ------------------------------------------------------------------------------ bidirectional colouring
+
+
+def _arrow(x):
+    """A dense column (the scale x[0]) and a dense row (the total): each direction alone needs n."""
+    return xp.concat([x[0] * x[1:] ** 2 + xp.sin(x[:-1]), xp.sum(x * x, keepdims=True)])
+
+
+def test_a_dense_row_and_column_take_a_few_bidirectional_colours():
+    n = 40
+    x = _point(n, 8)
+    pattern = pa.jacobian_sparsity(_arrow)(x)
+    both = pa.sparse_jacobian(_arrow, sparsity=pattern, mode="bidirectional")
+    auto = pa.sparse_jacobian(_arrow, sparsity=pattern)
+    forward, reverse = pa.sparse_jacfwd(_arrow, sparsity=pattern), pa.sparse_jacrev(_arrow, sparsity=pattern)
+    assert both.n_colors <= 4 and forward.n_colors >= n - 1 and reverse.n_colors >= n - 1
+    assert auto.chosen_mode == "bidirectional" and auto.n_colors == both.n_colors
+    expected = _dense_jacobian(_arrow, x, (n, n))
+    for jac in (both, auto, pa.sparse_jacobian(_arrow, mode="bidirectional")):
+        J = jac(x)
+        assert _in_container(J, x)
+        np.testing.assert_allclose(_dense(J, x), expected, rtol=1e-13, atol=1e-13)
+    before = backends.host_copies()
+    both(x)
+    assert backends.host_copies() == before
+
+
+@pytest.mark.parametrize("name", list(STRUCTURED))
+def test_bidirectional_jacobians_equal_the_dense_ones(name):
+    f, n = STRUCTURED[name]
+    x = _point(n)
+    J = pa.sparse_jacobian(f, mode="bidirectional")(x)
+    np.testing.assert_allclose(_dense(J, x), _dense_jacobian(f, x, J.shape), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bidirectional_on_random_patterns_with_dense_rows_and_columns(seed):
+    rng = np.random.default_rng(seed)
+    m, n = 25, 30
+    mask = rng.uniform(size=(m, n)) < 0.08
+    mask[rng.integers(m), :] = True
+    mask[:, rng.integers(n)] = True
+    W = A(rng.uniform(0.5, 1.5, (m, n)) * mask)
+
+    def f(v):
+        return W @ xp.sin(v) + xp.exp(W @ v) * 0.1
+
+    x = _point(n, seed)
+    pattern = pa.jacobian_sparsity(f)(x)
+    jac = pa.sparse_jacobian(f, sparsity=pattern, mode="bidirectional")
+    by_rows, columns, rows = coloring.bidirectional_colors(pattern)
+    kept = pattern.toarray()[~by_rows]
+    assert _valid_by_loop(scipy_sparse.csr_array(kept), columns)  # JVP side: columns apart in its rows
+    assert _valid_by_loop(scipy_sparse.csr_array(pattern.toarray()[by_rows].T), rows[by_rows])
+    np.testing.assert_allclose(_dense(jac(x), x), _dense_jacobian(f, x, (m, n)), rtol=1e-12, atol=1e-13)
+
+
+def test_a_bidirectional_pattern_missing_a_non_zero_is_an_error():
+    x = _point(12)
+    pattern = pa.jacobian_sparsity(_arrow)(x).toarray()
+    pattern[3, 7] = True  # harmless extra entry
+    missing = pattern.copy()
+    missing[5, 5] = False  # a diagonal non-zero of the JVP side
+    with pytest.raises(ValueError, match="misses a non-zero"):
+        pa.sparse_jacobian(_arrow, sparsity=missing, mode="bidirectional")(x)
+    missing = pattern.copy()
+    missing[-1, 4] = False  # one of the dense row's (the VJP side)
+    with pytest.raises(ValueError, match="misses a non-zero"):
+        pa.sparse_jacobian(_arrow, sparsity=missing, mode="bidirectional")(x)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        pa.sparse_jacobian(_arrow, mode="both")
+
+
+def test_bidirectional_on_a_device_that_refuses_numpy():
+    strict = pytest.importorskip("array_api_strict")
+    device = strict.Device("device1")
+    host_x = to_numpy(_point(20, 9))
+    jac = pa.sparse_jacobian(_arrow, sparsity=pa.jacobian_sparsity(_arrow)(host_x), mode="bidirectional")
+    x = strict.asarray(host_x, device=device)
+    before = backends.host_copies()
+    J = jac(x)
+    assert backends.host_copies() == before and J.device == device
+    back = np.asarray(J.to_device(strict.__array_namespace_info__().default_device()))
+    np.testing.assert_allclose(back, pa.jacfwd(_arrow)(host_x), rtol=1e-13, atol=1e-13)

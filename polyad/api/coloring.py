@@ -198,3 +198,44 @@ def is_star_coloring(pattern, colors):
                     if y != w and y != v and colors[y] == colors[w]:
                         return False
     return True
+
+
+def bidirectional_colors(pattern, order="dsatur"):
+    """A split of a Jacobian's rows between reverse and forward mode, with the colours of each side.
+
+    The rows of ``by_rows`` are read from VJPs, one per colour of those rows (two of them sharing a
+    column differ); the other rows' entries from JVPs, one per colour of the columns (two columns sharing
+    one of the other rows differ). A Jacobian with one dense row and one dense column needs few colours
+    this way, where either direction alone needs one per row or column. Candidates: no row on the VJP
+    side, then the rows with at least ``t`` non-zeros for the 8 largest distinct counts ``t``; the split
+    with the fewest colours in all is kept.
+
+    Args:
+        pattern: a SciPy sparse pattern (rows: outputs, columns: inputs).
+        order: the greedy colouring's vertex order (``ORDERS``).
+
+    Returns:
+        ``(by_rows, column_colors, row_colors)``: a boolean mask of the rows; each column's colour (JVP
+        side); each row's colour on the VJP side, -1 for the other rows.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from polyad.api.coloring import bidirectional_colors
+        >>> arrow = np.eye(6, dtype=bool); arrow[0] = arrow[:, 0] = True
+        >>> by_rows, columns, rows = bidirectional_colors(sp.csr_array(arrow))
+        >>> by_rows.tolist(), int(columns.max()) + 1 + int(rows.max()) + 1
+        ([True, False, False, False, False, False], 3)
+    """
+    csr = pattern.tocsr().astype(bool)
+    m = csr.shape[0]
+    counts = np.diff(csr.indptr)
+    best = None
+    for t in [None, *sorted(set(counts.tolist()), reverse=True)[:8]]:
+        by_rows = np.zeros(m, dtype=bool) if t is None else counts >= t
+        columns = color_columns(csr[np.flatnonzero(~by_rows)], order)
+        rows = np.full(m, -1, dtype=np.int64)
+        rows[by_rows] = color_columns(csr[np.flatnonzero(by_rows)].T, order)
+        total = int(columns.max(initial=-1)) + 1 + int(rows.max(initial=-1)) + 1
+        if best is None or total < best[0]:
+            best = (total, by_rows, columns, rows)
+    return best[1], best[2], best[3]

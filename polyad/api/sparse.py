@@ -32,7 +32,7 @@ from polyad.api.arguments import (
     flatten,
     partial_of,
 )
-from polyad.api.coloring import ORDERS, SYMMETRIC, color_columns, symmetric_colors
+from polyad.api.coloring import ORDERS, SYMMETRIC, bidirectional_colors, color_columns, symmetric_colors
 from polyad.api.grad import grad, run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.vmap import vmap
@@ -45,6 +45,8 @@ from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, reshape
 from polyad.transforms.sparsity import dependence
 from polyad.transforms.sparsity_rules import scipy_sparse
+
+MODES = ("forward", "reverse", "bidirectional", "auto")
 
 # ------------------------------------------------------------------------------ arguments
 
@@ -254,7 +256,9 @@ class SparseJacobian:
         self.transform = transform
         self.func = func
         self.argnums = argnums
-        self.mode = mode  # "forward": colour columns, push JVPs; "reverse": colour rows, pull VJPs
+        # "forward": colour columns, push JVPs; "reverse": colour rows, pull VJPs; "bidirectional": some
+        # rows by VJPs, the others by JVPs; "auto": the one of these three with the fewest products
+        self.mode = mode
         self.coloring = coloring
         self._detect = detect  # args, kwargs -> the pattern at that point
         self._known = None if sparsity is None else self._colored(_as_pattern(sparsity, transform))
@@ -269,8 +273,17 @@ class SparseJacobian:
     def n_colors(self) -> int | None:
         return None if self._known is None else self._known.n_colors
 
+    @property
+    def chosen_mode(self) -> str | None:
+        """The direction the colouring in use takes ("forward", "reverse", "bidirectional"), or None."""
+        return None if self._known is None else self._known.mode
+
     def _colored(self, pattern):
-        return _Colored(pattern, self.mode, self.coloring)
+        if self.mode != "auto":
+            return _Colored(pattern, self.mode, self.coloring)
+        # the fewest products of the three (ties: forward, then reverse)
+        candidates = [_Colored(pattern, mode, self.coloring) for mode in MODES[:3]]
+        return min(candidates, key=lambda c: c.n_colors)
 
     def __repr__(self):
         how = "detected at each call" if self.sparsity is None else f"{self.n_colors} colours"
@@ -297,12 +310,16 @@ class _Colored:
     ``(colour of j, row i)`` where ``j`` is the only column of its colour in row ``i``, else (by symmetry)
     at ``(colour of i, row j)``, where the star colouring makes ``i`` the only one."""
 
-    __slots__ = ("pattern", "colors", "n_colors", "read", "unread", "placed", "mode", "source")
+    __slots__ = ("pattern", "colors", "n_colors", "read", "unread", "placed", "mode", "source", "parts")
 
     def __init__(self, pattern, mode, coloring):
-        self.pattern, self.mode = pattern, mode
+        self.pattern, self.mode, self.parts = pattern, mode, None
         rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
         cols = pattern.indices.astype(np.int64)
+        self.placed = {}  # (library, device, dtype, probe) -> _Placed
+        if mode == "bidirectional":
+            self._split(coloring, rows, cols)
+            return
         if mode == "forward" and coloring in SYMMETRIC:
             self.colors = symmetric_colors(pattern, coloring)
         else:
@@ -330,7 +347,54 @@ class _Colored:
         occupied = np.zeros(k * width, dtype=bool)
         occupied[seed * width + at] = True
         self.unread = np.flatnonzero(~occupied)
-        self.placed = {}  # (library, device, dtype, probe) -> _Placed
+
+    def _split(self, coloring, rows, cols):
+        """Bidirectional: the rows ``by_rows`` from VJPs (products (kr, n), first), the others from JVPs
+        (products (kf, m), after them); ``read`` and ``unread`` index the two flattened one after the
+        other. A JVP product's entry at a VJP-side row sums several non-zeros: it is neither read nor
+        checked (the probe checks those rows)."""
+        (m, n), p = self.pattern.shape, self.pattern
+        by_rows, col_colors, row_colors = bidirectional_colors(p, coloring)
+        kf, kr = int(col_colors.max(initial=-1)) + 1, int(row_colors.max(initial=-1)) + 1
+        self.colors, self.n_colors = (col_colors, row_colors), kf + kr
+        self.parts = (_Part(col_colors, kf), _Part(row_colors, kr))
+        on_rows = by_rows[rows]
+        self.read = np.where(on_rows, row_colors[rows] * n + cols, kr * n + col_colors[cols] * m + rows)
+        reverse_hit = np.zeros(kr * n, dtype=bool)
+        reverse_hit[self.read[on_rows]] = True
+        forward_hit = np.zeros((kf, m), dtype=bool)
+        forward_hit[:, by_rows] = True  # not checked
+        forward_hit.reshape(-1)[self.read[~on_rows] - kr * n] = True
+        self.unread = np.concatenate([np.flatnonzero(~reverse_hit), kr * n + np.flatnonzero(~forward_hit)])
+        self.source = None
+
+    def flat_size(self, probe):
+        """The length of the flattened products (with the probe's, a JVP's, where ``probe``)."""
+        m, n = self.pattern.shape
+        if self.mode == "bidirectional":
+            kf, kr = self.parts[0].n_colors, self.parts[1].n_colors
+            return kr * n + (kf + int(probe)) * m
+        return (self.n_colors + int(probe)) * (m if self.mode == "forward" else n)
+
+    def probe_length(self):
+        """The probe's length: the input's size (a JVP), or the output's (a VJP)."""
+        return self.pattern.shape[0 if self.mode == "reverse" else 1]
+
+
+class _Part:
+    """One direction of a bidirectional colouring: its colours (-1: none) and its seed matrices."""
+
+    __slots__ = ("colors", "n_colors", "seeds")
+
+    def __init__(self, colors, n_colors):
+        self.colors, self.n_colors, self.seeds = colors, n_colors, {}
+
+    def seeds_on(self, like, probe):
+        backend = dispatch.backend_of_array(like)
+        key = (backend.name, str(like.device), str(like.dtype), probe)
+        if key not in self.seeds:
+            self.seeds[key] = _make_seeds(self.colors, self.n_colors, like, probe, backend)
+        return self.seeds[key]
 
 
 class _Placed:
@@ -379,17 +443,14 @@ class _Placed:
                 None,
             )
         else:  # every dense entry reads the products, or the zero appended to them
-            width = p.shape[0] if known.mode == "forward" else p.shape[1]
-            total = (known.n_colors + int(probe)) * width  # the zero after the products
-            at = np.full(p.shape[0] * p.shape[1], total, dtype=np.int64)
+            at = np.full(p.shape[0] * p.shape[1], known.flat_size(probe), dtype=np.int64)
             rows = np.repeat(np.arange(p.shape[0]), np.diff(p.indptr))
             at[rows * p.shape[1] + p.indices] = known.read
             self.indices = self.indptr = None
             self.dense_at = put(at)
-        width = p.shape[1] if known.mode == "forward" else p.shape[0]
         self.probe = self.source = None
         if probe:  # the probe vector, a zero after it (for the entries ``source`` has none for)
-            self.probe = put(np.append(_probe(width), 0.0), like.dtype)
+            self.probe = put(np.append(_probe(known.probe_length()), 0.0), like.dtype)
             self.source = None if known.source is None else put(known.source)
 
     @property
@@ -426,10 +487,14 @@ def _evaluate(jac, known, args, kwargs):
     # a given pattern is checked along one more direction (a detected one holds by construction); an
     # empty pattern still needs one product, for the output's size
     probe = jac.sparsity is not None or n_colors == 0
-    if jac.mode == "forward":
-        products, m = _forward(partial_func, diff, leaves, tree, known, probe, what)
+    mode = known.mode
+    if mode == "bidirectional":
+        products, m = _both(partial_func, diff, leaves, tree, known, probe, what)
+    elif mode == "forward":
+        seeds_of = _seeds_of(known, probe)
+        products, m = _forward(partial_func, diff, leaves, tree, seeds_of, what)
     else:
-        products, m = _reverse(partial_func, diff, leaves, pattern.shape[0], known, probe, what)
+        products, m = _reverse(partial_func, diff, leaves, pattern.shape[0], _seeds_of(known, probe), what)
     if pattern.shape != (m, n):
         raise ValueError(
             f"{what}: sparsity has shape {pattern.shape}, but the Jacobian at these arguments has shape "
@@ -446,20 +511,44 @@ def _evaluate(jac, known, args, kwargs):
     if placed.unread is not None:
         suspect.append(bxp.any(bxp.take(flat, placed.unread) != 0))
     if probe:
-        product, r = products[n_colors, ...], placed.probe
+        # the probe's product: the last row (bidirectional: the last m entries, a JVP's)
+        product, r = (
+            (flat[flat.shape[0] - m :] if mode == "bidirectional" else products[n_colors, ...]),
+            placed.probe,
+        )
         if placed.source is not None:  # direct recovery: from the products, by index arithmetic
             terms = products[:n_colors, ...] * bxp.reshape(bxp.take(r, placed.source), (n_colors, -1))
             expected = bxp.sum(terms, axis=0)
             scale = bxp.sum(bxp.abs(terms), axis=0) + bxp.abs(product)
         else:  # a star colouring's sums: the result's product with the probe
-            mat, r = (result if jac.mode == "forward" else result.T), r[:-1]
+            mat, r = (result.T if mode == "reverse" else result), r[:-1]
             expected = mat @ r
             scale = abs(mat) @ bxp.abs(r) + bxp.abs(product)
         tolerance = 1000 * bxp.finfo(product.dtype).eps
         suspect.append(bxp.any(bxp.abs(product - expected) > tolerance * scale))
     if suspect and bool(functools.reduce(lambda a, b: a | b, suspect)):  # one scalar read
-        _explain_missed(known, products, result, placed, jac.mode, what, backend)
+        if mode == "bidirectional":
+            _missed(what, "non-zeros (the compressed products show them)")
+        _explain_missed(known, products, result, placed, mode, what, backend)
     return result
+
+
+def _seeds_of(known, probe):
+    """``like -> the seed matrix`` of a one-direction colouring on ``like``'s device."""
+    return lambda like: _placed(known, dispatch.backend_of_array(like), like, probe).seeds
+
+
+def _both(partial_func, diff, leaves, tree, known, probe, what):
+    """``(products, m)`` of a bidirectional colouring: the VJPs' products and the JVPs' (with the
+    probe's), flattened one after the other."""
+    columns, rows = known.parts
+    forward, m = _forward(partial_func, diff, leaves, tree, lambda like: columns.seeds_on(like, probe), what)
+    forward = plain(forward)
+    if rows.n_colors == 0 or known.pattern.shape[0] != m:
+        return forward, m
+    backward, _ = _reverse(partial_func, diff, leaves, m, lambda like: rows.seeds_on(like, False), what)
+    bxp = dispatch.backend_of_array(forward).xp
+    return bxp.concat([bxp.reshape(plain(backward), (-1,)), bxp.reshape(forward, (-1,))]), m
 
 
 def _placed(known, backend, like, probe):
@@ -507,7 +596,7 @@ def _joined(tree_value):
     return flat[0] if len(flat) == 1 else concat(flat)
 
 
-def _forward(partial_func, diff, leaves, tree, known, probe, what):
+def _forward(partial_func, diff, leaves, tree, seeds_of, what):
     """``(products, m)``: the JVPs with the seeds (n_colors rows, and the probe's), (rows, m), one per seed
     under vmap."""
     outputs = []
@@ -521,12 +610,11 @@ def _forward(partial_func, diff, leaves, tree, known, probe, what):
             outputs.extend(o_leaves)
         return _joined(tangent)
 
-    like = plain(leaves[0])
-    products = vmap(push)(_placed(known, dispatch.backend_of_array(like), like, probe).seeds)
+    products = vmap(push)(seeds_of(plain(leaves[0])))
     return products, sum(math.prod(o.shape) for o in outputs)
 
 
-def _reverse(partial_func, diff, leaves, rows, known, probe, what):
+def _reverse(partial_func, diff, leaves, rows, seeds_of, what):
     """``(products, m)``: the VJPs with the seeds (n_colors rows, and the probe's), (rows, n)."""
     out, backward, _, _ = run_vjp(partial_func, diff, False, what, jacobian=True)
     o_leaves, o_tree = flatten(out)
@@ -537,9 +625,7 @@ def _reverse(partial_func, diff, leaves, rows, known, probe, what):
     def pull(seed):
         return _joined(backward(optree.tree_unflatten(o_tree, _split(seed, o_leaves)), False))
 
-    like = plain(bottom(o_leaves[0]))
-    seeds = _placed(known, dispatch.backend_of_array(like), like, probe).seeds
-    return vmap(pull)(seeds), m
+    return vmap(pull)(seeds_of(plain(bottom(o_leaves[0])))), m
 
 
 def _explain_missed(known, products, result, placed, mode, what, backend):
@@ -663,6 +749,49 @@ def sparse_jacrev(
         3
     """
     return _sparse_transform("sparse_jacrev", func, argnums, sparsity, coloring, "reverse", _patterns)
+
+
+@not_recorded("sparse_jacobian")
+def sparse_jacobian(
+    func: Callable[..., Any],
+    argnums: int | tuple[int, ...] = 0,
+    *,
+    sparsity: Any = None,
+    coloring: str = "dsatur",
+    mode: str = "auto",
+) -> "SparseJacobian":
+    """The Jacobian as a sparse matrix, in the direction its pattern needs fewest products for.
+
+    ``mode="bidirectional"`` splits the rows: the densest rows are read from VJPs (one per colour of
+    those rows), the others from JVPs (one per colour of the columns, which now only need to differ
+    where they share one of the other rows). A Jacobian with one dense row and one dense column (a
+    global constraint and a global parameter) takes a few products this way, where forward mode needs one
+    per column and reverse mode one per row. Each non-zero is read directly from one product.
+
+    Args:
+        func, argnums, sparsity, coloring: as ``sparse_jacfwd``.
+        mode: "auto" (forward, reverse or bidirectional, whichever needs the fewest products for the
+            pattern), "forward" (as ``sparse_jacfwd``), "reverse" (as ``sparse_jacrev``) or
+            "bidirectional".
+
+    Returns:
+        A ``SparseJacobian`` returning the backend's sparse container, as ``sparse_jacfwd``'s; its
+        ``chosen_mode`` says which direction the colouring takes, ``n_colors`` how many products.
+
+    Example:
+        >>> import numpy as np, polyad as pa
+        >>> def f(x):  # a dense row (the total) and a dense column (the scale x[0])
+        ...     return pa.xp.concat([x[0] * x[1:] ** 2, pa.xp.sum(x, keepdims=True)])
+        >>> x = np.linspace(1.0, 2.0, 50)
+        >>> jac = pa.sparse_jacobian(f, sparsity=pa.jacobian_sparsity(f)(x))
+        >>> jac.chosen_mode, jac.n_colors
+        ('bidirectional', 3)
+        >>> bool(np.allclose(jac(x).toarray(), pa.jacfwd(f)(x)))
+        True
+    """
+    if mode not in MODES:
+        raise ValueError(f"sparse_jacobian(mode={mode!r}): mode must be one of {', '.join(map(repr, MODES))}")
+    return _sparse_transform("sparse_jacobian", func, argnums, sparsity, coloring, mode, _patterns)
 
 
 @not_recorded("sparse_hessian")
