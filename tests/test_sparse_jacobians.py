@@ -97,7 +97,7 @@ def test_a_given_pattern_is_reused_without_detection(monkeypatch):
     def no_detection(*args, **kwargs):
         raise AssertionError("the pattern was detected again")
 
-    monkeypatch.setattr(sparse, "_patterns", no_detection)
+    monkeypatch.setattr(sparse, "detect_pattern", no_detection)
     monkeypatch.setattr(sparse, "color_columns", no_detection)
     for seed in (1, 2):  # Newton iterations: new points, the same pattern and colouring
         x = _point(36, seed)

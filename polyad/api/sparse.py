@@ -22,51 +22,35 @@ from typing import Any
 import optree
 
 import polyad.dispatch as dispatch
-from polyad import backends
 from polyad.api.arguments import (
     check_argnums,
     check_callable,
-    check_inputs,
     check_real_floating,
-    diff_args,
     flatten,
     partial_of,
 )
 from polyad.api.coloring import ORDERS, SYMMETRIC, bidirectional_colors, color_columns, symmetric_colors
-from polyad.api.grad import grad, run_vjp
+from polyad.api.grad import run_vjp
 from polyad.api.jvp import run_jvp
+from polyad.api.sparsity import (
+    as_pattern,
+    checked_gradient,
+    detect_pattern,
+    differentiated_arguments,
+    symmetric_pattern,
+)
 from polyad.api.vmap import vmap
 from polyad.backends.host import np
-from polyad.core import Tensor, plain
+from polyad.core import plain
 from polyad.graph.predispatch import not_recorded
 from polyad.ops.common import bottom
 from polyad.ops.creation import arange
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, reshape
-from polyad.transforms.sparsity import dependence
-from polyad.transforms.sparsity_rules import scipy_sparse
 
 MODES = ("forward", "reverse", "bidirectional", "auto")
 
 # ------------------------------------------------------------------------------ arguments
-
-
-def _differentiated(transform, func, argnums, args):
-    """``(what, nums, diff, leaves, tree)`` of a call: the differentiated arguments, checked to be real
-    floating backend arrays (not another transform's tensors: the result is a SciPy matrix)."""
-    what, _, nums, diff = diff_args(transform, func, argnums, args)
-    leaves, tree = flatten(diff)
-    check_inputs(leaves, tree, what, "argument", nums)
-    check_real_floating(leaves, tree, what, "argument", nums)
-    for x in leaves:
-        if isinstance(x, Tensor):
-            raise TypeError(
-                f"{what}: the arguments must be plain arrays, got a polyad {type(x).__name__}: a sparse "
-                "Jacobian is a SciPy matrix, which no transform can carry (call it outside grad, vmap, jvp)"
-            )
-    if not leaves:
-        raise ValueError(f"{what}: the differentiated arguments hold no arrays")
-    return what, nums, diff, leaves, tree
 
 
 def _check_coloring(coloring, transform):
@@ -79,164 +63,6 @@ def _check_coloring(coloring, transform):
         )
         choices = ", ".join(map(repr, allowed))
         raise ValueError(f"{transform}(coloring={coloring!r}): coloring must be one of {choices}{why}")
-
-
-def _as_pattern(sparsity, transform):
-    """A user's pattern as a canonical boolean CSR array; a clear error for anything else."""
-    sp = scipy_sparse()
-    foreign = sparse_owner(sparsity)  # another library's sparse matrix (cupyx): its host copy, once
-    if foreign is not None:
-        sparsity = foreign.to_scipy(sparsity)
-    if sp.issparse(sparsity):
-        p = sp.csr_array(sparsity)
-    elif hasattr(sparsity, "shape") and hasattr(sparsity, "dtype") and not isinstance(sparsity, Tensor):
-        backend = dispatch.backend_of_array(sparsity)
-        host = np.asarray(backend.to_numpy(sparsity) if backend is not None else sparsity)
-        if host.ndim != 2:
-            raise ValueError(f"{transform}(sparsity=...): sparsity must be 2-D, got shape {host.shape}")
-        p = sp.csr_array(host)
-    else:
-        raise TypeError(
-            f"{transform}(sparsity=...): sparsity must be a 2-D scipy.sparse matrix or array (as "
-            f"pa.jacobian_sparsity returns) or a 2-D boolean array, got {type(sparsity).__name__}"
-        )
-    if p.ndim != 2:
-        raise ValueError(f"{transform}(sparsity=...): sparsity must be 2-D, got shape {p.shape}")
-    p = p.astype(bool)
-    p.eliminate_zeros()
-    p.sum_duplicates()
-    return p
-
-
-def sparse_owner(matrix: Any) -> Any:
-    """The sparse support (the backend contract's ``sparse`` field) of the loaded backend whose library
-    made ``matrix``, for a sparse matrix of a library other than SciPy (cupyx's).
-
-    Args:
-        matrix: any object.
-
-    Returns:
-        That backend's sparse support, or None (SciPy's own matrices, and anything not a sparse matrix).
-
-    Example:
-        >>> import numpy as np, scipy.sparse as sp
-        >>> from polyad.api.sparse import sparse_owner
-        >>> sparse_owner(sp.eye(2)) is None, sparse_owner(np.eye(2)) is None
-        (True, True)
-    """
-    if scipy_sparse().issparse(matrix):
-        return None
-    for backend in backends.loaded().values():
-        if backend.sparse is not None and backend.sparse.is_sparse(matrix):
-            return backend.sparse
-    return None
-
-
-# ------------------------------------------------------------------------------ patterns
-
-
-def _patterns(transform, func, argnums, args, kwargs):
-    """The pattern of ``func``'s Jacobian at ``args``: a boolean CSR array (output, input elements)."""
-    what, nums, diff, leaves, tree = _differentiated(transform, func, argnums, args)
-    partial_func = partial_of(func, args, kwargs, nums)
-
-    def on_leaves(*xs):
-        return partial_func(*optree.tree_unflatten(tree, list(xs)))
-
-    out_tree, outs = dependence(on_leaves, leaves, what)
-    values = [v for v, _ in outs]
-    for i, (v, p) in enumerate(outs):
-        if p is None:
-            raise TypeError(f"{what}: func must return arrays, got {type(v).__name__} (output leaf {i})")
-    check_real_floating(values, out_tree, what, "output")
-    n = sum(math.prod(x.shape) for x in leaves)
-    if not outs:
-        return scipy_sparse().csr_array((0, n), dtype=bool)
-    p = scipy_sparse().vstack([p for _, p in outs], format="csr").astype(bool)
-    p.sum_duplicates()
-    return p
-
-
-@not_recorded("jacobian_sparsity")
-def jacobian_sparsity(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
-    """The non-zero pattern of ``func``'s Jacobian, found in one evaluation on index sets.
-
-    Every intermediate value carries, per element, the set of input elements it depends on: element-wise
-    ops unite their arguments' sets, reductions unite along their axes, indexing and reshapes move them,
-    products with a constant operand follow its non-zeros. The pattern is conservative (it never misses a
-    non-zero: an op without a rule makes every output depend on every input of its arguments, with a
-    ``SparsityFallbackWarning``) and, for the element-wise, indexing, reduction and product ops of
-    stencils and banded operators, exact. It does not depend on the values of the inputs, except through
-    Python control flow on them (``if float(x) > 0``), which takes the branch of the point given.
-
-    Args:
-        func: a function of real floating arrays (pytrees allowed) returning real floating arrays.
-        argnums: int or tuple of ints: the positional arguments to differentiate with respect to.
-
-    Returns:
-        A function of ``func``'s arguments returning a boolean ``scipy.sparse.csr_array`` of shape
-        (output elements, input elements): rows are the output's leaves flattened in C order one after
-        the other, columns those of the differentiated arguments. Needs SciPy (``polyad[scipy]``).
-
-    Example:
-        >>> import numpy as np, polyad as pa
-        >>> f = lambda x: x[1:] - x[:-1]
-        >>> pa.jacobian_sparsity(f)(np.zeros(4)).toarray().astype(int)
-        array([[1, 1, 0, 0],
-               [0, 1, 1, 0],
-               [0, 0, 1, 1]])
-    """
-    check_callable(func, "jacobian_sparsity")
-    check_argnums(argnums, "jacobian_sparsity")
-
-    @functools.wraps(func)
-    def sparsity_f(*args, **kwargs):
-        return _patterns("jacobian_sparsity", func, argnums, args, kwargs)
-
-    return sparsity_f
-
-
-@not_recorded("hessian_sparsity")
-def hessian_sparsity(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
-    """The non-zero pattern of ``func``'s Hessian: the Jacobian pattern of its gradient (the sparsity
-    transform runs through ``grad``'s backward pass, whose rules are polyad ops), made symmetric.
-
-    Args:
-        func: a function of real floating arrays returning a real 0-d array.
-        argnums: int or tuple of ints: the positional arguments to differentiate twice.
-
-    Returns:
-        A function of ``func``'s arguments returning a symmetric boolean ``scipy.sparse.csr_array`` of
-        shape (input elements, input elements).
-
-    Example:
-        >>> import numpy as np, polyad as pa
-        >>> f = lambda x: pa.xp.sum(x[1:] * x[:-1])
-        >>> pa.hessian_sparsity(f)(np.ones(3)).toarray().astype(int)
-        array([[0, 1, 0],
-               [1, 0, 1],
-               [0, 1, 0]])
-    """
-    gradient = _gradient(func, argnums, "hessian_sparsity")
-
-    @functools.wraps(func)
-    def sparsity_f(*args, **kwargs):
-        return _symmetric(_patterns("hessian_sparsity", gradient, argnums, args, kwargs))
-
-    return sparsity_f
-
-
-def _gradient(func, argnums, transform):
-    """``grad(func, argnums)``, its arguments checked in the name of ``transform``."""
-    check_callable(func, transform)
-    check_argnums(argnums, transform)
-    return grad(func, argnums)
-
-
-def _symmetric(p):
-    s = (p + p.T).tocsr().astype(bool)
-    s.sum_duplicates()
-    return s
 
 
 # ------------------------------------------------------------------------------ compressed evaluation
@@ -261,7 +87,7 @@ class SparseJacobian:
         self.mode = mode
         self.coloring = coloring
         self._detect = detect  # args, kwargs -> the pattern at that point
-        self._known = None if sparsity is None else self._colored(_as_pattern(sparsity, transform))
+        self._known = None if sparsity is None else self._colored(as_pattern(sparsity, transform))
         self.sparsity = None if sparsity is None else self._known.pattern
         functools.update_wrapper(self, func, updated=())
 
@@ -476,7 +302,7 @@ def _same_structure(a, b):
 
 def _evaluate(jac, known, args, kwargs):
     pattern, n_colors = known.pattern, known.n_colors
-    what, nums, diff, leaves, tree = _differentiated(jac.transform, jac.func, jac.argnums, args)
+    what, nums, diff, leaves, tree = differentiated_arguments(jac.transform, jac.func, jac.argnums, args)
     partial_func = partial_of(jac.func, args, kwargs, nums)
     n = sum(math.prod(x.shape) for x in leaves)
     if pattern.shape[1] != n:
@@ -716,7 +542,7 @@ def sparse_jacfwd(
         array([[-1.,  2.,  0.],
                [ 0., -1.,  4.]])
     """
-    return _sparse_transform("sparse_jacfwd", func, argnums, sparsity, coloring, "forward", _patterns)
+    return _sparse_transform("sparse_jacfwd", func, argnums, sparsity, coloring, "forward", detect_pattern)
 
 
 @not_recorded("sparse_jacrev")
@@ -748,7 +574,7 @@ def sparse_jacrev(
         >>> jac.n_colors  # the rows share columns: one colour each
         3
     """
-    return _sparse_transform("sparse_jacrev", func, argnums, sparsity, coloring, "reverse", _patterns)
+    return _sparse_transform("sparse_jacrev", func, argnums, sparsity, coloring, "reverse", detect_pattern)
 
 
 @not_recorded("sparse_jacobian")
@@ -791,7 +617,7 @@ def sparse_jacobian(
     """
     if mode not in MODES:
         raise ValueError(f"sparse_jacobian(mode={mode!r}): mode must be one of {', '.join(map(repr, MODES))}")
-    return _sparse_transform("sparse_jacobian", func, argnums, sparsity, coloring, mode, _patterns)
+    return _sparse_transform("sparse_jacobian", func, argnums, sparsity, coloring, mode, detect_pattern)
 
 
 @not_recorded("sparse_hessian")
@@ -835,18 +661,18 @@ def sparse_hessian(
         >>> H.n_colors, pa.sparse_hessian(arrowhead, coloring="dsatur", sparsity=H.sparsity).n_colors
         (2, 200)
     """
-    gradient = _gradient(func, argnums, "sparse_hessian")
+    gradient = checked_gradient(func, argnums, "sparse_hessian")
 
     def detect(transform, _, argnums, args, kwargs):
-        return _symmetric(_patterns(transform, gradient, argnums, args, kwargs))
+        return symmetric_pattern(detect_pattern(transform, gradient, argnums, args, kwargs))
 
     if sparsity is not None:  # a Hessian is symmetric: a one-sided pattern would miss entries
-        sparsity = _as_pattern(sparsity, "sparse_hessian")
+        sparsity = as_pattern(sparsity, "sparse_hessian")
         if sparsity.shape[0] != sparsity.shape[1]:
             raise ValueError(
                 f"sparse_hessian(sparsity=...): a Hessian's pattern is square, got {sparsity.shape}"
             )
-        sparsity = _symmetric(sparsity)
+        sparsity = symmetric_pattern(sparsity)
     jac = _sparse_transform("sparse_hessian", gradient, argnums, sparsity, coloring, "forward", detect)
     functools.update_wrapper(jac, func, updated=())
     return jac

@@ -36,7 +36,7 @@ from polyad.api.solver_support import (
     krylov,
     sparse_support,
 )
-from polyad.api.sparse import sparse_owner
+from polyad.api.sparsity import sparse_owner
 from polyad.backends.host import np
 from polyad.control.implicit import custom_linear_solve
 from polyad.core import Op, Tensor, bind, plain
