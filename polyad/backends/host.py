@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 
+from .array_csr import ArrayCSR
+
 __all__ = [
     "SparseSupport",
     "host_copies",
@@ -99,10 +101,11 @@ class SparseSupport:
 
     library = "scipy.sparse"
 
-    def __init__(self, to_host=None, from_host=None, container="csr"):
+    def __init__(self, to_host=None, from_host=None, container="csr", namespace=None):
         self._to_host = to_host
         self._from_host = from_host
         self.container = container
+        self._namespace = namespace  # a library without sparse matrices: ArrayCSR in its arrays
 
     def _host(self, x):
         if self._to_host is None:
@@ -114,12 +117,17 @@ class SparseSupport:
         return values if self._from_host is None else self._from_host(values, like)
 
     def csr(self, data, indices, indptr, shape):
-        """The CSR matrix with these arrays (no copy of ``data``)."""
+        """The CSR matrix with these arrays (no copy of ``data``): SciPy's, or an ``ArrayCSR`` on the
+        arrays' device for a library without sparse matrices."""
+        if self._namespace is not None:
+            return ArrayCSR(self._namespace, data, indices, indptr, shape)
         sp, _ = scipy_sparse_modules()
         return sp.csr_array((data, indices, indptr), shape=shape)
 
     def is_sparse(self, obj):
-        """Whether ``obj`` is one of the library's sparse matrices."""
+        """Whether ``obj`` is a sparse matrix this support reads (SciPy's, or an ``ArrayCSR``)."""
+        if isinstance(obj, ArrayCSR):
+            return True
         sp = _scipy_sparse_if_imported()
         return sp is not None and sp.issparse(obj)
 
@@ -128,7 +136,12 @@ class SparseSupport:
         return matrix.toarray() if self.is_sparse(matrix) else matrix
 
     def to_scipy(self, matrix):
-        """A SciPy sparse matrix (or operator) with ``matrix``'s entries: ``matrix`` itself here."""
+        """A SciPy sparse matrix (or operator) with ``matrix``'s entries: SciPy's as they are, an
+        ``ArrayCSR`` or a dense array of the library by host copies."""
+        if isinstance(matrix, ArrayCSR):
+            sp, _ = scipy_sparse_modules()
+            parts = (np.asarray(self._host(a)) for a in (matrix.data, matrix.indices, matrix.indptr))
+            return sp.csr_array(tuple(parts), shape=matrix.shape)
         if self.is_sparse(matrix) or hasattr(matrix, "matvec"):
             return matrix
         sp, _ = scipy_sparse_modules()

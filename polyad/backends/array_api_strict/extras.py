@@ -36,5 +36,5 @@ def _from_host(values, like):
 
 
 # the sparse linear algebra of the contract: array_api_strict has no sparse matrices, so sparse Jacobians
-# are its dense arrays, built on their device; solves run SciPy on deliberate host copies
-sparse = SparseSupport(to_host=_to_host, from_host=_from_host, container="dense")
+# are ArrayCSR matrices in its arrays, built on their device; solves run SciPy on deliberate host copies
+sparse = SparseSupport(to_host=_to_host, from_host=_from_host, namespace=xp)

@@ -157,5 +157,5 @@ def _from_host(values, like):
 
 
 # the sparse linear algebra of the contract: Dask has no sparse matrices of its own here, so sparse
-# Jacobians are dense Dask arrays; solves compute their operands and run SciPy on the host
-sparse = SparseSupport(to_host=to_numpy, from_host=_from_host, container="dense")
+# Jacobians are ArrayCSR matrices in Dask arrays; solves compute their operands and run SciPy on the host
+sparse = SparseSupport(to_host=to_numpy, from_host=_from_host, namespace=compat)
