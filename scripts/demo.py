@@ -14,7 +14,7 @@ against the Array API:
   Newton solves with the backend's direct sparse solve on the sparse Jacobian, its pattern found once: the
   ``sparse`` field of the backend contract, SciPy's ``spsolve`` for NumPy, cupyx's on the GPU for CuPy
   (the Jacobian is made on the GPU and never leaves it). array_api_strict has no sparse matrices: its
-  sparse Jacobians are dense arrays, so there the Newton grid is 48 x 48 at most.
+  sparse Jacobians are CSR arrays of its own (``ArrayCSR``), solved by SciPy on a host copy.
 
 Run with ``make demo`` (default backend) or ``POLYAD_BACKEND=array_api_strict python scripts/demo.py``.
 The sparse part needs SciPy (``pip install polyad[scipy]``; ``make demo`` installs it). The demo also draws

@@ -7,7 +7,8 @@ Rows and columns are elements in C order: the output's leaves one after the othe
 differentiated arguments' leaves one after the other (columns); for one 1-D input and output, the usual
 Jacobian matrix. Where the result lives: NumPy arrays give a ``scipy.sparse.csr_array``, CuPy arrays a
 ``cupyx.scipy.sparse.csr_matrix`` (built on the GPU), array_api_strict and Dask arrays (libraries without
-sparse matrices) a dense array of their library, on the input's device. With a pattern given
+sparse matrices) a ``polyad.backends.array_csr.ArrayCSR``: CSR arrays of their library, on the input's
+device (``toarray()`` densifies there). With a pattern given
 (``sparsity=``), a call copies nothing to the host: the pattern is coloured once on the host, its seed and
 index arrays are moved to each device once, and the call reads one boolean (the check that the pattern
 holds). Pattern detection (``sparsity=None``) runs on the host. SciPy is an optional extra
@@ -528,8 +529,9 @@ def sparse_jacfwd(
     Returns:
         A ``SparseJacobian``: called like ``func``, it returns a ``scipy.sparse.csr_array`` with the
         pattern's structure for NumPy arrays, a ``cupyx.scipy.sparse.csr_matrix`` for CuPy arrays (made on
-        the GPU), a dense array for array_api_strict and Dask arrays (see this module); rows and columns as
-        in ``jacobian_sparsity``. Its ``sparsity``, ``colors`` and ``n_colors`` describe the colouring.
+        the GPU), an ``ArrayCSR`` of the library's arrays for array_api_strict and Dask arrays (see this
+        module); rows and columns as in ``jacobian_sparsity``. Its ``sparsity``, ``colors`` and
+        ``n_colors`` describe the colouring.
 
     Example:
         >>> import numpy as np, polyad as pa

@@ -65,7 +65,8 @@ Its fields:
   ``spsolve(A, b)`` and ``krylov(method, matvec, b, *, x0, rtol, atol, maxiter,
   M)`` (``cg``, ``gmres``, ``bicgstab``; the tolerance's keyword mapped to the library's own). NumPy's is
   SciPy; CuPy's cupyx; array_api_strict's and Dask's run SciPy on deliberate host copies (each counted by
-  ``host_copies``) and hold sparse Jacobians as dense arrays. polyad reaches SciPy's and cupyx's sparse
+  ``host_copies``) and hold sparse Jacobians as ``array_csr.ArrayCSR`` (CSR arrays of the library, on
+  their device). polyad reaches SciPy's and cupyx's sparse
   functions only through this field.
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 

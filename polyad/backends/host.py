@@ -83,12 +83,14 @@ class SparseSupport:
     host arrays. NumPy's arrays are host arrays: no copies. A backend whose arrays live elsewhere and whose
     library has no sparse matrices (array_api_strict, Dask) passes ``to_host``/``from_host``: its solves then
     copy deliberately (each copy counted by ``polyad.backends.host_copies``), and its sparse Jacobians are
-    dense arrays of the library (``container="dense"``), built on its device.
+    ``ArrayCSR`` matrices of the library's arrays (``namespace``), built on their device.
 
     Args:
         to_host: ``array -> numpy.ndarray`` (the backend's ``to_numpy``), or None for NumPy's own arrays.
         from_host: ``(numpy.ndarray, like) -> array`` of ``like``'s library, dtype and device, or None.
-        container: "csr" (sparse Jacobians are ``scipy.sparse.csr_array``) or "dense".
+        container: "csr" (sparse Jacobians are CSR matrices) or "dense" (dense arrays of the library).
+        namespace: the library's namespace, for a library without sparse matrices: its CSR matrices are
+            ``ArrayCSR`` in its arrays; None: SciPy's ``csr_array``.
 
     Example:
         >>> import numpy as np
