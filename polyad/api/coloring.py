@@ -176,6 +176,10 @@ def symmetric_colors(pattern, coloring):
     star = star_coloring(pattern)
     if coloring == "star":
         return star
+    # a distance-1 colouring needs at least a row's count of colours: where that is more than the
+    # star colouring, skip it (an arrowhead's column-intersection graph is dense: n^2 entries)
+    if int(np.diff(pattern.tocsr().indptr).max(initial=0)) > star.max(initial=-1) + 1:
+        return star
     plain = color_columns(pattern, "dsatur")
     return star if star.max(initial=-1) < plain.max(initial=-1) else plain
 
