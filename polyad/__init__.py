@@ -16,12 +16,12 @@ from polyad.api.jvp import jvp
 from polyad.api.residuals import print_saved_residuals, saved_residuals
 from polyad.api.sparse import (
     SparseJacobian,
-    hessian_sparsity,
-    jacobian_sparsity,
     sparse_hessian,
     sparse_jacfwd,
+    sparse_jacobian,
     sparse_jacrev,
 )
+from polyad.api.sparsity import hessian_sparsity, jacobian_sparsity
 from polyad.api.vmap import vmap
 from polyad.chunking.cluster import DistributedError, distributed
 from polyad.chunking.plan import ChunkPlan
@@ -140,6 +140,7 @@ __all__ = [
     "set_backend",
     "sparse_hessian",
     "sparse_jacfwd",
+    "sparse_jacobian",
     "sparse_jacrev",
     "stop_gradient",
     "use_scipy_fft_backend",

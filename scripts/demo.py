@@ -11,7 +11,10 @@ against the Array API:
 - ``pa.sparse_jacfwd`` gets the same Jacobian from 5 JVPs: ``pa.jacobian_sparsity`` finds the five-point
   pattern, whose columns take 5 colours (columns of one colour share no row); timed against ``pa.jacfwd``;
 - then the grid grows to 128 x 128 (16384 unknowns, where a dense Jacobian has 268 million entries), and
-  Newton solves with SciPy's ``spsolve`` on the sparse Jacobian, its pattern found once.
+  Newton solves with the backend's direct sparse solve on the sparse Jacobian, its pattern found once: the
+  ``sparse`` field of the backend contract, SciPy's ``spsolve`` for NumPy, cupyx's on the GPU for CuPy
+  (the Jacobian is made on the GPU and never leaves it). array_api_strict has no sparse matrices: its
+  sparse Jacobians are CSR arrays of its own (``ArrayCSR``), solved by SciPy on a host copy.
 
 Run with ``make demo`` (default backend) or ``POLYAD_BACKEND=array_api_strict python scripts/demo.py``.
 The sparse part needs SciPy (``pip install polyad[scipy]``; ``make demo`` installs it). The demo also draws
@@ -173,20 +176,30 @@ def draw(runs, lam, path):
     print(f"figure: {os.path.abspath(path)}")
 
 
+DENSE_CONTAINER_N = 48  # the largest Newton grid where sparse Jacobians are dense arrays (array_api_strict)
+
+
 def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
-    """Sparse Jacobians: against pa.jacfwd on small grids, then Newton on an n x n grid."""
+    """Sparse Jacobians: against pa.jacfwd on small grids, then Newton on an n x n grid, each step solved
+    by the backend's own direct sparse solve (its contract's ``sparse.spsolve``)."""
     try:
-        from scipy.sparse.linalg import spsolve
+        import scipy.sparse  # noqa: F401  (patterns and colourings are SciPy matrices)
     except ImportError:
         print("(sparse part skipped: it needs SciPy, which is not installed: pip install polyad[scipy])")
         return []
+    support = dispatch.backend_of_array(u_small).sparse  # SciPy for NumPy, cupyx for CuPy
+    if support.container == "dense" and n > DENSE_CONTAINER_N:
+        side = f"{DENSE_CONTAINER_N} x {DENSE_CONTAINER_N}"
+        print(f"({dispatch.backend_of_array(u_small).name} has no sparse matrices: its sparse Jacobians are "
+              f"dense arrays, so the Newton grid is {side}, not {n} x {n})")  # fmt: skip
+        n = DENSE_CONTAINER_N
     for m in (n_small, 2 * n_small):  # the grid above, then one with four times the unknowns
         f_m = f_small if m == n_small else (lambda v, m=m: residual(v, lam, m))
         u_m = u_small if m == n_small else xp.linspace(0.0, 0.5, m * m, dtype=xp.float64)
         jac_m = pa.sparse_jacfwd(f_m, sparsity=pa.jacobian_sparsity(f_m)(u_m))
         j_sparse, t_sparse = timed(lambda jac=jac_m, u=u_m: jac(u))
         t_dense = t_dense_small if m == n_small else timed(lambda f=f_m, u=u_m: pa.jacfwd(f)(u))[1]
-        on_host = j_sparse.get() if hasattr(j_sparse, "get") else j_sparse  # CUDA arrays: a cupyx matrix
+        on_host = support.to_scipy(j_sparse)  # a host copy, for the check against SciPy's matrix
         err = abs(on_host - sparse_analytic_jacobian(u_m, lam, m)).max()
         k = jac_m.n_colors
         print(f"Jacobian {m * m}x{m * m} by pa.sparse_jacfwd: {k} colours, so {k} JVPs instead of "
@@ -221,15 +234,15 @@ def sparse_part(f_small, u_small, n_small, lam, n, tol, t_dense_small):
         t0 = time.perf_counter()
         J = jac(u)
         t1 = time.perf_counter()
-        du = spsolve(J.tocsc(), host(r))
+        du = support.spsolve(J, r)  # on the device for CuPy (cupyx), SciPy's SuperLU for NumPy
         t_jac, t_solve = t_jac + t1 - t0, t_solve + time.perf_counter() - t1
-        u = u - xp.asarray(du, dtype=u.dtype, device=u.device)
+        u = u - du
     elapsed = time.perf_counter() - start
     status = "converged" if converged else "did NOT converge"
     print(f"Sparse Newton {status} in {it - 1} iterations, {elapsed * 1e3:.0f} ms (Jacobians "
           f"{t_jac * 1e3:.0f} ms, spsolve {t_solve * 1e3:.0f} ms); "
           f"max u = {float(xp.max(u)):.6f}")  # fmt: skip
-    err = abs(jac(u) - sparse_analytic_jacobian(u, lam, n)).max()
+    err = abs(support.to_scipy(jac(u)) - sparse_analytic_jacobian(u, lam, n)).max()
     print(f"  sparse Jacobian at the solution: max |J - J_analytic| = {err:.1e}")
     if not converged:
         raise SystemExit(1)

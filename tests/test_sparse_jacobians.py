@@ -7,6 +7,8 @@ from helpers import to_numpy
 from test_sparsity import HESSIANS, STRUCTURED, A, laplacian_2d
 
 import polyad as pa
+import polyad.dispatch as dispatch
+from polyad import backends
 from polyad.api import coloring, sparse
 
 scipy_sparse = pytest.importorskip("scipy.sparse")
@@ -15,6 +17,20 @@ xp = pa.xp
 
 def _point(n, seed=0):
     return A(np.random.default_rng(seed).uniform(0.5, 1.5, n))
+
+
+def _dense(J, like):
+    """A sparse result as a NumPy array, through the sparse container ``like``'s backend declares."""
+    return to_numpy(dispatch.backend_of_array(like).sparse.to_dense(J))
+
+
+def _in_container(J, like):
+    """Whether ``J`` is held as ``like``'s backend declares: its library's CSR matrix (SciPy's, or an
+    ArrayCSR of array_api_strict's arrays on ``like``'s device), or its dense array on that device."""
+    support = dispatch.backend_of_array(like).sparse
+    if support.container == "csr":
+        return support.is_sparse(J) and J.format == "csr" and getattr(J, "device", like.device) == like.device
+    return dispatch.backend_of_array(J) is dispatch.backend_of_array(like) and J.device == like.device
 
 
 def _dense_jacobian(f, x, shape):
@@ -28,8 +44,8 @@ def test_sparse_jacobian_equals_the_dense_one(name, mode):
     x = _point(n)
     make = pa.sparse_jacfwd if mode == "forward" else pa.sparse_jacrev
     J = make(f)(x)
-    assert isinstance(J, scipy_sparse.csr_array) and J.dtype == np.float64
-    np.testing.assert_allclose(J.toarray(), _dense_jacobian(f, x, J.shape), rtol=1e-13, atol=1e-14)
+    assert _in_container(J, x) and J.dtype == xp.float64
+    np.testing.assert_allclose(_dense(J, x), _dense_jacobian(f, x, J.shape), rtol=1e-13, atol=1e-14)
 
 
 def test_a_five_point_stencil_takes_five_colours():
@@ -38,7 +54,7 @@ def test_a_five_point_stencil_takes_five_colours():
         jac = pa.sparse_jacfwd(f, sparsity=pa.jacobian_sparsity(f)(_point(n * n)))
         assert jac.n_colors == 5
         x = _point(n * n, seed=3)
-        np.testing.assert_allclose(jac(x).toarray(), _dense_jacobian(f, x, (n * n, n * n)), atol=1e-14)
+        np.testing.assert_allclose(_dense(jac(x), x), _dense_jacobian(f, x, (n * n, n * n)), atol=1e-14)
 
 
 def _valid_by_loop(pattern, colors):
@@ -81,11 +97,11 @@ def test_a_given_pattern_is_reused_without_detection(monkeypatch):
     def no_detection(*args, **kwargs):
         raise AssertionError("the pattern was detected again")
 
-    monkeypatch.setattr(sparse, "_patterns", no_detection)
+    monkeypatch.setattr(sparse, "detect_pattern", no_detection)
     monkeypatch.setattr(sparse, "color_columns", no_detection)
     for seed in (1, 2):  # Newton iterations: new points, the same pattern and colouring
         x = _point(36, seed)
-        np.testing.assert_allclose(jac(x).toarray(), _dense_jacobian(f, x, (36, 36)), atol=1e-14)
+        np.testing.assert_allclose(_dense(jac(x), x), _dense_jacobian(f, x, (36, 36)), atol=1e-14)
 
 
 def test_detection_at_each_call_keeps_the_colouring_of_an_unchanged_pattern(monkeypatch):
@@ -97,7 +113,7 @@ def test_detection_at_each_call_keeps_the_colouring_of_an_unchanged_pattern(monk
     monkeypatch.setattr(sparse, "color_columns", lambda *a: calls.append(1) or original(*a))
     for seed in (1, 2, 3):
         x = _point(n, seed)
-        np.testing.assert_allclose(jac(x).toarray(), _dense_jacobian(f, x, (n, n)), atol=1e-14)
+        np.testing.assert_allclose(_dense(jac(x), x), _dense_jacobian(f, x, (n, n)), atol=1e-14)
     assert len(calls) == 1 and jac.n_colors == 5
 
 
@@ -113,8 +129,9 @@ def test_a_pattern_missing_a_non_zero_is_an_error():
 
 def test_a_denser_pattern_gives_explicit_zeros():
     f = lambda x: x * 2.0  # noqa: E731
-    J = pa.sparse_jacfwd(f, sparsity=np.eye(4, dtype=bool) | np.eye(4, k=1, dtype=bool))(_point(4))
-    assert J.nnz == 7 and J.toarray().tolist() == (2.0 * np.eye(4)).tolist()
+    x = _point(4)
+    J = pa.sparse_jacfwd(f, sparsity=np.eye(4, dtype=bool) | np.eye(4, k=1, dtype=bool))(x)
+    assert (J.nnz == 7 if hasattr(J, "nnz") else True) and _dense(J, x).tolist() == (2.0 * np.eye(4)).tolist()
 
 
 def test_pytrees_and_several_arguments():
@@ -132,8 +149,8 @@ def test_pytrees_and_several_arguments():
             [sv, sv, sv, 0, 0, u.sum()],
         ]
     )
-    np.testing.assert_allclose(J.toarray(), expected, rtol=1e-14)
-    np.testing.assert_allclose(Jr.toarray(), expected, rtol=1e-14)
+    np.testing.assert_allclose(_dense(J, s), expected, rtol=1e-14)
+    np.testing.assert_allclose(_dense(Jr, s), expected, rtol=1e-14)
 
 
 @pytest.mark.parametrize("name", list(HESSIANS))
@@ -141,40 +158,41 @@ def test_sparse_hessian_equals_the_dense_one(name):
     f, n = HESSIANS[name]
     x = _point(n, 4)
     H = pa.sparse_hessian(f)(x)
-    np.testing.assert_allclose(H.toarray(), to_numpy(pa.hessian(f)(x)), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(_dense(H, x), to_numpy(pa.hessian(f)(x)), rtol=1e-12, atol=1e-13)
     reused = pa.sparse_hessian(f, sparsity=pa.hessian_sparsity(f)(x))
-    np.testing.assert_allclose(reused(x).toarray(), H.toarray(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(_dense(reused(x), x), _dense(H, x), rtol=1e-12, atol=1e-13)
 
 
 def test_hessian_with_a_one_sided_pattern_is_made_symmetric():
     f = lambda x: xp.sum(x[1:] * x[:-1])  # noqa: E731
     upper = np.eye(4, k=1, dtype=bool)
-    H = pa.sparse_hessian(f, sparsity=upper)(_point(4))
-    np.testing.assert_allclose(H.toarray(), np.eye(4, k=1) + np.eye(4, k=-1))
+    x = _point(4)
+    H = pa.sparse_hessian(f, sparsity=upper)(x)
+    np.testing.assert_allclose(_dense(H, x), np.eye(4, k=1) + np.eye(4, k=-1))
 
 
 def test_newton_with_a_reused_pattern():
-    spsolve = pytest.importorskip("scipy.sparse.linalg").spsolve
     n = 12
 
     def residual(u):  # the stencil, -0.01 exp(u) (laplacian_2d has -0.1 exp(u)) and a source
         return laplacian_2d(u, n) + 0.09 * xp.exp(u) - 0.05
 
     jac = pa.sparse_jacfwd(residual, sparsity=pa.jacobian_sparsity(residual)(A(np.zeros(n * n))))
-    u = np.zeros(n * n)
+    u = A(np.zeros(n * n))
+    support = dispatch.backend_of_array(u).sparse  # the backend's own direct solve: SciPy, cupyx, ...
     for _ in range(20):
-        r = to_numpy(residual(A(u)))
-        if np.max(np.abs(r)) < 1e-12:
+        r = residual(u)
+        if np.max(np.abs(to_numpy(r))) < 1e-12:
             break
-        u = u - spsolve(jac(A(u)).tocsc(), r)
-    assert np.max(np.abs(to_numpy(residual(A(u))))) < 1e-12
+        u = u - support.spsolve(jac(u), r)
+    assert np.max(np.abs(to_numpy(residual(u)))) < 1e-12
 
 
 def test_float32_values():
     x = A(np.linspace(1.0, 2.0, 5))
     x32 = xp.astype(x, xp.float32)
     J = pa.sparse_jacfwd(lambda v: v[1:] * v[:-1])(x32)
-    assert J.dtype == np.float32
+    assert J.dtype == xp.float32
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -242,3 +260,226 @@ def test_without_scipy_the_error_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_scipy)
     with pytest.raises(ImportError, match=r"polyad\[scipy\]"):
         pa.jacobian_sparsity(xp.sin)(A(np.ones(2)))
+
+
+# ------------------------------------------------------------------------------ on the device
+
+
+def _stencil(u):
+    """The five-point stencil of ``laplacian_2d`` on a 6 x 6 grid, its padding made on ``u``'s device."""
+    n = 6
+    grid = xp.reshape(u, (n, n))
+    zrow = xp.zeros((1, n), dtype=u.dtype, device=u.device)
+    zcol = xp.zeros((n + 2, 1), dtype=u.dtype, device=u.device)
+    padded = xp.concat([zcol, xp.concat([zrow, grid, zrow], axis=0), zcol], axis=1)
+    neighbours = padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:]
+    return xp.reshape(4.0 * padded[1:-1, 1:-1] - neighbours, (n * n,)) - 0.1 * xp.exp(u)
+
+
+def _stencil_jacobians():
+    f = _stencil
+    pattern = pa.jacobian_sparsity(f)(_point(36))
+
+    def energy(u):
+        return xp.sum((u[:-1] ** 2 + u[-1] ** 2) ** 2) + xp.sum(u[1:] * u[:-1])
+
+    h_pattern = pa.hessian_sparsity(energy)(_point(36))
+    jacs = [pa.sparse_jacfwd(f, sparsity=pattern), pa.sparse_jacrev(f, sparsity=pattern)]
+    return jacs + [pa.sparse_hessian(energy, sparsity=h_pattern)], (f, f, energy)
+
+
+def test_a_reused_pattern_makes_no_host_copy():
+    x = _point(36, 5)
+    jacs, funcs = _stencil_jacobians()
+    for jac in jacs:
+        jac(x)  # the first call at this device moves the seeds and index arrays there
+    before = backends.host_copies()
+    results = [jac(x) for jac in jacs]
+    assert backends.host_copies() == before
+    dense = [_dense_jacobian(funcs[0], x, (36, 36))] * 2 + [to_numpy(pa.hessian(funcs[2])(x))]
+    for J, expected in zip(results, dense, strict=True):
+        assert _in_container(J, x)
+        np.testing.assert_allclose(_dense(J, x), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_on_a_device_that_refuses_numpy():
+    """array_api_strict's "device1" refuses np.asarray as CUDA arrays do: the whole call stays there."""
+    strict = pytest.importorskip("array_api_strict")
+    device = strict.Device("device1")
+    host_x = to_numpy(_point(36, 6))
+    x = strict.asarray(host_x, device=device)
+    with pytest.raises((RuntimeError, ValueError, TypeError)):
+        np.asarray(x)  # the premise: a host conversion would fail here
+    jacs, funcs = _stencil_jacobians()
+    for jac, f, hessian in zip(jacs, funcs, (False, False, True), strict=True):
+        before = backends.host_copies()
+        J = jac(x)
+        assert backends.host_copies() == before
+        assert _in_container(J, x) and J.device == device and J.shape == (36, 36)
+        dense = dispatch.backend_of_array(x).sparse.to_dense(J)  # densified on the device too
+        assert isinstance(dense, type(x)) and dense.device == device
+        expected = pa.hessian(f)(host_x) if hessian else pa.jacfwd(f)(host_x)
+        back = np.asarray(dense.to_device(strict.__array_namespace_info__().default_device()))
+        np.testing.assert_allclose(back, expected, rtol=1e-13, atol=1e-13)
+
+
+def test_a_missing_non_zero_is_found_on_the_device():
+    strict = pytest.importorskip("array_api_strict")
+    x = strict.asarray(np.linspace(1.0, 2.0, 5), device=strict.Device("device1"))
+    f = lambda v: v * xp.sum(v)  # noqa: E731  (dense Jacobian)
+    with pytest.raises(ValueError, match="misses a non-zero"):
+        pa.sparse_jacfwd(f, sparsity=np.eye(5, dtype=bool))(x)
+
+
+# ------------------------------------------------------------------------------ star colouring
+
+
+def _recoverable_by_loop(pattern, colors):
+    """Each non-zero (i, j) is alone among its colour in row i, or (i, j)'s mirror in row j; and
+    neighbours differ in colour (a plain loop over the dense pattern, independent of coloring.py)."""
+    dense = pattern.toarray()
+    n = dense.shape[0]
+    for i in range(n):
+        for j in range(n):
+            if not dense[i, j]:
+                continue
+            if i != j and colors[i] == colors[j]:
+                return False
+            alone_in_i = sum(1 for k in range(n) if dense[i, k] and colors[k] == colors[j]) == 1
+            alone_in_j = sum(1 for k in range(n) if dense[j, k] and colors[k] == colors[i]) == 1
+            if not (alone_in_i or alone_in_j):
+                return False
+    return True
+
+
+def arwhead(x):
+    """CUTEst's ARWHEAD: sum of (x_i^2 + x_n^2)^2 - 4 x_i + 3: an arrowhead Hessian."""
+    return xp.sum((x[:-1] ** 2 + x[-1] ** 2) ** 2 - 4.0 * x[:-1] + 3.0)
+
+
+def test_an_arrowhead_hessian_takes_two_star_colours():
+    n = 40
+    x = _point(n, 7)
+    pattern = pa.hessian_sparsity(arwhead)(x)
+    star = pa.sparse_hessian(arwhead, sparsity=pattern, coloring="star")
+    distance1 = pa.sparse_hessian(arwhead, sparsity=pattern, coloring="dsatur")
+    auto = pa.sparse_hessian(arwhead, sparsity=pattern)
+    assert star.n_colors <= 3 and distance1.n_colors == n and auto.n_colors == star.n_colors
+    assert _recoverable_by_loop(pattern, star.colors)
+    expected = to_numpy(pa.hessian(arwhead)(x))
+    for H in (star, distance1, pa.sparse_hessian(arwhead, coloring="star")):
+        np.testing.assert_allclose(_dense(H(x), x), expected, rtol=1e-13, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_star_colouring_on_random_symmetric_patterns(seed):
+    rng = np.random.default_rng(seed)
+    n = 30
+    mask = scipy_sparse.random_array((n, n), density=0.08, rng=rng).toarray() != 0
+    mask = mask | mask.T
+    weights = np.triu(rng.uniform(0.5, 1.5, (n, n)) * mask)
+    S = A(weights + weights.T)
+
+    def f(v):  # Hessian: the weights' pattern (twice S) and the diagonal of exp
+        return xp.sum(v * (S @ v)) + xp.sum(xp.exp(v))
+
+    x = _point(n, seed)
+    pattern = pa.hessian_sparsity(f)(x)
+    star = pa.sparse_hessian(f, sparsity=pattern, coloring="star")
+    assert coloring.is_star_coloring(pattern, star.colors) and _recoverable_by_loop(pattern, star.colors)
+    np.testing.assert_allclose(_dense(star(x), x), to_numpy(pa.hessian(f)(x)), rtol=1e-13, atol=1e-12)
+    distance1 = pa.sparse_hessian(f, sparsity=pattern, coloring="dsatur")
+    auto = pa.sparse_hessian(f, sparsity=pattern)
+    assert auto.n_colors == (star.n_colors if star.n_colors < distance1.n_colors else distance1.n_colors)
+
+
+def test_a_star_colouring_is_for_hessians_only():
+    with pytest.raises(ValueError, match="star colouring needs a symmetric matrix"):
+        pa.sparse_jacfwd(xp.sin, coloring="star")
+
+
+# ------------------------------------------------------------------------------ bidirectional colouring
+
+
+def _arrow(x):
+    """A dense column (the scale x[0]) and a dense row (the total): each direction alone needs n."""
+    return xp.concat([x[0] * x[1:] ** 2 + xp.sin(x[:-1]), xp.sum(x * x, keepdims=True)])
+
+
+def test_a_dense_row_and_column_take_a_few_bidirectional_colours():
+    n = 40
+    x = _point(n, 8)
+    pattern = pa.jacobian_sparsity(_arrow)(x)
+    both = pa.sparse_jacobian(_arrow, sparsity=pattern, mode="bidirectional")
+    auto = pa.sparse_jacobian(_arrow, sparsity=pattern)
+    forward, reverse = pa.sparse_jacfwd(_arrow, sparsity=pattern), pa.sparse_jacrev(_arrow, sparsity=pattern)
+    assert both.n_colors <= 4 and forward.n_colors >= n - 1 and reverse.n_colors >= n - 1
+    assert auto.chosen_mode == "bidirectional" and auto.n_colors == both.n_colors
+    expected = _dense_jacobian(_arrow, x, (n, n))
+    for jac in (both, auto, pa.sparse_jacobian(_arrow, mode="bidirectional")):
+        J = jac(x)
+        assert _in_container(J, x)
+        np.testing.assert_allclose(_dense(J, x), expected, rtol=1e-13, atol=1e-13)
+    before = backends.host_copies()
+    both(x)
+    assert backends.host_copies() == before
+
+
+@pytest.mark.parametrize("name", list(STRUCTURED))
+def test_bidirectional_jacobians_equal_the_dense_ones(name):
+    f, n = STRUCTURED[name]
+    x = _point(n)
+    J = pa.sparse_jacobian(f, mode="bidirectional")(x)
+    np.testing.assert_allclose(_dense(J, x), _dense_jacobian(f, x, J.shape), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bidirectional_on_random_patterns_with_dense_rows_and_columns(seed):
+    rng = np.random.default_rng(seed)
+    m, n = 25, 30
+    mask = rng.uniform(size=(m, n)) < 0.08
+    mask[rng.integers(m), :] = True
+    mask[:, rng.integers(n)] = True
+    W = A(rng.uniform(0.5, 1.5, (m, n)) * mask)
+
+    def f(v):
+        return W @ xp.sin(v) + xp.exp(W @ v) * 0.1
+
+    x = _point(n, seed)
+    pattern = pa.jacobian_sparsity(f)(x)
+    jac = pa.sparse_jacobian(f, sparsity=pattern, mode="bidirectional")
+    by_rows, columns, rows = coloring.bidirectional_colors(pattern)
+    kept = pattern.toarray()[~by_rows]
+    assert _valid_by_loop(scipy_sparse.csr_array(kept), columns)  # JVP side: columns apart in its rows
+    assert _valid_by_loop(scipy_sparse.csr_array(pattern.toarray()[by_rows].T), rows[by_rows])
+    np.testing.assert_allclose(_dense(jac(x), x), _dense_jacobian(f, x, (m, n)), rtol=1e-12, atol=1e-13)
+
+
+def test_a_bidirectional_pattern_missing_a_non_zero_is_an_error():
+    x = _point(12)
+    pattern = pa.jacobian_sparsity(_arrow)(x).toarray()
+    pattern[3, 7] = True  # harmless extra entry
+    missing = pattern.copy()
+    missing[5, 5] = False  # a diagonal non-zero of the JVP side
+    with pytest.raises(ValueError, match="misses a non-zero"):
+        pa.sparse_jacobian(_arrow, sparsity=missing, mode="bidirectional")(x)
+    missing = pattern.copy()
+    missing[-1, 4] = False  # one of the dense row's (the VJP side)
+    with pytest.raises(ValueError, match="misses a non-zero"):
+        pa.sparse_jacobian(_arrow, sparsity=missing, mode="bidirectional")(x)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        pa.sparse_jacobian(_arrow, mode="both")
+
+
+def test_bidirectional_on_a_device_that_refuses_numpy():
+    strict = pytest.importorskip("array_api_strict")
+    device = strict.Device("device1")
+    host_x = to_numpy(_point(20, 9))
+    jac = pa.sparse_jacobian(_arrow, sparsity=pa.jacobian_sparsity(_arrow)(host_x), mode="bidirectional")
+    x = strict.asarray(host_x, device=device)
+    before = backends.host_copies()
+    J = jac(x)
+    assert backends.host_copies() == before and J.device == device
+    dense = dispatch.backend_of_array(x).sparse.to_dense(J)
+    back = np.asarray(dense.to_device(strict.__array_namespace_info__().default_device()))
+    np.testing.assert_allclose(back, pa.jacfwd(_arrow)(host_x), rtol=1e-13, atol=1e-13)

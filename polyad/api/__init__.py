@@ -5,8 +5,9 @@
 - ``jvp.py``: jvp (forward mode, ``polyad.transforms.forward``);
 - ``vmap.py``: vmap (``polyad.transforms.batching``);
 - ``jacobians.py``: jacrev, jacfwd, hessian (``complex_jacobians.py``: their complex layouts);
-- ``sparse.py``: jacobian_sparsity, hessian_sparsity, sparse_jacfwd, sparse_jacrev, sparse_hessian
-  (``polyad.transforms.sparsity``; ``coloring.py`` colours their patterns);
+- ``sparsity.py``: jacobian_sparsity, hessian_sparsity (``polyad.transforms.sparsity``);
+- ``sparse.py``: sparse_jacfwd, sparse_jacrev, sparse_jacobian, sparse_hessian (``coloring.py`` colours
+  their patterns);
 - ``eval_shape.py``: eval_shape (``polyad.transforms.abstract``);
 - ``graphs.py``: make_graph, call_delegate (``polyad.graph``);
 - ``jit.py``: jit (``polyad.graph.tracing``, then ``polyad.graph.compiler``).

@@ -5,6 +5,13 @@ column-intersection graph, ``P^T P``): one Jacobian-vector product with the sum 
 colour then gives every non-zero of those columns, each alone in its row among them. The greedy algorithm
 visits the columns in an order and gives each the smallest colour none of its neighbours has.
 
+A Hessian is symmetric, and a **star colouring** of its adjacency graph (rows and columns are vertices,
+off-diagonal non-zeros edges) uses that: neighbours differ in colour, and every path on four vertices
+has at least three colours. Then each non-zero ``H[i, j]`` is alone among its colour in row ``i`` (read
+from the product with ``j``'s colour at row ``i``) or ``H[j, i]`` is in row ``j``: direct recovery, no
+substitution. An arrowhead (one dense row and column) needs 2 colours this way, where the columns'
+distance-1 colouring needs one per column.
+
 The order matters. ``"dsatur"`` (Brélaz's DSATUR: next, the vertex whose neighbours already show the
 most distinct colours) is the default: on the 2-D five-point stencil it finds 5 colours, the optimum,
 where the fixed orders ``"largest_first"`` and ``"natural"`` find 6 or 7 (banded matrices: the band width,
@@ -16,6 +23,9 @@ import heapq
 from polyad.backends.host import np
 
 ORDERS = ("dsatur", "largest_first", "natural")
+# colourings of a symmetric pattern (a Hessian's): "star", or "auto": star or distance-1 ("dsatur"),
+# whichever has fewer colours
+SYMMETRIC = ("star", "auto")
 
 
 def intersection_graph(pattern):
@@ -109,3 +119,127 @@ def is_valid(pattern, colors):
     p = pattern.tocoo()
     pairs = np.unique(np.stack([p.row, colors[p.col]]), axis=1)
     return pairs.shape[1] == len(np.unique(np.stack([p.row, p.col]), axis=1).T)
+
+
+def star_coloring(pattern):
+    """A star colouring of a symmetric pattern's adjacency graph (its off-diagonal non-zeros), greedy in
+    decreasing degree.
+
+    Each vertex ``v`` gets the smallest colour not forbidden by: a coloured neighbour ``w`` (distance 1);
+    a coloured ``x`` two steps away through an uncoloured ``w`` (``w`` could later close a two-coloured
+    path ``v - w - x`` plus one); a coloured ``x`` two steps away through a coloured ``w`` when ``x`` has
+    another neighbour of ``w``'s colour (``v - w - x - y`` would use two colours). Two neighbours of an
+    uncoloured vertex never share a colour (the second rule, when the later of them was coloured), which
+    covers the paths with ``v`` inside.
+
+    Args:
+        pattern: a square, symmetric SciPy sparse pattern.
+
+    Returns:
+        An int64 NumPy array with each vertex's colour.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from polyad.api.coloring import star_coloring
+        >>> arrow = np.eye(5, dtype=bool); arrow[0] = arrow[:, 0] = True
+        >>> star_coloring(sp.csr_array(arrow)).tolist()
+        [0, 1, 1, 1, 1]
+    """
+    g = pattern.tocsr().astype(bool)
+    g.setdiag(False)
+    g.eliminate_zeros()
+    ptr, neighbours = g.indptr.tolist(), g.indices.tolist()
+    n = g.shape[0]
+    colour = [-1] * n
+    for v in np.argsort(-np.diff(g.indptr), kind="stable").tolist():
+        forbidden = set()
+        for w in neighbours[ptr[v] : ptr[v + 1]]:
+            cw = colour[w]
+            if cw >= 0:
+                forbidden.add(cw)
+            for x in neighbours[ptr[w] : ptr[w + 1]]:
+                cx = colour[x]
+                if x == v or cx < 0 or cx in forbidden:
+                    continue
+                if cw < 0 or any(colour[y] == cw for y in neighbours[ptr[x] : ptr[x + 1]] if y != w):
+                    forbidden.add(cx)
+        c = 0
+        while c in forbidden:
+            c += 1
+        colour[v] = c
+    return np.asarray(colour, dtype=np.int64)
+
+
+def symmetric_colors(pattern, coloring):
+    """The colours of a symmetric pattern's columns for ``coloring`` in ``SYMMETRIC``: "star", or "auto"
+    (the star colouring where it has fewer colours than the distance-1 DSATUR one, else that one)."""
+    star = star_coloring(pattern)
+    if coloring == "star":
+        return star
+    # a distance-1 colouring needs at least a row's count of colours: where that is more than the
+    # star colouring, skip it (an arrowhead's column-intersection graph is dense: n^2 entries)
+    if int(np.diff(pattern.tocsr().indptr).max(initial=0)) > star.max(initial=-1) + 1:
+        return star
+    plain = color_columns(pattern, "dsatur")
+    return star if star.max(initial=-1) < plain.max(initial=-1) else plain
+
+
+def is_star_coloring(pattern, colors):
+    """Whether ``colors`` is a distance-1 colouring of the symmetric pattern's adjacency graph in which
+    every path on four vertices has three colours (checked path by path: for tests)."""
+    g = pattern.tocsr().astype(bool)
+    g.setdiag(False)
+    g.eliminate_zeros()
+    ptr, nb = g.indptr, g.indices
+    for v in range(g.shape[0]):
+        for w in nb[ptr[v] : ptr[v + 1]]:
+            if colors[v] == colors[w]:
+                return False
+            for x in nb[ptr[w] : ptr[w + 1]]:
+                if x == v or colors[x] != colors[v]:
+                    continue
+                for y in nb[ptr[x] : ptr[x + 1]]:
+                    if y != w and y != v and colors[y] == colors[w]:
+                        return False
+    return True
+
+
+def bidirectional_colors(pattern, order="dsatur"):
+    """A split of a Jacobian's rows between reverse and forward mode, with the colours of each side.
+
+    The rows of ``by_rows`` are read from VJPs, one per colour of those rows (two of them sharing a
+    column differ); the other rows' entries from JVPs, one per colour of the columns (two columns sharing
+    one of the other rows differ). A Jacobian with one dense row and one dense column needs few colours
+    this way, where either direction alone needs one per row or column. Candidates: no row on the VJP
+    side, then the rows with at least ``t`` non-zeros for the 8 largest distinct counts ``t``; the split
+    with the fewest colours in all is kept.
+
+    Args:
+        pattern: a SciPy sparse pattern (rows: outputs, columns: inputs).
+        order: the greedy colouring's vertex order (``ORDERS``).
+
+    Returns:
+        ``(by_rows, column_colors, row_colors)``: a boolean mask of the rows; each column's colour (JVP
+        side); each row's colour on the VJP side, -1 for the other rows.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from polyad.api.coloring import bidirectional_colors
+        >>> arrow = np.eye(6, dtype=bool); arrow[0] = arrow[:, 0] = True
+        >>> by_rows, columns, rows = bidirectional_colors(sp.csr_array(arrow))
+        >>> by_rows.tolist(), int(columns.max()) + 1 + int(rows.max()) + 1
+        ([True, False, False, False, False, False], 3)
+    """
+    csr = pattern.tocsr().astype(bool)
+    m = csr.shape[0]
+    counts = np.diff(csr.indptr)
+    best = None
+    for t in [None, *sorted(set(counts.tolist()), reverse=True)[:8]]:
+        by_rows = np.zeros(m, dtype=bool) if t is None else counts >= t
+        columns = color_columns(csr[np.flatnonzero(~by_rows)], order)
+        rows = np.full(m, -1, dtype=np.int64)
+        rows[by_rows] = color_columns(csr[np.flatnonzero(by_rows)].T, order)
+        total = int(columns.max(initial=-1)) + 1 + int(rows.max(initial=-1)) + 1
+        if best is None or total < best[0]:
+            best = (total, by_rows, columns, rows)
+    return best[1], best[2], best[3]

@@ -8,8 +8,6 @@ adjoint solve first asks ``Convergence.check``: if the solver did not converge i
 
 import warnings
 
-import numpy as np
-
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.api.jacobians import jacfwd
@@ -84,69 +82,71 @@ class Convergence:
             raise SolverNotConvergedError(text + ' (on_failure="warn" computes it anyway, with a warning)')
 
 
+def sparse_support(backend, where):
+    """``backend``'s sparse linear algebra (its contract's ``sparse`` field): SciPy for NumPy, cupyx for
+    CuPy, SciPy on deliberate host copies for array_api_strict and Dask; a clear error for a backend
+    without one."""
+    support = backend.sparse
+    if support is None:
+        raise TypeError(
+            f"{where}: backend {backend.name!r} declares no sparse linear algebra (the ``sparse`` field of "
+            "its backend contract, see polyad.backends), so its arrays cannot be solved for here"
+        )
+    return support
+
+
 def krylov(method, matvec, b, *, rtol=1e-10, atol=0.0, maxiter=None, M=None, x0=None, where="a Krylov solve"):
     """``(x, info)``: ``method`` ("cg", "gmres", "bicgstab") on ``matvec`` (a function of arrays of
-    ``b``'s shape and backend) by SciPy on the host, or ``cupyx.scipy.sparse.linalg`` for CuPy arrays
-    (written against its documented API; not run on a GPU yet). The right-hand side is scaled to unit
-    size first, so that a tiny one (a cotangent of 1e-13 in float32) converges as one of size 1 does
-    (``rtol`` and ``atol`` refer to the unscaled system)."""
+    ``b``'s shape and backend), by ``b``'s backend's Krylov solvers (its contract's ``sparse.krylov``:
+    SciPy's for NumPy, cupyx's on the GPU for CuPy, each given the tolerance under its own keyword). ``M``:
+    None, the library's matrix or operator, or a function of arrays of ``b``'s shape. The right-hand side
+    is scaled to unit size first, so that a tiny one (a cotangent of 1e-13 in float32) converges as one of
+    size 1 does (``rtol`` and ``atol`` refer to the unscaled system)."""
     b = plain(b)
     backend = dispatch.backend_of_array(b)
     if backend is None:  # a transform's value (vmap): the caller runs the solve per example
         raise ConcretizationError(f"{where} runs on plain arrays, got a {type(b).__name__}")
-    xp = backend.xp
+    support = sparse_support(backend, where)
+    bxp = backend.xp
     shape, n = tuple(shape_of(b)), 1
     for s in shape:
         n *= s
-    scale = float(xp.max(xp.abs(b))) if n else 0.0
+    scale = float(bxp.max(bxp.abs(b))) if n else 0.0
     if scale == 0.0 or scale != scale:
-        return xp.zeros_like(b), 0
-    if backend.name == "cupy":
-        import cupyx.scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
+        return bxp.zeros_like(b), 0
 
-        def op(v):
-            return xp.reshape(plain(matvec(xp.reshape(v, shape))), (n,))
+    def flat(f):  # a function of arrays of b's shape as one of vectors
+        return lambda v: bxp.reshape(plain(f(bxp.reshape(v, shape))), (n,))
 
-        A = spla.LinearOperator((n, n), matvec=op, dtype=b.dtype)
-        fn = getattr(spla, method)
-        rhs = xp.reshape(b, (n,)) / scale
-        start = None if x0 is None else xp.reshape(plain(x0), (n,)) / scale
-        x, info = fn(A, rhs, x0=start, tol=rtol, atol=atol / scale, maxiter=maxiter, M=M)
-        return xp.reshape(x * scale, shape), int(info)
-    import scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
-
-    def host_op(v):
-        return to_host(matvec(backend.xp.asarray(np.reshape(v, shape), dtype=b.dtype))).reshape(n)
-
-    A = spla.LinearOperator((n, n), matvec=host_op, dtype=to_host(b).dtype)
-    rhs = to_host(b).reshape(n) / scale
-    start = None if x0 is None else to_host(x0).reshape(n) / scale
-    x, info = getattr(spla, method)(A, rhs, x0=start, rtol=rtol, atol=atol / scale, maxiter=maxiter, M=M)
-    return backend.xp.asarray(np.reshape(x * scale, shape), dtype=b.dtype), int(info)
+    if M is not None and callable(M) and not hasattr(M, "shape"):
+        M = flat(M)
+    rhs = bxp.reshape(b, (n,)) / scale
+    start = None if x0 is None else bxp.reshape(plain(x0), (n,)) / scale
+    x, info = support.krylov(
+        method, flat(matvec), rhs, x0=start, rtol=rtol, atol=atol / scale, maxiter=maxiter, M=M
+    )
+    return bxp.reshape(x * scale, shape), int(info)
 
 
 def sparse_direct(g, y, where):
     """``g(x) = y`` solved by the sparse Jacobian of ``g`` (``sparse_jacfwd``: its pattern found by the
-    sparsity transform, one JVP per colour) factorised by SuperLU (cupyx's for CuPy arrays; not run on a
-    GPU yet)."""
+    sparsity transform, one JVP per colour) and ``y``'s backend's direct sparse solve (SciPy's SuperLU;
+    cupyx's ``spsolve`` on the GPU)."""
     y = plain(y)
     backend = dispatch.backend_of_array(y)
     if backend is None:  # vmap: the caller runs the solve per example
         raise ConcretizationError(f"{where}: a sparse tangent solve runs on plain arrays")
-    shape, n = tuple(shape_of(y)), int(np.prod(tuple(shape_of(y))))
+    support = sparse_support(backend, where)
+    shape, n = tuple(shape_of(y)), 1
+    for s in shape:
+        n *= s
 
     def g_flat(v):
         return xp.reshape(g(xp.reshape(v, shape)), (n,))
 
-    jac = sparse_jacfwd(g_flat)(xp.reshape(y, (n,)))
-    if backend.name == "cupy":
-        import cupyx.scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
-
-        return xp.reshape(spla.splu(jac.tocsc()).solve(xp.reshape(y, (n,))), shape)
-    import scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
-
-    x = spla.splu(jac.tocsc()).solve(to_host(y).reshape(n))
-    return backend.xp.asarray(np.reshape(x, shape), dtype=y.dtype)
+    flat = xp.reshape(y, (n,))
+    jac = sparse_jacfwd(g_flat)(flat)
+    return xp.reshape(support.spsolve(jac, flat), shape)
 
 
 def tangent_solver(linear_solver, convergence, where):

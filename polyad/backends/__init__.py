@@ -56,6 +56,18 @@ Its fields:
   straight-line calls, for arrays the kernel does not take), an empty dict where it cannot build one.
   None: fused groups run as straight-line calls (NumPy's kernels are Numba loops, CuPy's an
   ``ElementwiseKernel``).
+- ``sparse`` (optional; default: ``extras.sparse`` if the extras define one, else None): the backend's
+  sparse linear algebra, a ``polyad.backends.host.SparseSupport`` (or an object with its methods):
+  ``container`` ("csr": ``csr(data, indices, indptr, shape)`` builds the library's CSR matrix from arrays of
+  the backend, with no host copy; "dense": the library has no sparse matrices, and sparse Jacobians are
+  the library's dense arrays), ``is_sparse``, ``to_dense``, ``to_scipy`` (a host SciPy copy, for patterns),
+  ``matvec``, ``splu(A, **options)`` (``.solve(b, trans)`` on backend arrays),
+  ``spsolve(A, b)`` and ``krylov(method, matvec, b, *, x0, rtol, atol, maxiter,
+  M)`` (``cg``, ``gmres``, ``bicgstab``; the tolerance's keyword mapped to the library's own). NumPy's is
+  SciPy; CuPy's cupyx; array_api_strict's and Dask's run SciPy on deliberate host copies (each counted by
+  ``host_copies``) and hold sparse Jacobians as ``array_csr.ArrayCSR`` (CSR arrays of the library, on
+  their device). polyad reaches SciPy's and cupyx's sparse
+  functions only through this field.
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 
 **The registry.** ``register(name, loader)`` makes a backend known; ``loader()`` runs on first use and
@@ -81,6 +93,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .host import host_copies as host_copies  # the device-to-host copy counter, read by tests
+from .host import note_host_copy
+
 ENTRY_POINT_GROUP = "polyad.backends"
 _LOCK = threading.RLock()  # guards the registry and the device types
 
@@ -90,6 +105,21 @@ REQUIRED_EXTRAS = {
     "index_add": ("target", "key", "values"),
 }
 GENERATOR_METHODS = ("normal", "uniform", "integers", "get_state", "set_state")
+CONTRACT_EXTRAS = ("sparse",)  # fields a backend may give in its extras: not merged into its namespace
+SPARSE_METHODS = ("is_sparse", "to_dense", "to_scipy", "matvec", "splu", "spsolve", "krylov")
+
+
+def _counted(to_numpy):
+    """``to_numpy`` counting its calls (``host_copies``)."""
+    if not callable(to_numpy) or getattr(to_numpy, "_polyad_counted", False):
+        return to_numpy
+
+    def counted(array):
+        note_host_copy()
+        return to_numpy(array)
+
+    counted._polyad_counted = True
+    return counted
 
 
 class BackendUnavailable(RuntimeError):
@@ -114,7 +144,8 @@ class Backend:
             (host copies); kernels: default none; version: default "unknown"; native: default None;
             fused_kernels: default None (fused groups of ``pa.jit`` run as straight-line calls), else
             ``fused_kernels(spec, fallback) -> {device type: kernel}`` for a ``polyad.graph.compiler.fusion``
-            group (an empty dict where it cannot build one).
+            group (an empty dict where it cannot build one); sparse: default ``extras.sparse``, else None
+            (no sparse linear algebra).
 
     Example:
         >>> from polyad.backends import numpy as numpy_backend
@@ -143,6 +174,7 @@ class Backend:
         version="unknown",
         native=None,
         fused_kernels=None,
+        sparse=None,
     ):
         self.name = name
         self.fused_kernels = fused_kernels
@@ -154,7 +186,7 @@ class Backend:
         self.device_type = device_type
         self.device_types = dict(device_types) if isinstance(device_types, Mapping) else device_types
         self.generator = generator
-        self.to_numpy = to_numpy
+        self.to_numpy = _counted(to_numpy)
         self.is_scalar = is_scalar if is_scalar is not None else _never
         self.devices = (
             devices if devices is not None else lambda: list(compat.__array_namespace_info__().devices())
@@ -168,7 +200,14 @@ class Backend:
         xp = types.ModuleType(f"polyad.backends.{name}.xp")
         xp.__dict__.update({k: v for k, v in vars(compat).items() if not k.startswith("__")})
         members = _members(extras) if isinstance(extras, Mapping) or hasattr(extras, "__dict__") else {}
-        xp.__dict__.update({k: v for k, v in members.items() if not k.startswith("_") and not _is_module(v)})
+        self.sparse = sparse if sparse is not None else members.get("sparse")
+        xp.__dict__.update(
+            {
+                k: v
+                for k, v in members.items()
+                if not k.startswith("_") and not _is_module(v) and k not in CONTRACT_EXTRAS
+            }
+        )
         xp.__array_api_version__ = getattr(compat, "__array_api_version__", "2024.12")
         info = getattr(compat, "__array_namespace_info__", None)
         if info is not None:
@@ -256,6 +295,16 @@ def check(backend, name=None):
     for field in ("defer_to", "map_host", "fused_kernels"):
         if getattr(backend, field) is not None and not callable(getattr(backend, field)):
             problems.append(f"{field} must be callable or None, got {getattr(backend, field)!r}")
+    if backend.sparse is not None:
+        lacking = [m for m in SPARSE_METHODS if not callable(getattr(backend.sparse, m, None))]
+        if getattr(backend.sparse, "container", None) not in ("csr", "dense"):
+            lacking.append("container ('csr' or 'dense')")
+        if getattr(backend.sparse, "container", None) == "csr" and not callable(
+            getattr(backend.sparse, "csr", None)
+        ):
+            lacking.append("csr(data, indices, indptr, shape)")
+        if lacking:
+            problems.append(f"sparse lacks {', '.join(lacking)}")
     dts = backend.device_types
     if not isinstance(dts, dict) or not dts or not all(isinstance(k, str) for k in dts):
         problems.append(f"device_types must be a non-empty {{device type: above}} mapping, got {dts!r}")

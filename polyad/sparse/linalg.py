@@ -2,11 +2,14 @@
 solves), and the Krylov methods ``cg``, ``gmres`` and ``bicgstab``, with ``scipy.sparse.linalg``'s
 signatures, through ``polyad.custom_linear_solve``.
 
-The solve runs on the primal values: SciPy on the host for NumPy (and array-api-strict) arrays,
-``cupyx.scipy.sparse.linalg`` for CuPy ones (written against its documented API; not run on a GPU
-yet). The solution is differentiable with respect to ``b`` and, for the Krylov methods, to whatever the
-operator depends on: ``A`` may be a SciPy sparse matrix or ``LinearOperator`` (a constant), a dense array
-(differentiable), or a function ``matvec(v)`` written with polyad that closes over parameters
+The solve runs on the primal values, by the sparse linear algebra the arrays' backend declares (the
+``sparse`` field of the backend contract, ``polyad.backends``): SciPy for NumPy arrays,
+``cupyx.scipy.sparse.linalg`` on the GPU for CuPy arrays (the tolerance passed under the name each
+installed solver takes, ``rtol`` or the older ``tol``), SciPy on deliberate host copies for
+array_api_strict and Dask arrays. The solution is differentiable with respect to ``b`` and, for the
+Krylov methods, to whatever the operator depends on: ``A`` may be a SciPy sparse matrix or
+``LinearOperator`` (a constant), a dense array (differentiable), or a function ``matvec(v)`` written
+with polyad that closes over parameters
 (differentiable with respect to them). The adjoint is the transposed solve: ``spsolve`` and ``splu``
 factorise once and solve the transposed system with the same factors (one factorisation per
 ``value_and_grad``); ``cg`` assumes a symmetric ``A`` and ``M`` (its adjoint is ``cg`` again).
@@ -24,18 +27,17 @@ Example:
     True
 """
 
-import numpy as np
-
 import polyad.dispatch as dispatch
 import polyad.xp as xp
 from polyad.api.solver_support import (
     Convergence,
     SolverNotConvergedError,
     SolverNotConvergedWarning,
-    from_host,
     krylov,
-    to_host,
+    sparse_support,
 )
+from polyad.api.sparsity import sparse_owner
+from polyad.backends.host import np
 from polyad.control.implicit import custom_linear_solve
 from polyad.core import Op, Tensor, bind, plain
 from polyad.ops.base import moveaxis, reshape
@@ -47,17 +49,16 @@ from polyad.transforms.sparsity_rules import ALL, scipy_sparse
 # ------------------------------------------------------------------------------ a constant operator as an op
 
 
-def _is_cupy_sparse(matrix):
-    return type(matrix).__module__.startswith("cupyx")
+def _support_of_matrix(matrix):
+    """The sparse support (contract field) of the backend whose library made ``matrix``: cupyx's for a
+    cupyx matrix, else NumPy's (SciPy's matrices and operators)."""
+    return sparse_owner(matrix) or dispatch.load_backend("numpy").sparse
 
 
 def _apply(matrix, v):
-    """``matrix @ v`` on a backend array ``v`` (1-D or 2-D): on the device for a CuPy sparse matrix,
-    else on the host (SciPy's matrices and operators take NumPy arrays)."""
-    if _is_cupy_sparse(matrix):
-        return matrix @ v
-    out = np.asarray(matrix @ to_host(v))
-    return from_host(out.astype(to_host(v).dtype, copy=False), v)
+    """``matrix @ v`` on a backend array ``v`` (1-D or 2-D), by ``v``'s backend's sparse support: on the
+    device for a cupyx matrix, SciPy's on host arrays for NumPy."""
+    return sparse_support(dispatch.backend_of_array(v), "polyad.sparse.linalg").matvec(matrix, v)
 
 
 def _kernel(xp_, v, *, matrix):
@@ -91,9 +92,7 @@ def _sparsity(traced, out, v, *, matrix):
     matrix, 1-D ``v``); every element on every element otherwise (a LinearOperator)."""
     if not hasattr(matrix, "tocsr") or len(tuple(v.shape)) != 1:
         return (ALL,)
-    csr = matrix.tocsr()
-    if _is_cupy_sparse(csr):
-        csr = csr.get()
+    csr = _support_of_matrix(matrix).to_scipy(matrix).tocsr()  # the pattern, on the host
     return (scipy_sparse().csr_array((np.ones(len(csr.indices), np.float32), csr.indices, csr.indptr),
                                      shape=csr.shape),)  # fmt: skip
 
@@ -150,23 +149,17 @@ def _matvec_of(A, where):
 
 
 class FactorizedSolve:
-    """A sparse LU factorisation (SciPy's ``splu``, or cupyx's for CuPy) whose ``solve`` is
-    differentiable with respect to the right-hand side; the adjoint solve reuses the factors
-    (``trans="T"``). ``A`` is a constant."""
+    """A sparse LU factorisation (the backend's ``splu``: SciPy's SuperLU, or cupyx's for CuPy) whose
+    ``solve`` is differentiable with respect to the right-hand side; the adjoint solve reuses the factors
+    (``trans="T"``). ``A`` is a constant. It is factorised once by the library that made it, and once more
+    for right-hand sides of another backend (array_api_strict's: SciPy's factors with host copies)."""
 
     def __init__(self, A, **options):
         self.A = A
         self.shape = A.shape
-        if _is_cupy_sparse(A):
-            import cupyx.scipy.sparse.linalg as spla  # noqa: PLC0415  (optional; not run on a GPU yet)
-
-            self.lu = spla.splu(A.tocsc(), **options)
-            self.on_device = True
-        else:
-            import scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
-
-            self.lu = spla.splu(A.tocsc(), **options)
-            self.on_device = False
+        self.options = options
+        support = _support_of_matrix(A)
+        self.factors = {id(support): support.splu(A, **options)}
 
     def _solve_raw(self, b, trans):
         if isinstance(b, BatchedTensor):  # under vmap (jacrev's basis): the examples are more columns
@@ -174,10 +167,12 @@ class FactorizedSolve:
             shape = tuple(shape_of(moved))
             out = self._solve_raw(reshape(moved, (shape[0], -1)), trans)
             return BatchedTensor(reshape(out, shape), b._interp, len(shape) - 1)
-        if self.on_device:
-            return self.lu.solve(plain(b), trans=trans)
-        host = to_host(b)
-        return from_host(self.lu.solve(np.ascontiguousarray(host), trans=trans), b)
+        b = plain(b)
+        support = sparse_support(dispatch.backend_of_array(b), "polyad.sparse.linalg.splu")
+        lu = self.factors.get(id(support))
+        if lu is None:
+            lu = self.factors[id(support)] = support.splu(self.A, **self.options)
+        return lu.solve(b, trans=trans)
 
     def solve(self, rhs, trans="N"):
         """``x`` with ``A x = rhs`` (``trans="T"``: ``A^T x = rhs``), differentiable with respect to ``rhs``.
@@ -282,29 +277,6 @@ def spsolve(A, b, permc_spec=None, use_umfpack=True):
 # ------------------------------------------------------------------------------ Krylov solves
 
 
-def _preconditioner(M, b):
-    """``M`` in the form SciPy's (or cupyx's) solvers take: SciPy's objects as they are, a polyad function
-    of arrays as a ``LinearOperator``."""
-    if M is None or not callable(M) or hasattr(M, "shape"):
-        return M
-    like = plain(bottom(b))
-    shape, n = tuple(shape_of(b)), int(np.prod(tuple(shape_of(b))))
-    if dispatch.backend_of_array(like) is not None and dispatch.backend_of_array(like).name == "cupy":
-        import cupyx.scipy.sparse.linalg as spla  # noqa: PLC0415  (optional; not run on a GPU yet)
-
-        return spla.LinearOperator(
-            (n, n), matvec=lambda r: plain(M(r.reshape(shape))).reshape(n), dtype=like.dtype
-        )
-    import scipy.sparse.linalg as spla  # noqa: PLC0415  (optional)
-
-    host_dtype = to_host(like).dtype
-
-    def host(r):
-        return to_host(M(from_host(np.reshape(r, shape), like))).reshape(n)
-
-    return spla.LinearOperator((n, n), matvec=host, dtype=host_dtype)
-
-
 def _krylov_solve(method, A, b, x0, rtol, atol, maxiter, M, on_failure, symmetric):
     where = f"polyad.sparse.linalg.{method}"
     matvec = _matvec_of(A, where)
@@ -313,7 +285,7 @@ def _krylov_solve(method, A, b, x0, rtol, atol, maxiter, M, on_failure, symmetri
     def run(mv, rhs, precond, derivative):
         start = None if derivative else x0
         x, info = krylov(method, mv, rhs, rtol=rtol, atol=atol, maxiter=maxiter,
-                         M=_preconditioner(precond, rhs), x0=start, where=where)  # fmt: skip
+                         M=precond, x0=start, where=where)  # fmt: skip
         if derivative and info != 0:
             convergence.record(False, f"its derivative's solve did not converge: info={info}")
             convergence.check()

@@ -1,6 +1,9 @@
 """Kernels the standard lacks, written in standard Array API calls only (slow but portable)."""
 
 import array_api_strict as xp
+import numpy as np
+
+from ..host import SparseSupport
 
 
 def scatter_add(target, indices, values, axis):
@@ -21,3 +24,17 @@ def index_add(target, key, values):
     vals = xp.reshape(xp.broadcast_to(values, shape), (-1,))
     summed = scatter_add(xp.reshape(out, (-1,)), flat, vals, 0)
     return xp.reshape(summed, out.shape)
+
+
+def _to_host(array):
+    # NumPy reads arrays on the CPU device only: the stand-in devices move there first
+    return np.asarray(array.to_device(xp.__array_namespace_info__().default_device()))
+
+
+def _from_host(values, like):
+    return xp.asarray(np.asarray(values), dtype=like.dtype).to_device(like.device)
+
+
+# the sparse linear algebra of the contract: array_api_strict has no sparse matrices, so sparse Jacobians
+# are ArrayCSR matrices in its arrays, built on their device; solves run SciPy on deliberate host copies
+sparse = SparseSupport(to_host=_to_host, from_host=_from_host, namespace=xp)

@@ -12,6 +12,8 @@ import dask.array as da
 import numpy as np
 from dask.array.core import elemwise, normalize_chunks
 
+from ..host import SparseSupport
+
 
 def scatter_add(target, indices, values, axis):
     """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis`` (repeats add up)."""
@@ -148,3 +150,12 @@ def map_host(f, args):
         return f(*args)
     dtype = np.result_type(*[a.dtype for a in args if hasattr(a, "dtype")])
     return elemwise(f, *args, dtype=dtype if dtype.kind in "fc" else np.float64)
+
+
+def _from_host(values, like):
+    return da.from_array(np.asarray(values, dtype=like.dtype))
+
+
+# the sparse linear algebra of the contract: Dask has no sparse matrices of its own here, so sparse
+# Jacobians are ArrayCSR matrices in Dask arrays; solves compute their operands and run SciPy on the host
+sparse = SparseSupport(to_host=to_numpy, from_host=_from_host, namespace=compat)

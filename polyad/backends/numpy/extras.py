@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ..host import SparseSupport
+
 
 def scatter_add(target, indices, values, axis):
     """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis`` (repeats add up)."""
@@ -64,3 +66,7 @@ matrix_transpose = np.matrix_transpose
 permute_dims = np.permute_dims
 zeros_like = np.zeros_like
 ones_like = np.ones_like
+
+
+# the sparse linear algebra of the contract: SciPy, on NumPy's arrays as they are (SciPy is imported on use)
+sparse = SparseSupport()

@@ -1,0 +1,67 @@
+"""Colour counts of sparse Hessians: the star colouring (``sparse_hessian(coloring="star")``) against the
+distance-1 DSATUR colouring of the columns (``coloring="dsatur"``), on the test problems, with the one
+``coloring="auto"`` (the default) picks. Each count is the number of Hessian-vector products per call.
+
+    PYTHONPATH=. python scripts/sparse_colours.py
+"""
+
+import numpy as np
+
+import polyad as pa
+from polyad.api import coloring
+
+xp = pa.xp
+
+
+def arwhead(x):  # CUTEst's ARWHEAD: one dense row and column
+    return xp.sum((x[:-1] ** 2 + x[-1] ** 2) ** 2 - 4.0 * x[:-1] + 3.0)
+
+
+def chain(x):  # tridiagonal
+    return xp.sum((x[1:] - x[:-1]) ** 2) + xp.sum(xp.exp(x))
+
+
+def energy_2d(u, n=20):  # the five-point stencil (the Bratu energy)
+    g = xp.reshape(u, (n, n))
+    return 0.5 * (xp.sum((g[1:, :] - g[:-1, :]) ** 2) + xp.sum((g[:, 1:] - g[:, :-1]) ** 2)) - xp.sum(
+        xp.exp(u)
+    )
+
+
+def global_parameter(x):  # a chain plus a global scale: an arrow on a band
+    return xp.sum(x[-1] * (x[1:-1] - x[:-2]) ** 2) + xp.sum(x**2)
+
+
+def random_symmetric(n, density, seed):
+    rng = np.random.default_rng(seed)
+    mask = rng.uniform(size=(n, n)) < density
+    weights = np.triu(rng.uniform(0.5, 1.5, (n, n)) * (mask | mask.T))
+    S = weights + weights.T
+    return lambda v: xp.sum(v * (S @ v)) + xp.sum(xp.exp(v))
+
+
+PROBLEMS = {
+    "ARWHEAD, n = 1000": (arwhead, 1000),
+    "ARWHEAD, n = 3000": (arwhead, 3000),
+    "chain, n = 1000": (chain, 1000),
+    "2-d energy, 20 x 20": (energy_2d, 400),
+    "band + global parameter, n = 1000": (global_parameter, 1000),
+    "random symmetric, n = 200, 2%": (random_symmetric(200, 0.02, 0), 200),
+    "random symmetric, n = 200, 5%": (random_symmetric(200, 0.05, 1), 200),
+}
+
+
+def main():
+    print(f"{'problem':38s} {'distance-1':>10s} {'star':>6s} {'auto':>6s}")
+    for name, (f, n) in PROBLEMS.items():
+        x = np.linspace(0.5, 1.5, n)
+        pattern = pa.hessian_sparsity(f)(x)
+        star = coloring.star_coloring(pattern)
+        assert coloring.is_star_coloring(pattern, star)
+        d1 = coloring.color_columns(pattern, "dsatur")
+        auto = pa.sparse_hessian(f, sparsity=pattern)
+        print(f"{name:38s} {int(d1.max()) + 1:10d} {int(star.max()) + 1:6d} {auto.n_colors:6d}")
+
+
+if __name__ == "__main__":
+    main()
