@@ -252,7 +252,9 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
         return val
     n = max(upper - lower, 0)
     step = _fori_step(body)
-    carry, _ = scan(step, init, xp.arange(lower, lower + n), checkpoints=checkpoints, max_memory=max_memory)
+    device = next((v.device for v in optree.tree_leaves(init) if hasattr(v, "shape")), None)  # the carry's
+    index = xp.arange(lower, lower + n, device=device)
+    carry, _ = scan(step, init, index, checkpoints=checkpoints, max_memory=max_memory)
     return carry
 
 

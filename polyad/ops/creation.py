@@ -23,6 +23,7 @@ from polyad.ops.common import (
     is_floating,
     ndim_of,
     on_device,
+    same_named_dtype,
     shape_of,
     shape_tuple,
 )
@@ -137,10 +138,12 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 # ------------------------------------------------------------------------------ *like_op
 
 
-_empty_like = like_op("empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype))
+_empty_like = like_op(
+    "empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype, device=device)
+)
 _full_like = like_op(
     "full_like",
-    lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype),
+    lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype, device=device),
 )
 
 
@@ -222,6 +225,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     backend = dispatch.backend_of_array(obj) if device is None else dispatch.owner_of_device(device)
     if backend is None:
         backend = dispatch.backend_of_device(device)
+    if dtype is not None and not owns_dtype(backend, dtype):  # polyad.xp's dtype, for another library
+        dtype = same_named_dtype(backend.xp, dtype)
     kwargs = {"dtype": dtype, "copy": copy}
     if device is not None:
         kwargs["device"] = device

@@ -1,0 +1,224 @@
+"""The device-resident lane: inputs on array_api_strict's second device, ``Device("device1")``.
+
+Arrays there refuse ``np.asarray`` and any mixing with arrays on the CPU device, as CuPy's arrays refuse
+NumPy and CPU arrays. Every path below that converts to the host by accident, or makes an array on the
+default device (a creation without a device, a constant folded at compile time, a draw), fails here on a
+CPU the way it would fail (or silently leave the GPU) on CuPy. Each check asks that the result lives on
+device1 and equals the same computation on CPU-device inputs (or a closed form).
+
+It runs whatever POLYAD_BACKEND says (numpy, array_api_strict): results follow their inputs' library and
+device, not the default backend.
+"""
+
+import numpy as np
+import pytest
+from helpers import assert_close, to_numpy
+
+import polyad as pa
+from polyad.backends.numpy import fusion_compile
+
+xs = pytest.importorskip("array_api_strict")
+xp = pa.xp
+
+DEVICE = xs.Device("device1")
+CPU = xs.Device("CPU_DEVICE")
+
+
+def on(values, device=DEVICE, dtype=None):
+    return xs.asarray(np.asarray(values, dtype=np.float64 if dtype is None else dtype), device=device)
+
+
+def assert_on_device(result, device=DEVICE):
+    """Every array leaf of ``result`` is an array_api_strict array on ``device``."""
+    leaves = result if isinstance(result, tuple | list) else [result]
+    for leaf in leaves:
+        assert isinstance(leaf, type(xs.asarray(0.0))), type(leaf)
+        assert leaf.device == device, f"the result is on {leaf.device}, its inputs on {device}"
+
+
+def same_on_both_devices(fn, *values, rtol=1e-12, atol=1e-14):
+    """``fn`` on device1 inputs: on device1, equal to ``fn`` on CPU-device inputs (the reference)."""
+    got = fn(*[on(v) for v in values])
+    assert_on_device(got)
+    expected = fn(*[on(v, CPU) for v in values])
+    assert_close(to_numpy(got), to_numpy(expected), rtol=rtol, atol=atol)
+    return got
+
+
+X = [0.3, -0.5, 0.7, 1.1]
+
+
+@pytest.fixture(params=["first call", "compiled"])
+def compiled_mode(request, monkeypatch):
+    """pa.jit's two ways of running a graph: its first calls run the traced graph node by node
+    (``interpret_graph``), later ones the optimised, compiled code (made at once with "wait")."""
+    if request.param == "compiled":
+        monkeypatch.setenv(fusion_compile.ENV_COMPILE, "wait")
+    return request.param
+
+
+# ------------------------------------------------------------------------------ loops under pa.jit
+
+
+def _scan_loss(v):
+    def step(c, _):
+        return c * 0.9 + 0.1 * xp.sin(c), None
+
+    c, _ = pa.scan(step, v, None, length=4)
+    return xp.sum(c * c)
+
+
+def _while_loss(v):
+    count = xp.asarray(0, device=v.device)
+    out = pa.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 1.1 + xp.sin(c[0]), c[1] + 1), (v, count),
+                        checkpoints=2)  # fmt: skip
+    return xp.sum(out[0] * out[0])
+
+
+def _fori_loss(v):
+    return xp.sum(pa.fori_loop(0, 3, lambda i, c: c * 1.1 + xp.sin(c) * xp.astype(i, c.dtype), v) ** 2)
+
+
+def _cond_loss(v):
+    return xp.sum(pa.cond(xp.sum(v) > 0, lambda u: u * u, lambda u: 3 * u, v))
+
+
+def _checkpoint_loss(v):
+    return xp.sum(pa.checkpoint(lambda u: xp.sin(u) * u)(v))
+
+
+def _solve_ivp_loss(v):
+    t_eval = xp.asarray([0.5], device=v.device)
+    sol = pa.integrate.solve_ivp(lambda t, y: -y * y, (0.0, 0.5), v, t_eval=t_eval, rtol=1e-10, atol=1e-12)
+    return xp.sum(sol.y)
+
+
+LOOPS = {
+    "scan": _scan_loss,
+    "while_loop": _while_loss,
+    "fori_loop": _fori_loss,
+    "cond": _cond_loss,
+    "checkpoint": _checkpoint_loss,
+}
+
+
+@pytest.mark.parametrize("name", list(LOOPS))
+def test_jitted_gradients_of_loops_stay_on_the_device(name, compiled_mode):
+    loss = LOOPS[name]
+    jitted = pa.jit(pa.grad(loss))
+    got = same_on_both_devices(jitted, X)
+    same_on_both_devices(jitted, X)  # the cached entry (compiled in the background by now, or not)
+    assert_close(to_numpy(got), to_numpy(pa.grad(loss)(on(X, CPU))))  # eager gradient as the reference
+
+
+def test_jitted_gradient_of_solve_ivp_stays_on_the_device(compiled_mode):
+    x = [0.5, 1.0]
+    got = same_on_both_devices(pa.jit(pa.grad(_solve_ivp_loss)), x, rtol=1e-10)
+    # y' = -y^2: y(t) = y0 / (1 + y0 t), dy(t)/dy0 = 1 / (1 + y0 t)^2 (to the integrator's tolerance)
+    y0 = np.asarray(x)
+    assert_close(to_numpy(got), 1 / (1 + 0.5 * y0) ** 2, rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["fori_loop", "while_loop", "cond"])
+def test_loops_over_another_librarys_arrays_with_the_numpy_default(name):
+    # the index of fori_loop, the Python int in a carry and cond's branch number are made without a
+    # device, on the default backend (NumPy's int64): traced for array_api_strict's arrays they become
+    # its dtype and device
+    with pa.backend("numpy"):
+        got = same_on_both_devices(pa.grad(LOOPS[name]), X)
+        jitted = same_on_both_devices(pa.jit(pa.grad(LOOPS[name])), X)
+    assert_close(to_numpy(jitted), to_numpy(got))
+
+
+def test_a_compiled_graph_makes_its_creations_on_the_given_device():
+    def f(v):
+        return xp.sin(v) * xp.ones_like(v) + xp.zeros_like(v) + xp.full_like(v, 2.0)
+
+    graph = pa.make_graph(pa.grad(lambda v: xp.sum(f(v))), on(X))
+    compiled = graph.compile("array_api_strict", device=DEVICE)
+    got = compiled(on(X))
+    assert_on_device(got)
+    assert_close(to_numpy(got), np.cos(X))
+
+
+# ------------------------------------------------------------------------------ random, NumPy dispatch
+
+
+def test_draws_shifted_by_arrays_are_made_on_their_device():
+    loc, scale = on([0.0, 10.0, -5.0]), on([1.0, 0.5, 2.0])
+    gen, ref = pa.random.Generator(3), pa.random.Generator(3)
+    z = gen.normal(loc=loc, scale=scale)
+    assert_on_device(z)
+    # the same stream on the CPU device, shifted and scaled there
+    expected = to_numpy(ref.normal(size=3, device=CPU)) * to_numpy(scale) + to_numpy(loc)
+    assert_close(to_numpy(z), expected)
+    u = gen.uniform(low=loc, high=loc + 1.0)
+    assert_on_device(u)
+    assert np.all((to_numpy(u) >= to_numpy(loc)) & (to_numpy(u) < to_numpy(loc) + 1.0))
+    assert_on_device(pa.random.normal(0.0, scale))
+    assert_on_device(pa.random.uniform(high=scale))
+
+
+def test_numpy_delete_and_insert_take_a_device_index_array():
+    index = xs.asarray([1, 3], device=DEVICE)
+
+    def loss(v):
+        return xp.sum(np.delete(v, index) ** 2) + xp.sum(np.insert(v, index, 2.0) ** 2)
+
+    got = pa.grad(loss)(on(X))
+    assert_on_device(got)
+    x = np.asarray(X)
+    keep = np.ones(4)
+    keep[[1, 3]] = 0.0
+    assert_close(to_numpy(got), 2 * x * keep + 2 * x)  # d/dx of both sums of squares
+
+
+def test_numpy_functions_on_device_tensors():
+    def loss(v):
+        return np.sum(np.cumsum(v) ** 2) + np.mean(np.diff(v) ** 2) + np.linalg.norm(np.flip(v))
+
+    got = same_on_both_devices(pa.grad(loss), X)
+    x = np.asarray(X)
+    eps = 1e-6
+    fd = [(float(loss(x + eps * e)) - float(loss(x - eps * e))) / (2 * eps) for e in np.eye(4)]
+    assert_close(to_numpy(got), np.asarray(fd), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------ SciPy-backed solvers
+
+
+def test_optimize_results_come_back_to_the_inputs_device():
+    from polyad import optimize
+
+    a = [1.0, 2.0]
+
+    def minimised(a):
+        return optimize.minimize(lambda x, a: xp.sum((x - a) ** 2 + 0.1 * x**4), xp.zeros_like(a), args=(a,),
+                                 method="BFGS").x  # fmt: skip
+
+    def rooted(a):
+        return optimize.root(lambda x, a: x**3 + x - a, xp.ones_like(a), args=(a,), tol=1e-12).x
+
+    def fixed(a):
+        return optimize.fixed_point(lambda x, a: 0.5 * (x + a / x), xp.ones_like(a), args=(a,))
+
+    def squares(a):
+        return optimize.least_squares(lambda x, a: x * x - a, xp.ones_like(a), args=(a,), xtol=1e-14).x
+
+    for solve in (minimised, rooted, fixed, squares):
+        same_on_both_devices(solve, a, rtol=1e-6, atol=1e-8)
+        same_on_both_devices(lambda a, solve=solve: pa.jacrev(solve)(a), a, rtol=1e-6, atol=1e-8)
+    # closed forms: sqrt(a), and d sqrt(a) / da = 1 / (2 sqrt(a))
+    assert_close(to_numpy(fixed(on(a))), np.sqrt(a))
+    assert_close(to_numpy(pa.jacrev(squares)(on(a))), np.diag(0.5 / np.sqrt(a)), rtol=1e-7)
+
+    def scalar_root(a):
+        return optimize.root_scalar(lambda x, a: x**3 - a, args=(a,), bracket=(0.0, 2.0), method="brentq",
+                                    xtol=1e-14).root  # fmt: skip
+
+    r = scalar_root(on(2.0))
+    assert_on_device(r)
+    assert_close(to_numpy(r), 2.0 ** (1 / 3))
+    g = pa.grad(scalar_root)(on(2.0))
+    assert_on_device(g)
+    assert_close(to_numpy(g), 1 / (3 * 2.0 ** (2 / 3)), rtol=1e-8)
