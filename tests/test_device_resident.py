@@ -141,6 +141,21 @@ def test_a_compiled_graph_makes_its_creations_on_the_given_device():
     assert_close(to_numpy(got), np.cos(X))
 
 
+def test_jit_traces_on_the_device_not_on_its_cache_key(monkeypatch):
+    # CuPy's devices cannot be hashed: pa.jit's cache keys them as a tuple, which is no device (CuPy raised
+    # "int() argument must be ... not 'tuple'" making an array there); here device1 is keyed that way too
+    from polyad import dispatch
+
+    key = dispatch.device_key
+    monkeypatch.setattr(dispatch, "device_key", lambda d: ("Device", repr(d)) if d == DEVICE else key(d))
+
+    def f(v):
+        return xp.sum(xp.asarray([1.0, 2.0, 3.0, 4.0], device=v.device) * xp.arange(4.0, device=v.device) * v)
+
+    got = same_on_both_devices(pa.jit(pa.grad(f)), X)
+    assert_close(to_numpy(got), np.arange(4.0) * np.arange(1.0, 5.0))
+
+
 # ------------------------------------------------------------------------------ random, NumPy dispatch
 
 

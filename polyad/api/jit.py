@@ -510,8 +510,11 @@ class Jitted:
     def _trace(self, args, kwargs, flat, tree, sig, backend):
         call, positions = self._rebuild(args, kwargs, tree, flat)
         weak = {k for k, p in enumerate(positions) if sig[p] is WEAK_FLOAT or sig[p][0] is WEAK_FLOAT}
+        # each array's device itself, not its cache key (a CuPy device's key is a tuple: no device)
         avals = [
-            weak_aval(flat[p], backend) if k in weak else ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3])
+            weak_aval(flat[p], backend)
+            if k in weak
+            else ShapeDtype(tuple(sig[p][1]), sig[p][2], getattr(bottom(flat[p]), "device", None))
             for k, p in enumerate(positions)
         ]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
@@ -521,8 +524,8 @@ class Jitted:
         )
         graph.donated = self._donated(args, flat, positions)
         # the inputs' device, where the compiled code makes what has no input to follow (None: the default)
-        devices = (getattr(flat[p], "device", None) for k, p in enumerate(positions) if k not in weak)
-        device = dispatch.placement(backend, next((d for d in devices if d is not None), None))
+        devices = (a.device for k, a in enumerate(avals) if k not in weak and a.device is not None)
+        device = dispatch.placement(backend, next(devices, None))
         watch = closed_over.watched(self.func, closed)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
             return _Entry(graph, compiler.optimize(graph), None, None, lifted, closed, watch)
