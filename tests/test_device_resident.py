@@ -237,3 +237,59 @@ def test_optimize_results_come_back_to_the_inputs_device():
     g = pa.grad(scalar_root)(on(2.0))
     assert_on_device(g)
     assert_close(to_numpy(g), 1 / (3 * 2.0 ** (2 / 3)), rtol=1e-8)
+
+
+# ------------------------------------------------------------------------------ CuPy behaviours, on CPU
+
+
+def _cupy_extras_on_numpy(monkeypatch):
+    """``polyad/backends/cupy/extras.py`` loaded against a stand-in ``cupy`` that computes with NumPy
+    (its functions are CuPy's NumPy-compatible API)."""
+    import importlib
+    import sys
+    import types
+
+    stand_in = types.ModuleType("cupy")
+    stand_in.stack = np.stack
+    monkeypatch.setitem(sys.modules, "cupy", stand_in)
+    monkeypatch.setitem(sys.modules, "cupyx", types.ModuleType("cupyx"))
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras", raising=False)
+    extras = importlib.import_module("polyad.backends.cupy.extras")
+    monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras")
+    return extras
+
+
+@pytest.mark.parametrize("name", ["eigh", "svd"])
+def test_vmap_of_a_decomposition_gives_the_eager_answers_one_matrix_at_a_time(name, monkeypatch):
+    # CuPy's batched eigh/svd (cuSOLVER's syevj, gesvdj) pick other vector signs than one matrix at a time:
+    # its backend decomposes a stack matrix by matrix (extras.decompose_stack); here that code runs on
+    # NumPy's arrays in place of the backend under test's own batched call
+    from polyad import dispatch
+
+    extras = _cupy_extras_on_numpy(monkeypatch)
+    calls = []
+
+    def decompose_stack(f, x):
+        calls.append(tuple(x.shape))
+        as_numpy = dispatch.default_backend().to_numpy
+        parts = extras.decompose_stack(lambda m: tuple(as_numpy(p) for p in f(xs_of(m))), as_numpy(x))
+        return tuple(xs_of(p) for p in parts)
+
+    backend = dispatch.default_backend()
+
+    def xs_of(a):
+        return backend.xp.asarray(np.asarray(a))
+
+    monkeypatch.setattr(backend.xp, "decompose_stack", decompose_stack, raising=False)
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 4, 4))
+    a = xs_of(a + np.swapaxes(a, -1, -2))
+    f = getattr(pa.xp.linalg, name)
+    batched = pa.vmap(f)(a)
+    assert calls and calls[-1] == (3, 4, 4)
+    eager = [f(a[i, ...]) for i in range(3)]
+    for k, part in enumerate(batched):
+        for i in range(3):
+            assert_close(
+                to_numpy(part)[i], to_numpy(eager[i][k]), rtol=0, atol=0
+            )  # the same routine: bitwise
