@@ -250,9 +250,18 @@ def _cupy_extras_on_numpy(monkeypatch):
     import types
 
     stand_in = types.ModuleType("cupy")
-    stand_in.stack = np.stack
+    for name in ("stack", "moveaxis", "asarray", "int64", "uint64"):
+        setattr(stand_in, name, getattr(np, name))
+    cupyx = types.ModuleType("cupyx")
+
+    def scatter_add(a, key, values):  # cupy.add.at's dtypes, else its error
+        if a.dtype.name not in ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64"):
+            raise TypeError("cupy.add.at only supports int32, int64, float16, float32, float64, uint32, uint64")
+        np.add.at(a, key, values)
+
+    cupyx.scatter_add = scatter_add
     monkeypatch.setitem(sys.modules, "cupy", stand_in)
-    monkeypatch.setitem(sys.modules, "cupyx", types.ModuleType("cupyx"))
+    monkeypatch.setitem(sys.modules, "cupyx", cupyx)
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras", raising=False)
     extras = importlib.import_module("polyad.backends.cupy.extras")
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras")
@@ -293,3 +302,26 @@ def test_vmap_of_a_decomposition_gives_the_eager_answers_one_matrix_at_a_time(na
             assert_close(
                 to_numpy(part)[i], to_numpy(eager[i][k]), rtol=0, atol=0
             )  # the same routine: bitwise
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "complex64", "int8", "uint16", "bool", "float32"])
+def test_cupy_scatter_add_takes_every_dtype(dtype, monkeypatch):
+    # cupy.add.at refuses complex and small integer arrays (the CuPy lane's lu_factor of complex matrices,
+    # second order): the backend's scatter_add/index_add add parts or widen, then cast back
+    extras = _cupy_extras_on_numpy(monkeypatch)
+    rng = np.random.default_rng(1)
+    target = (rng.normal(size=(4, 3)) * 3).astype(dtype)
+    values = (rng.normal(size=(4, 5)) * 3).astype(dtype)
+    if dtype.startswith("complex"):
+        target, values = target + 1j * target[::-1], values - 2j * values[::-1]
+    indices = np.asarray([0, 2, 2, 1, 0])  # repeats add up
+    expected = target.copy()
+    np.add.at(np.moveaxis(expected, 1, 0), indices, np.moveaxis(values, 1, 0))
+    got = extras.scatter_add(target, indices, values, 1)
+    assert got.dtype == target.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    expected = target.copy()
+    np.add.at(expected, (indices[:4], indices[1:]), values[:, 0])
+    got = extras.index_add(target, (indices[:4], indices[1:]), values[:, 0])
+    assert got.dtype == target.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

@@ -4,19 +4,36 @@ import cupy
 import cupyx
 
 
+# the dtypes cupy.add.at (behind cupyx.scatter_add) accepts; others go through the widest of their kind
+_ADD_AT_DTYPES = frozenset("int32 int64 float16 float32 float64 uint32 uint64".split())
+
+
+def _added_at(target, key, values):
+    """A copy of ``target`` with ``values`` added at index ``key`` (repeats add up), for every dtype:
+    cupy.add.at refuses complex, bool and 8- and 16-bit integer arrays, so a complex array adds its real
+    and imaginary parts apart, and the small integers are widened and cast back."""
+    if target.dtype.name in _ADD_AT_DTYPES:
+        out = target.copy()
+        cupyx.scatter_add(out, key, cupy.asarray(values, dtype=target.dtype))
+        return out
+    if target.dtype.kind == "c":
+        values = cupy.asarray(values)
+        real = _added_at(target.real, key, values.real)
+        imag = _added_at(target.imag, key, values.imag)
+        return (real + 1j * imag).astype(target.dtype, copy=False)
+    wide = cupy.uint64 if target.dtype.kind == "u" else cupy.int64
+    return _added_at(target.astype(wide), key, cupy.asarray(values).astype(wide)).astype(target.dtype)
+
+
 def scatter_add(target, indices, values, axis):
     """Add ``values`` into a copy of ``target`` at integer ``indices`` along ``axis`` (repeats add up)."""
-    out = target.copy()
-    moved = cupy.moveaxis(out, axis, 0)
-    cupyx.scatter_add(moved, indices, cupy.moveaxis(values, axis, 0))
-    return out
+    moved = _added_at(cupy.moveaxis(target, axis, 0), indices, cupy.moveaxis(values, axis, 0))
+    return cupy.moveaxis(moved, 0, axis)
 
 
 def index_add(target, key, values):
     """Add ``values`` into a copy of ``target`` at a general index ``key``; repeated indices accumulate."""
-    out = target.copy()
-    cupyx.scatter_add(out, key, values)
-    return out
+    return _added_at(target, key, values)
 
 
 def decompose_stack(f, x):
