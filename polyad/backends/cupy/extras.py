@@ -3,7 +3,6 @@
 import cupy
 import cupyx
 
-
 # the dtypes cupy.add.at (behind cupyx.scatter_add) accepts; others go through the widest of their kind
 _ADD_AT_DTYPES = frozenset("int32 int64 float16 float32 float64 uint32 uint64".split())
 
