@@ -10,6 +10,8 @@ It runs whatever POLYAD_BACKEND says (numpy, array_api_strict): results follow t
 device, not the default backend.
 """
 
+import contextlib
+
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
@@ -156,6 +158,18 @@ def test_jit_traces_on_the_device_not_on_its_cache_key(monkeypatch):
     assert_close(to_numpy(got), np.arange(4.0) * np.arange(1.0, 5.0))
 
 
+def test_arange_with_device_tensor_bounds():
+    # the length is read from the bounds: on purpose, through the backend (CuPy's arange refused its own
+    # 0-d arrays: "Implicit conversion to a NumPy array")
+    got = same_on_both_devices(pa.grad(lambda a: xp.sum(xp.arange(a, a + 3.0))), 1.0)
+    assert float(to_numpy(got)) == 3.0
+    got = same_on_both_devices(pa.grad(lambda s: xp.sum(xp.arange(0.0, 2.0, s))), 0.5)
+    assert float(to_numpy(got)) == 6.0  # d/ds of 0 + s + 2s + 3s
+    values = xp.arange(pa.Tensor(on(1.0)), 3.0, 0.5)
+    assert values.device == DEVICE
+    assert_close(to_numpy(values), np.asarray([1.0, 1.5, 2.0, 2.5]))
+
+
 # ------------------------------------------------------------------------------ random, NumPy dispatch
 
 
@@ -256,10 +270,31 @@ def _cupy_extras_on_numpy(monkeypatch):
 
     def scatter_add(a, key, values):  # cupy.add.at's dtypes, else its error
         if a.dtype.name not in ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64"):
-            raise TypeError("cupy.add.at only supports int32, int64, float16, float32, float64, uint32, uint64")
+            raise TypeError(
+                "cupy.add.at only supports int32, int64, float16, float32, float64, uint32, uint64"
+            )
         np.add.at(a, key, values)
 
     cupyx.scatter_add = scatter_add
+    raising = []  # cupyx.errstate(linalg="raise") blocks open
+
+    @contextlib.contextmanager
+    def errstate(linalg=None):
+        raising.append(linalg == "raise")
+        try:
+            yield
+        finally:
+            raising.pop()
+
+    def inv(a):  # CuPy's: garbage for a singular matrix, LinAlgError only under errstate(linalg="raise")
+        if abs(np.linalg.det(a)) < 1e-300:
+            if raising and raising[-1]:
+                raise np.linalg.LinAlgError("Singular matrix")
+            return np.full_like(a, np.nan)
+        return np.linalg.inv(a)
+
+    cupyx.errstate = errstate
+    stand_in.linalg = types.SimpleNamespace(inv=inv)
     monkeypatch.setitem(sys.modules, "cupy", stand_in)
     monkeypatch.setitem(sys.modules, "cupyx", cupyx)
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras", raising=False)
@@ -325,3 +360,12 @@ def test_cupy_scatter_add_takes_every_dtype(dtype, monkeypatch):
     got = extras.index_add(target, (indices[:4], indices[1:]), values[:, 0])
     assert got.dtype == target.dtype
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_cupy_inverse_of_a_singular_matrix_raises_as_numpys(monkeypatch):
+    # CuPy's inv returns garbage for a singular matrix without an error; the backend's raises LinAlgError
+    # as NumPy's does (hessian of det at a singular matrix: tests/test_edges.py)
+    extras = _cupy_extras_on_numpy(monkeypatch)
+    with pytest.raises(np.linalg.LinAlgError):
+        extras.linalg["inv"](np.asarray([[1.0, 2.0], [2.0, 4.0]]))
+    assert_close(extras.linalg["inv"](np.asarray([[2.0, 0.0], [0.0, 4.0]])), np.diag([0.5, 0.25]))

@@ -47,3 +47,19 @@ def decompose_stack(f, x):
     flat = x.reshape((-1, *core))
     outs = [f(flat[i]) for i in range(flat.shape[0])]
     return tuple(cupy.stack(col).reshape(lead + col[0].shape) for col in zip(*outs))
+
+
+def _raising(f):
+    """``f`` raising ``numpy.linalg.LinAlgError`` for a singular matrix, as NumPy's does; by default CuPy
+    returns what cuSOLVER left (inf, nan or finite garbage) without an error. The check reads cuSOLVER's
+    status back from the GPU: a synchronisation, the price of a loud refusal over a silent wrong answer
+    (the second derivatives of det at a singular matrix need an inverse that does not exist)."""
+
+    def checked(*args, **kwargs):
+        with cupyx.errstate(linalg="raise"):
+            return f(*args, **kwargs)
+
+    return checked
+
+
+linalg = {"inv": _raising(cupy.linalg.inv)}  # merged into the namespace's linalg
