@@ -169,6 +169,9 @@ EDGES = [
 
 @pytest.mark.parametrize("name, columns", EDGES, ids=[e[0] for e in EDGES])
 def test_edges_match_scipy(name, columns):
+    reason = BY_NAME[f"special.{name}"].skip_reason("edges") if f"special.{name}" in BY_NAME else None
+    if reason:  # a backend's kernel known to differ there (the op table's backend_failures)
+        pytest.xfail(reason)
     args = [arr(c) for c in columns]
     got = getattr(special, name)(*args)
     expected = getattr(scipy_special, name)(*[np.asarray(c, dtype=np.float64) for c in columns])

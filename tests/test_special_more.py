@@ -19,6 +19,7 @@ from polyad import dispatch
 from polyad.ops.special import incomplete
 from polyad.ops.special.gamma_zeta import zeta_exponent
 from polyad.ops.special.incomplete import betainc_shape, gammainc_shape
+from polyad.testing.op_table import BY_NAME
 from polyad.xp import special
 
 mp = pytest.importorskip("mpmath")
@@ -282,6 +283,10 @@ def test_edges_match_scipy(name, columns, kernel):
     """SciPy's values (inf, nan, exact zeros and ones at multiples of 90 degrees) from SciPy's kernel and
     from the generic Array API kernel (a stand-in device type covers every array, so the dispatcher picks
     it)."""
+    row = BY_NAME.get(f"special.{name}")
+    reason = row.skip_reason("edges") if row is not None and kernel == "default" else None
+    if reason:  # the backend's own kernel known to differ there (the op table's backend_failures)
+        pytest.xfail(reason)
     args = [arr(c) for c in columns]
     f = getattr(special, name)
     if kernel == "generic":
