@@ -347,6 +347,38 @@ def owner_of_device(device):
     return find_backend(lambda b: owns_device(b, device))
 
 
+def same_device(a, b):
+    """Whether devices ``a`` and ``b`` are the same (False where one library's device refuses comparison
+    with another's)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def placement(backend, device):
+    """``device`` where arrays of ``backend`` must be put there explicitly: None for no device or the
+    backend's default one (creations land there by themselves), else ``device``. Code that makes arrays
+    without an input to follow (a compiled graph's ``*_like`` and constants) asks this once."""
+    if device is None:
+        return None
+    key = (backend.name, device_key(device))
+    default = _DEFAULT_DEVICE.get(key)
+    if default is None:
+        try:
+            info = backend.compat.__array_namespace_info__()
+            default = same_device(info.default_device(), device)
+        except Exception:  # a namespace without the inspection API: be explicit
+            default = False
+        _DEFAULT_DEVICE[key] = default
+    return None if default else device
+
+
+_DEFAULT_DEVICE = {}  # (backend name, device key) -> whether it is the backend's default device
+
+
 def backend_of_device(device):
     """The Backend that owns ``device`` (the default backend when ``device`` is None or unknown)."""
     if device is None:

@@ -2,8 +2,9 @@
 ``fixed_point``, ``minimize`` and ``least_squares``, with ``scipy.optimize``'s signatures and result
 objects.
 
-SciPy runs on the primal values (host copies; CuPy arrays are copied to the host too: ``cupyx.scipy`` has
-no optimisers), with the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``,
+SciPy runs on the primal values (host copies; CuPy arrays are copied to the host too, deliberately:
+``cupyx.scipy`` has no optimisers; the solution is copied back to the inputs' library and device), with
+the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``,
 ``hess``) unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
 differentiable with respect to ``args`` (and anything the function closes over) by the implicit function
 theorem (``polyad.custom_root``): one linear solve at the solution, whatever SciPy did, and to every order
@@ -63,8 +64,9 @@ def _as_float_array(x, like=None):
             if wanted is not None and owner is not wanted:  # a NumPy x0 for array_api_strict arguments
                 return from_host(to_host(x), like)
         return x if is_floating(x) else asarray(x, dtype=float64)
-    dtype = like.dtype if like is not None and hasattr(like, "dtype") and is_floating(like) else float64
-    return asarray(x, dtype=dtype)
+    if like is not None and hasattr(like, "dtype") and is_floating(like):  # like's library, dtype and device
+        return asarray(x, dtype=like.dtype, device=like.device)
+    return asarray(x, dtype=float64)
 
 
 def _dtype_source(args, x0):

@@ -120,6 +120,7 @@ class Generator:
         default real floating dtype.
         """
         shape = _shape(size, "normal", loc=loc, scale=scale)
+        device = _device_of_parameters(device, loc, scale)
         z = self._draw("normal", shape, _dtype_of_kind(dtype, device, "normal", "real floating"), device)
         return _affine(z, loc, scale, 0.0, 1.0)
 
@@ -134,6 +135,7 @@ class Generator:
     ) -> Any:
         """Uniform samples on ``[low, high)`` (``size`` defaults to the broadcast shape of the bounds)."""
         shape = _shape(size, "uniform", low=low, high=high)
+        device = _device_of_parameters(device, low, high)
         u = self._draw("uniform", shape, _dtype_of_kind(dtype, device, "uniform", "real floating"), device)
         return _affine(u, low, high - low, 0.0, 1.0)
 
@@ -229,6 +231,14 @@ def _shape(size, kind, **params):
     if size is not None:
         return _as_shape(size, kind)
     return broadcast_shape(*[tuple(x.shape) for x in params.values() if hasattr(x, "shape")])
+
+
+def _device_of_parameters(device, *parameters):
+    """``device``, else the device of the first array among a distribution's parameters: a draw shifted
+    and scaled by arrays is made where they live (on the default device it could not meet them)."""
+    if device is None:
+        device = next((p.device for p in parameters if hasattr(p, "shape")), None)
+    return device
 
 
 def _info(device, kind):

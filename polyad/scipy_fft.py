@@ -2,11 +2,12 @@
 backend mechanism (uarray's protocol: ``__ua_domain__ = "numpy.scipy.fft"`` and ``__ua_function__``).
 
 ``scipy.fft``'s functions are uarray multimethods: each call asks the active backends in turn, and SciPy's
-own backend converts its input with ``np.asarray``, which a tensor of a transform refuses. polyad's
-backend, ``scipy_fft_backend``, takes the calls whose input ``x`` is a polyad tensor (inside ``grad``,
-``jvp``, ``vmap``, ``jit``, ...) and computes them with ``polyad.xp.fft``, whose functions are ops with
-derivative and batching rules; for anything else it returns ``NotImplemented``, so SciPy's backend runs
-as before (NumPy arrays, lists). Activate it with:
+own backend converts its input with ``np.asarray``, which a tensor of a transform refuses, as do CuPy's
+arrays. polyad's backend, ``scipy_fft_backend``, takes the calls whose input ``x`` is a polyad tensor
+(inside ``grad``, ``jvp``, ``vmap``, ``jit``, ...) or an array of another library than NumPy (CuPy's: the
+transform runs on the GPU, by cuFFT and cupyx.scipy.fft, and the result stays there), and computes them
+with ``polyad.xp.fft``, whose functions are ops with derivative and batching rules; for anything else it
+returns ``NotImplemented``, so SciPy's backend runs as before (NumPy arrays, lists). Activate it with:
 
 - ``with polyad.use_scipy_fft_backend():`` (the same as ``scipy.fft.set_backend(scipy_fft_backend)``): in
   the block, on the calling thread;
@@ -32,6 +33,7 @@ to ``polyad.xp.fft`` itself (``fftfreq(n, xp=polyad.xp)``).
 
 import inspect
 
+import polyad.dispatch as dispatch
 from polyad import xp as _xp
 from polyad.core import Tensor
 
@@ -84,6 +86,17 @@ def _compute(name, a):
     return _xp.conj(_xp.fft.rfftn(x, s=s, axes=axes, norm=_MIRROR[norm]))
 
 
+def _ours(x):
+    """Whether polyad's backend computes a call on ``x``: a polyad tensor, or an array of a library other
+    than NumPy (CuPy's, array_api_strict's on another device), which SciPy's own backend would convert
+    with ``np.asarray``: CuPy refuses that, so polyad computes it by the array's own library (cuFFT for
+    CuPy; the discrete cosine and sine transforms by cupyx.scipy.fft) and the result stays on its device."""
+    if isinstance(x, Tensor):
+        return True
+    owner = dispatch.backend_of_array(x)
+    return owner is not None and owner.name != "numpy"
+
+
 class ScipyFFTBackend:
     """The uarray backend for ``scipy.fft`` that computes on polyad's tensors (module notes).
 
@@ -108,7 +121,7 @@ class ScipyFFTBackend:
     def __ua_function__(self, method, args, kwargs):
         name = getattr(method, "__name__", None)
         # every multimethod polyad handles takes x first: NumPy input leaves before any binding
-        if name not in HANDLED or not isinstance(args[0] if args else kwargs.get("x"), Tensor):
+        if name not in HANDLED or not _ours(args[0] if args else kwargs.get("x")):
             return NotImplemented
         signature = self._signatures.get(name)
         if signature is None:
@@ -117,7 +130,7 @@ class ScipyFFTBackend:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             return NotImplemented  # SciPy's backend raises its own error for a malformed call
-        if not isinstance(bound.arguments.get("x"), Tensor):
+        if not _ours(bound.arguments.get("x")):
             return NotImplemented
         bound.apply_defaults()
         return _compute(name, bound.arguments)

@@ -36,6 +36,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def stand_in():
+    """``(native, accelerator)``: the device type of the backend under test's own arrays ("cpu" on NumPy,
+    "cuda" on CuPy) and a stand-in type ranked directly above it that its float32 arrays play ("cuda"
+    above "cpu"; on CuPy "accel" above "cuda"). Tests of the kernel choice register kernels for these
+    two, so that they test the real choice on every backend."""
+    from polyad import dispatch
+
+    xp = dispatch.default_backend().xp
+    native = dispatch.device_type(xp.ones(1, dtype=xp.float64))
+    accelerator = "cuda" if native != "cuda" else "accel"
+    undo = dispatch.register_device_type(accelerator, lambda a: "float32" in str(a.dtype), above=native)
+    try:
+        yield native, accelerator
+    finally:
+        undo()
+
+
+@pytest.fixture
 def fake_cuda():
     """float32 arrays play the part of CUDA arrays (both backends have them): a stand-in device type."""
     from polyad import dispatch

@@ -38,6 +38,13 @@ def to_numpy(x):
     return np.asarray(x)
 
 
+def native_device_type():
+    """The device type of the backend under test's own arrays: "cpu" on NumPy, "cuda" on CuPy. Tests of
+    kernels chosen by device register theirs for it, so that they test the real choice on every backend."""
+    xp = dispatch.default_backend().xp
+    return dispatch.device_type(xp.ones(1, dtype=xp.float64))
+
+
 def _dtype_owner(x):
     """The backend whose namespace has dtype ``x`` (the default backend first), or None."""
     if isinstance(x, int | float | complex | bool | str) or x is None:

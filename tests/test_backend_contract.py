@@ -11,7 +11,7 @@ import array_api_compat.numpy as compat_numpy
 import numpy as np
 import pytest
 import toy_backend
-from helpers import assert_close, diff_fn, raises_cleanly, to_numpy
+from helpers import assert_close, diff_fn, native_device_type, raises_cleanly, to_numpy
 from toy_backend import TOY, ToyArray
 
 import polyad as pa
@@ -348,17 +348,22 @@ def test_backend_kernel_for_a_shipped_op_is_attached_and_chosen(toy):
 
 @pytest.fixture
 def xpu():
-    """Device type "xpu", above "cpu": float32 arrays of the backend under test play its arrays."""
-    undo = pa.register_device_type("xpu", lambda a: a.dtype == dispatch.default_backend().xp.float32)
+    """Device type "xpu", directly above the backend under test's own ("cpu" on NumPy, "cuda" on CuPy):
+    its float32 arrays play xpu arrays. Yields that native type."""
+    native = native_device_type()
+    undo = pa.register_device_type(
+        "xpu", lambda a: a.dtype == dispatch.default_backend().xp.float32, above=native
+    )
     try:
-        yield
+        yield native
     finally:
         undo()
     assert "xpu" not in pa.DEVICE_PRIORITY
 
 
 def test_registered_device_type_kernel_is_chosen_over_cpu(xpu):
-    assert pa.DEVICE_PRIORITY.index("xpu") == pa.DEVICE_PRIORITY.index("cpu") - 1
+    native = xpu  # "cpu" on NumPy, "cuda" on CuPy
+    assert pa.DEVICE_PRIORITY.index("xpu") == pa.DEVICE_PRIORITY.index(native) - 1
     calls = []
 
     @pa.custom_op("contract::scale", mutates_args=())
@@ -366,7 +371,7 @@ def test_registered_device_type_kernel_is_chosen_over_cpu(xpu):
         calls.append("generic")
         return x * 2
 
-    scale.register_kernel("cpu", lambda x: calls.append("cpu") or x * 2)
+    scale.register_kernel(native, lambda x: calls.append("cpu") or x * 2)
     scale.register_kernel("xpu", lambda x: calls.append("xpu") or x * 3)
     bxp = dispatch.default_backend().xp
     a64, a32 = bxp.ones(2, dtype=bxp.float64), bxp.ones(2, dtype=bxp.float32)
@@ -378,7 +383,7 @@ def test_registered_device_type_kernel_is_chosen_over_cpu(xpu):
     def add(x, y):
         return x + y
 
-    add.register_kernel("cpu", lambda x, y: calls.append("cpu") or x + y)
+    add.register_kernel(native, lambda x, y: calls.append("cpu") or x + y)
     add.register_kernel("xpu", lambda x, y: calls.append("xpu") or x + y + 1)
     assert_close(add(a64, bxp.astype(a32, bxp.float64)), bxp.full(2, 2.0, dtype=bxp.float64))
     assert_close(add(a64, a32), bxp.full(2, 3.0, dtype=bxp.float64))  # mixed: the higher priority wins

@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import assert_close, raises_cleanly, to_numpy
+from helpers import assert_close, native_device_type, raises_cleanly, to_numpy
 
 import polyad as pa
 from polyad import dispatch, xp
@@ -220,12 +220,13 @@ def test_negative_out_dim_counts_from_the_end():
 
 
 def test_kernel_output_must_be_one_array_of_the_inputs_library():
+    native = native_device_type()  # "cpu" on NumPy, "cuda" on CuPy
     op = _doubler()
-    op.register_kernel("cpu", lambda x: [1.0, 2.0])
-    with raises_cleanly(TypeError, op.name, "kernel for 'cpu'", "returned a list"):
+    op.register_kernel(native, lambda x: [1.0, 2.0])
+    with raises_cleanly(TypeError, op.name, f"kernel for '{native}'", "returned a list"):
         xp.sum(op(_arr([1.0, 2.0])))
     op2 = _doubler()
-    op2.register_kernel("cpu", lambda x: _other_backend_array([1.0, 2.0]))
+    op2.register_kernel(native, lambda x: _other_backend_array([1.0, 2.0]))
     with raises_cleanly(TypeError, op2.name, "array", pa.get_backend()):
         op2(_arr([1.0, 2.0]))
 
@@ -332,8 +333,9 @@ def test_fake_is_compared_with_the_kernel_under_the_debug_switch(checking):
     op.register_fake(lambda x: x.__array_namespace__().empty_like(x))
     assert_close(op(_arr([1.0, 2.0])), np.asarray([2.0, 4.0]))
     # kernels chosen per device are checked too, also inside a transform
-    op.register_kernel("cpu", lambda x: x[:1] * 2)
-    with raises_cleanly(ValueError, "kernel for 'cpu' returned shape (1,)"):
+    native = native_device_type()
+    op.register_kernel(native, lambda x: x[:1] * 2)
+    with raises_cleanly(ValueError, f"kernel for '{native}' returned shape (1,)"):
         pa.vmap(op)(_arr([[1.0, 2.0], [3.0, 4.0]]))
 
 

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import assert_close, to_numpy
+from helpers import assert_close, native_device_type, to_numpy
 
 import polyad as pa
 from polyad import dispatch, xp
@@ -172,11 +172,21 @@ def test_jvp_rule_must_return_a_pair():
         pa.jvp(ident, (x,), (x,))
 
 
+def _device_types():
+    """``(native, accelerator)``: the backend's own device type and the stand-in one ``_FakeCuda`` ranks
+    above it ("cpu" and "cuda" on NumPy; on CuPy, whose arrays are "cuda" already, "cuda" and "accel")."""
+    native = native_device_type()
+    return native, "cuda" if native != "cuda" else "accel"
+
+
 class _FakeCuda:
-    """float32 arrays stand in for CUDA arrays."""
+    """float32 arrays stand in for an accelerator's arrays (see ``_device_types``)."""
 
     def __enter__(self):
-        self.undo = dispatch.register_device_type("cuda", lambda a: "float32" in str(a.dtype))
+        native, accelerator = _device_types()
+        self.undo = dispatch.register_device_type(
+            accelerator, lambda a: "float32" in str(a.dtype), above=native
+        )
 
     def __exit__(self, *exc):
         self.undo()
@@ -190,8 +200,9 @@ def test_register_kernel_and_library_impl_choose_by_device():
         calls.append("default")
         return x * 2
 
-    twice.register_kernel("cpu")(lambda x: calls.append("cpu") or x * 2)
-    pa.library.impl(twice.name, "cuda", lambda x: calls.append("cuda") or x * 2)
+    native, accelerator = _device_types()
+    twice.register_kernel(native)(lambda x: calls.append("cpu") or x * 2)
+    pa.library.impl(twice.name, accelerator, lambda x: calls.append("cuda") or x * 2)
     with _FakeCuda():
         f64 = _xp().ones(2, dtype=_xp().float64)
         f32 = _xp().ones(2, dtype=_xp().float32)
@@ -207,7 +218,7 @@ def test_library_impl_as_decorator_and_unknown_name():
     def f(x):
         return x
 
-    @pa.library.impl(f.name, device_types=("cpu",))
+    @pa.library.impl(f.name, device_types=(native_device_type(),))
     def cpu_kernel(x):
         return x + 1
 
@@ -224,7 +235,7 @@ def test_override_kernel_and_rule_restored_on_exit():
         seen.append(1)
         return _xp().sin(v)
 
-    with pa.library.override(pa.xp.sin, "cpu", counting_sin):
+    with pa.library.override(pa.xp.sin, native_device_type(), counting_sin):
         pa.grad(lambda v: xp.sum(xp.sin(v)))(x)
     assert seen == [1]
     xp.sin(x)

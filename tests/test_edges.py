@@ -172,7 +172,7 @@ def test_det_derivatives_at_singular_matrices(m):
     assert_close(pa.grad(pxp.linalg.det)(x), _a(adj.T.tolist()), atol=1e-12)
     t = Sampler(seed=1).float(*np.asarray(m).shape)
     value, tangent = pa.jvp(pxp.linalg.det, (x,), (t,))
-    assert float(value) == 0.0
+    assert abs(float(value)) < 1e-14  # LAPACK's LU gives 0 exactly, cuSOLVER's -6.7e-16 at rank 2
     assert abs(float(tangent) - float(np.trace(adj @ to_numpy(t)))) < 1e-12
     check_jvp(pxp.linalg.det, (x,))
     check_vjp(pxp.linalg.det, (x,))

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import assert_close, cupy_kernels_on_stand_ins, raises_cleanly, to_numpy
+from helpers import assert_close, cupy_kernels_on_stand_ins, native_device_type, raises_cleanly, to_numpy
 
 import polyad as pa
 from polyad import dispatch
@@ -169,6 +169,9 @@ EDGES = [
 
 @pytest.mark.parametrize("name, columns", EDGES, ids=[e[0] for e in EDGES])
 def test_edges_match_scipy(name, columns):
+    reason = BY_NAME[f"special.{name}"].skip_reason("edges") if f"special.{name}" in BY_NAME else None
+    if reason:  # a backend's kernel known to differ there (the op table's backend_failures)
+        pytest.xfail(reason)
     args = [arr(c) for c in columns]
     got = getattr(special, name)(*args)
     expected = getattr(scipy_special, name)(*[np.asarray(c, dtype=np.float64) for c in columns])
@@ -301,10 +304,13 @@ def test_bad_arguments_are_named():
 # ------------------------------------------------------------------------------ kernels per device type
 
 
-def test_cpu_arrays_take_the_scipy_kernel(fake_cuda):
+def test_cpu_arrays_take_the_scipy_kernel(stand_in):
+    # float64 arrays: the backend's own kernel (SciPy's on NumPy, cupyx's on CuPy); float32 ones play an
+    # accelerator's ("cuda" on NumPy, a stand-in above "cuda" on CuPy)
+    native, accelerator = stand_in
     calls = []
     fake = lambda x: calls.append("cuda") or x + 100.0  # noqa: E731
-    with pa.library.override(special.erf, "cuda", fake):
+    with pa.library.override(special.erf, accelerator, fake):
         x64 = arr([0.5])
         assert_close(special.erf(x64), arr(scipy_special.erf([0.5])), rtol=1e-15)
         assert calls == []  # float64: "cpu", SciPy
@@ -408,7 +414,7 @@ def test_without_scipy_generic_kernels_work_and_scipy_kernels_say_how_to_install
         "print('expit', float(pa.xp.sum(pa.grad(lambda v: pa.xp.sum(special.expit(v)))(x))))\n"
         "print('lse', float(special.logsumexp(x)))\n"
         "try:\n"
-        "    special.erf(x)\n"
+        "    print('erf', float(pa.xp.sum(special.erf(x))))\n"
         "except ImportError as e:\n"
         "    print('error', e)\n"
     )
@@ -419,4 +425,7 @@ def test_without_scipy_generic_kernels_work_and_scipy_kernels_say_how_to_install
     s = scipy_special.expit(np.array([0.5, -1.0]))
     np.testing.assert_allclose(float(out["expit"]), (s * (1 - s)).sum(), rtol=1e-12)
     np.testing.assert_allclose(float(out["lse"]), scipy_special.logsumexp([0.5, -1.0]), rtol=1e-13)
-    assert "polyad.xp.special.erf" in out["error"] and "pip install polyad[scipy]" in out["error"]
+    if native_device_type() == "cpu":  # SciPy's kernel, missing: the error says how to install it
+        assert "polyad.xp.special.erf" in out["error"] and "pip install polyad[scipy]" in out["error"]
+    else:  # CuPy's arrays take cupyx's kernel, which needs no SciPy
+        np.testing.assert_allclose(float(out["erf"]), scipy_special.erf([0.5, -1.0]).sum(), rtol=1e-13)

@@ -47,7 +47,8 @@ def arr(v):
     return B.xp.asarray(np.asarray(v, dtype=np.float64))
 
 def out(v):
-    return np.asarray(B.to_numpy(v)).tolist()
+    # a plain tensor's array, then a host copy through the backend (a CuPy tensor refuses np.asarray)
+    return np.asarray(B.to_numpy(v.concrete() if isinstance(v, pa.Tensor) else v)).tolist()
 
 def lookups():
     from scipy.special._support_alternative_backends import _get_native_func

@@ -130,18 +130,18 @@ def _str_tuple(value, name):
     return names
 
 
-def _pipeline(optimized, backend, math):
+def _pipeline(optimized, backend, math, device=None):
     """``(fused graph, compiled code)`` of an optimised graph: fusion (its loops' functions by ``math``),
     then the bodies of its loops compiled by this same pipeline, then in-place reuse of dead buffers last
     (the passes before it do not know in-place ops), then code."""
     fused = compiler.fuse(optimized, backend.name, math)
-    fused = compiler.compile_bodies(fused, lambda body: _compile_body(body, backend, math))
+    fused = compiler.compile_bodies(fused, lambda body: _compile_body(body, backend, math, device))
     fused = compiler.reuse_buffers(fused, backend.name)
-    return fused, fused.compile(backend.name)
+    return fused, fused.compile(backend.name, device)
 
 
-def _compile_body(graph, backend, math):
-    _, compiled = _pipeline(compiler.optimize(graph), backend, math)
+def _compile_body(graph, backend, math, device):
+    _, compiled = _pipeline(compiler.optimize(graph), backend, math, device)
     return lambda *args: compiled.fn(*args)  # the flat arguments as they come: no tree, checked once
 
 
@@ -510,8 +510,11 @@ class Jitted:
     def _trace(self, args, kwargs, flat, tree, sig, backend):
         call, positions = self._rebuild(args, kwargs, tree, flat)
         weak = {k for k, p in enumerate(positions) if sig[p] is WEAK_FLOAT or sig[p][0] is WEAK_FLOAT}
+        # each array's device itself, not its cache key (a CuPy device's key is a tuple: no device)
         avals = [
-            weak_aval(flat[p], backend) if k in weak else ShapeDtype(tuple(sig[p][1]), sig[p][2], sig[p][3])
+            weak_aval(flat[p], backend)
+            if k in weak
+            else ShapeDtype(tuple(sig[p][1]), sig[p][2], getattr(bottom(flat[p]), "device", None))
             for k, p in enumerate(positions)
         ]
         in_tree = optree.tree_structure(tuple(range(len(avals))))
@@ -520,6 +523,9 @@ class Jitted:
             call, avals, in_tree, backend, self._where, names, closed_inputs=True, weak=weak
         )
         graph.donated = self._donated(args, flat, positions)
+        # the inputs' device, where the compiled code makes what has no input to follow (None: the default)
+        devices = (a.device for k, a in enumerate(avals) if k not in weak and a.device is not None)
+        device = dispatch.placement(backend, next(devices, None))
         watch = closed_over.watched(self.func, closed)
         if lifted:  # values of enclosing transforms closed over: replayed on them, never compiled
             return _Entry(graph, compiler.optimize(graph), None, None, lifted, closed, watch)
@@ -527,7 +533,7 @@ class Jitted:
 
         def finish():
             optimized = compiler.optimize(graph)
-            fused, compiled = _pipeline(optimized, backend, math)
+            fused, compiled = _pipeline(optimized, backend, math, device)
             if backend.name == "numpy":  # the fused loops start compiling now, not at their first call
                 for node in fused.nodes:
                     warm = getattr(getattr(node.op, "kernels", {}).get("cpu"), "warm", None)
@@ -544,7 +550,13 @@ class Jitted:
             return entry
         # the first calls run the graph as traced, its nodes' kernels in a loop; the rest in the background
         entry = _Entry(
-            graph, None, None, interpret_graph(graph, backend), closed=closed, watch=watch, finish=finish
+            graph,
+            None,
+            None,
+            interpret_graph(graph, backend, device),
+            closed=closed,
+            watch=watch,
+            finish=finish,
         )
         entry.run = _then_finish(entry, entry.run)
         return entry

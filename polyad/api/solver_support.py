@@ -32,9 +32,10 @@ def to_host(x):
 
 
 def from_host(values, like):
-    """NumPy ``values`` as an array of ``like``'s backend and dtype."""
+    """NumPy ``values`` as an array of ``like``'s backend, dtype and device (SciPy's results go back to
+    the device the inputs came from)."""
     backend = dispatch.backend_of_array(bottom(like)) or dispatch.default_backend()
-    return backend.xp.asarray(values, dtype=like.dtype)
+    return backend.xp.asarray(values, dtype=like.dtype, device=getattr(like, "device", None))
 
 
 def check_callable(fn, name, where):

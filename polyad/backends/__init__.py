@@ -23,7 +23,10 @@ Its fields:
   a lazy library, ``persist(*arrays) -> arrays`` (each array computed, its value kept: Dask's persist),
   which a Python loop calls on its state at each step it reads a value (a while loop's condition, an ODE
   solver's step control), so that each step's graph starts from the last step's values, not from the
-  loop's start (``polyad.dispatch.persisted``).
+  loop's start (``polyad.dispatch.persisted``); and ``decompose_stack(f, x) -> f(x)``, for a library whose
+  batched eigh/svd give other vectors (signs, bases of repeated values) than one matrix at a time: it runs
+  ``f`` (a tuple-returning decomposition of matrices) on each matrix of the stack ``x`` and stacks the
+  results, so that vmap of a function gives the answers its eager calls give (CuPy's cuSOLVER).
 - ``array_types``: the types of the library's arrays (``isinstance`` decides which backend owns an array).
 - ``is_scalar(x) -> bool``: True for the library's scalar objects that subclass a Python number yet
   belong to it (NumPy's ``float64`` subclasses ``float``); never for Python's own types. Default: never.

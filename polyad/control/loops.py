@@ -272,8 +272,9 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
         return val
     n = max(upper - lower, 0)
     step = _fori_step(body)
-    carry, _ = _scan(step, init, xp.arange(lower, lower + n), None, False, checkpoints, max_memory, where,
-                     "the loop index i")  # fmt: skip
+    device = next((v.device for v in optree.tree_leaves(init) if hasattr(v, "shape")), None)  # the carry's
+    index = xp.arange(lower, lower + n, device=device)
+    carry, _ = _scan(step, init, index, None, False, checkpoints, max_memory, where, "the loop index i")
     return carry
 
 

@@ -88,7 +88,7 @@ class Graph:
         consts = [to_backend(c, b) for c in self.consts]
         return Graph(self.inputs, self.in_tree, self.nodes, self.outputs, self.out_tree, consts)
 
-    def compile(self, backend: str | None = None) -> Any:
+    def compile(self, backend: str | None = None, device: Any = None) -> Any:
         """This graph as one straight-line Python function of backend arrays: trace once, replay fast.
 
         Each node becomes one call of its kernel, already resolved for ``backend`` (a name; default: the
@@ -97,7 +97,9 @@ class Graph:
         input's shape, no longer keep that input alive: the graph of ``grad(f)`` then skips the last steps
         of ``f`` that only computed its value. Each intermediate is released after its last use, as eager
         code lets go of its temporaries. The result runs on raw arrays of that backend only, outside
-        transforms (for transforms, call the graph itself). ``source`` shows the generated code.
+        transforms (for transforms, call the graph itself). ``source`` shows the generated code. For inputs
+        on another device than the backend's default, name it as ``device``: ``*_like`` creations and the
+        graph's constants are then made there (they have no input to follow).
 
         Example:
             >>> import numpy as np, polyad as pa
@@ -105,4 +107,5 @@ class Graph:
             >>> g(np.array([0.0, np.pi]))
             array([ 1., -1.])
         """
-        return compile_graph(self, backend_arg(backend, "Graph.compile"))
+        b = backend_arg(backend, "Graph.compile")
+        return compile_graph(self, b, dispatch.placement(b, device))

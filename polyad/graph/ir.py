@@ -3,6 +3,8 @@
 ``Graph`` (``polyad.graph.graph``) is built from these; so is the compiler's code (``polyad.graph.compiler``).
 """
 
+import array_api_compat
+
 import polyad.dispatch as dispatch
 from polyad.core import Tensor
 from polyad.ops.common import dtype_name
@@ -155,23 +157,34 @@ def _signature_of(v):
     return f"shape {v.shape} and dtype {dtype_name(v.dtype)}"
 
 
-def to_backend(array, backend):
-    if dispatch.backend_of_array(array) is backend:
-        return array
-    try:
-        return backend.xp.from_dlpack(array)
-    except Exception:  # a library without DLPack interchange for this pair: go through a copy
-        return backend.xp.asarray(array)
+def to_backend(array, backend, device=None):
+    """``array`` as an array of ``backend`` (on ``device`` when given: the device a graph is compiled for,
+    where constants folded at compile time on the default device must move once)."""
+    if dispatch.backend_of_array(array) is not backend:
+        try:
+            array = backend.xp.from_dlpack(array)
+        except Exception:  # a library without DLPack interchange for this pair: go through a copy
+            array = backend.xp.asarray(array)
+    if device is not None and not dispatch.same_device(array.device, device):
+        array = array_api_compat.to_device(array, device)
+    return array
+
+
+_DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                "float32", "float64", "complex64", "complex128")  # fmt: skip
 
 
 def param_to_backend(value, backend):
-    # dtypes recorded on one backend become the same-named dtypes of another
+    # dtypes recorded on one backend become the same-named dtypes of another; NumPy's scalar types too
+    # (``polyad.xp.int64`` on the numpy default backend, recorded for another library's arrays)
+    if isinstance(value, type) and value.__module__ == "numpy":
+        name = value.__name__
+        return getattr(backend.xp, name) if name in _DTYPE_NAMES else value
     name = str(value)
     if hasattr(value, "__class__") and (
         "dtype" in type(value).__name__.lower() or "DType" in type(value).__name__
     ):
-        for candidate in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                          "float32", "float64", "complex64", "complex128"):  # fmt: skip
+        for candidate in _DTYPE_NAMES:
             if name.endswith(candidate) and not name.endswith("u" + candidate):
                 return getattr(backend.xp, candidate)
     return value

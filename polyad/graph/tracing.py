@@ -13,7 +13,8 @@ from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
 from polyad.ops import views
-from polyad.ops.common import ShapeDtype, bottom, dtype_name
+from polyad.ops.common import ShapeDtype, bottom, dtype_name, same_named_dtype
+from polyad.ops.dtypes import owns_dtype
 from polyad.transforms.abstract import abstract_rule
 
 
@@ -92,6 +93,15 @@ PYTHON_ARITHMETIC = frozenset(
 )
 
 
+def _native_dtype(backend, dtype):
+    """``dtype`` as the traced backend's own dtype object. A value made without a device (a Python int in
+    a loop's carry, ``astype(p, polyad.xp.int64)``) has the default backend's dtype; on another library's
+    arrays (array_api_strict with the numpy default) it stands for the dtype of the same name."""
+    if not owns_dtype(backend, dtype):
+        dtype = same_named_dtype(backend.xp, dtype)
+    return backend.xp.empty((0,), dtype=dtype).dtype
+
+
 class TracingInterpreter(GraphInterpreter):
     """Graph capture on abstract values, for ``pa.jit``: each op is recorded and its output shape and
     dtype come from its ``abstract_eval`` rule; nothing is computed. A value of the function's arguments
@@ -116,10 +126,11 @@ class TracingInterpreter(GraphInterpreter):
         self._weak_out = False  # the op being recorded has only weak values among its arrays
 
     def new_var(self, aval, weak=False):
-        dtype = self._dtypes.get(aval.dtype)
+        key = (type(aval.dtype), aval.dtype)  # the type first: two libraries' dtypes are never compared
+        dtype = self._dtypes.get(key)
         if dtype is None:  # a rule may give a scalar type (NumPy's np.bool): the arrays' own dtype object,
             # as a concrete capture records it
-            dtype = self._dtypes[aval.dtype] = self.backend.xp.empty((0,), dtype=aval.dtype).dtype
+            dtype = self._dtypes[key] = _native_dtype(self.backend, aval.dtype)
         if dtype is not aval.dtype:
             aval = ShapeDtype(aval.shape, dtype, aval.device)
         v = Var(self.next_id, aval.shape, dtype)

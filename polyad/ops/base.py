@@ -31,6 +31,7 @@ from polyad.ops.common import (
     ndim_of,
     normalize_axis,
     same_dtype,
+    same_named_dtype,
     shape_abstract,
     shape_of,
     unary_batch,
@@ -501,9 +502,12 @@ sum.op = _sum
 
 
 def _astype_kernel(xp, x, *, dtype, copy=True, device=None):
-    if device is None:
-        return xp.astype(x, dtype, copy=copy)
-    return xp.astype(x, dtype, copy=copy, device=device)
+    where = {} if device is None else {"device": device}
+    try:
+        return xp.astype(x, dtype, copy=copy, **where)
+    except (TypeError, ValueError, AttributeError):  # another library's dtype (polyad.xp's on the default
+        # backend, for array_api_strict's arrays): the dtype of that name
+        return xp.astype(x, same_named_dtype(xp, dtype), copy=copy, **where)
 
 
 def _astype_vjp(g, y, x, *, dtype, copy=True, device=None):

@@ -209,10 +209,24 @@ def dtype_name(dtype):
         return str(dtype).rsplit(".", 1)[-1]
 
 
+def same_named_dtype(xp, dtype):
+    """The dtype of namespace ``xp`` named as ``dtype``, a dtype (or NumPy scalar type) of another library:
+    a value made without a device (``polyad.xp.int64`` on the numpy default backend) used with another
+    library's arrays stands for it."""
+    name = dtype.__name__ if isinstance(dtype, type) else dtype_name(dtype)
+    return getattr(xp, name)
+
+
 def itemsize(dtype, xp):
-    """Bytes per element of ``dtype`` (any backend's: read through the Array API's finfo/iinfo)."""
-    if dtype == xp.bool:
+    """Bytes per element of ``dtype``, any library's: from its name ("complex128": 16), else through
+    ``xp``'s finfo/iinfo. (``xp`` may be polyad's namespace, whose dtypes are the default backend's: a
+    comparison with them would not recognise another library's bool.)"""
+    name = dtype_name(dtype)
+    if name == "bool":
         return 1
+    digits = "".join(c for c in name if c.isdigit())
+    if digits:
+        return int(digits) // 8
     if xp.isdtype(dtype, "complex floating"):
         return 2 * xp.finfo(dtype).bits // 8
     if xp.isdtype(dtype, "real floating"):
@@ -288,7 +302,13 @@ def creation_op(name, shape_rule):
     """An op with no array arguments, run on the backend that owns its ``device``."""
 
     def kernel(xp, *args, **params):
-        return getattr(xp, name)(*args, **params)
+        try:
+            return getattr(xp, name)(*args, **params)
+        except (TypeError, ValueError, AttributeError):
+            if params.get("dtype") is None:
+                raise
+            # another library's dtype (polyad.xp's on the default backend, for a device of another): by name
+            return getattr(xp, name)(*args, **{**params, "dtype": same_named_dtype(xp, params["dtype"])})
 
     def abstract(xp, *args, dtype=None, device=None, **params):
         if dtype is None:

@@ -8,6 +8,8 @@ Functions without an array argument create on the backend that owns ``device`` (
 of the base ops need them); they are importable from here.
 """
 
+import math
+
 import array_api_compat
 
 import polyad.dispatch as dispatch
@@ -16,6 +18,7 @@ from polyad.core.tensor import reconnect
 from polyad.ops.base import astype, broadcast_to, move_to_front, reshape, stack, unbroadcast, where
 from polyad.ops.common import (
     ShapeDtype,
+    bottom,
     creation_op,
     define,
     device_of,
@@ -23,6 +26,7 @@ from polyad.ops.common import (
     is_floating,
     ndim_of,
     on_device,
+    same_named_dtype,
     shape_of,
     shape_tuple,
 )
@@ -92,13 +96,30 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``. A tensor ``start`` or ``step`` makes the values
     differentiable in it (the length is read from the values, as a constant)."""
-    out = _arange_values(start, stop, step, dtype=dtype, device=device)
+    tensors = [v for v in (start, stop, step) if isinstance(v, Tensor)]
+    if tensors:  # the bounds read to the host on purpose (the length depends on them: a device's 0-d
+        # arrays cannot be handed to its library's arange), the values made on the tensors' device
+        device = device if device is not None else tensors[0].device
+        bounds = [_host_number(v) if isinstance(v, Tensor) else v for v in (start, stop, step)]
+        out = _arange_values(*bounds, dtype=dtype, device=device)
+    else:
+        out = _arange_values(start, stop, step, dtype=dtype, device=device)
     if not _traced(start, stop, step):
         return out
     if stop is None:
         start = 0.0
     i = astype(_arange_values(shape_of(out)[0], device=device_of(out)), _result_dtype(start, stop, step))
     return _finish(i * _floating(step) + _floating(start), dtype, device)
+
+
+def _host_number(t):
+    """A 0-d tensor's value as a Python number, through its backend's host copy (no derivative: the
+    values are recomputed from the tensor where they carry one)."""
+    array = bottom(t)
+    backend = dispatch.backend_of_array(array)
+    if backend is None or math.prod(array.shape) != 1:  # no value (pa.jit) or a batch (vmap): as given
+        return t
+    return backend.to_numpy(array).item()
 
 
 def _traced(*values):
@@ -137,10 +158,12 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 # ------------------------------------------------------------------------------ *like_op
 
 
-_empty_like = like_op("empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype))
+_empty_like = like_op(
+    "empty_like", lambda xp, shape, dtype, device=None: xp.empty(shape, dtype=dtype, device=device)
+)
 _full_like = like_op(
     "full_like",
-    lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype),
+    lambda xp, shape, dtype, fill_value, device=None: xp.full(shape, fill_value, dtype=dtype, device=device),
 )
 
 
@@ -222,6 +245,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     backend = dispatch.backend_of_array(obj) if device is None else dispatch.owner_of_device(device)
     if backend is None:
         backend = dispatch.backend_of_device(device)
+    if dtype is not None and not owns_dtype(backend, dtype):  # polyad.xp's dtype, for another library
+        dtype = same_named_dtype(backend.xp, dtype)
     kwargs = {"dtype": dtype, "copy": copy}
     if device is not None:
         kwargs["device"] = device

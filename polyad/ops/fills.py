@@ -49,8 +49,12 @@ def like_op(name, from_shape):
     return op
 
 
-_zeros_like = like_op("zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype))
-_ones_like = like_op("ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype))
+_zeros_like = like_op(
+    "zeros_like", lambda xp, shape, dtype, device=None: xp.zeros(shape, dtype=dtype, device=device)
+)
+_ones_like = like_op(
+    "ones_like", lambda xp, shape, dtype, device=None: xp.ones(shape, dtype=dtype, device=device)
+)
 
 
 def other_library(x, device):

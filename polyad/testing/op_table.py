@@ -16,7 +16,8 @@ import polyad.xp as pxp
 from polyad.ops.common import is_floating
 
 # "lazy": on a backend with lazy arrays (Dask), the function and its transforms compute nothing
-CHECKS = ("value", "abstract", "vjp", "jvp", "grad2", "vmap", "lazy")
+# "edges": the values at inf, nan, zeros and exact points against SciPy (tests/test_special*.py)
+CHECKS = ("value", "abstract", "vjp", "jvp", "grad2", "vmap", "lazy", "edges")
 ALL = "all"  # in ``backend_failures``: every check fails on that backend
 
 

@@ -21,6 +21,9 @@ def _ref(name, cast):
             x = _as_complex(xp, x)
         if kw.get("s") is not None and kw.get("axes") is None:
             kw = {**kw, "axes": tuple(range(x.ndim - len(kw["s"]), x.ndim))}
+        if kw.get("s") is not None and -1 in kw["s"]:  # the standard's "the input's length": CuPy's fftn
+            # reads -1 as a length (a (2, 3) result for s=(-1, 3) of a (3, 4) input)
+            kw = {**kw, "s": tuple(x.shape[a] if n == -1 else n for n, a in zip(kw["s"], kw["axes"]))}
         return getattr(xp.fft, name)(x, **kw)
 
     return ref

@@ -27,15 +27,6 @@ def _solve_broadcast(xp, a, b):
     return x[..., 0] if vec else x
 
 
-# seen on an H100 (CuPy 14.2): vmap's one batched call and the loop's per-matrix calls differ in the vectors
-_CUPY_BATCHED_SIGNS = on_backend(
-    "cupy",
-    "CuPy's batched eigh/svd (cuSOLVER's batched routines) pick other signs of the vectors than one matrix "
-    "at a time: vmap's vectors differ from the loop's by a sign per vector (the values agree)",
-    "vmap",
-)
-
-
 def dask_lacks(what):
     """Every check of the row fails on Dask, whose linalg lacks ``what``."""
     return on_backend("dask", f"Dask's linalg {what}")
@@ -394,7 +385,7 @@ ROWS = [
     OpInfo(
         "linalg.eigh",
         eigh_samples,
-        backend_failures={**dask_lacks("has no eigh"), **_CUPY_BATCHED_SIGNS},
+        backend_failures=dask_lacks("has no eigh"),
     ),
     OpInfo("linalg.eigvals", eigvals_samples, backend_failures=dask_lacks("has no eigvals")),
     OpInfo("linalg.eigvalsh", eigvalsh_samples, backend_failures=dask_lacks("has no eigvalsh")),
@@ -430,10 +421,7 @@ ROWS = [
     OpInfo(
         "linalg.svd",
         svd_samples,
-        backend_failures={
-            **dask_lacks("svd has full_matrices=False only, of one 2-D matrix"),
-            **_CUPY_BATCHED_SIGNS,
-        },
+        backend_failures=dask_lacks("svd has full_matrices=False only, of one 2-D matrix"),
     ),
     OpInfo(
         "linalg.svdvals",

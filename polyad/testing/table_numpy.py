@@ -82,6 +82,9 @@ class NumpyInfo(OpInfo):
         call, backend = self.call, dispatch.default_backend()
 
         def run(*args, **kwargs):
+            # keyword arrays too (where=, aweights=, to_begin=): NumPy handed a CuPy array dispatches to
+            # CuPy's function, which lacks some of NumPy's arguments, and array_api_strict's device1 refuses
+            kwargs = {k: _to_numpy(v) for k, v in kwargs.items()}
             return _from_numpy(_unwrap(call(np, *_to_numpy(args), **kwargs)), backend)
 
         return self._pack(run)

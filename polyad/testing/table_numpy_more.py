@@ -2,11 +2,28 @@
 polynomials, products, ``np.linalg``, ``np.fft``, the ufuncs (with the samples of the op table's row for
 the same function) and the ndarray methods. ``NUMPY_TABLE`` is every row of both files."""
 
+import warnings
+
 from polyad.backends.host import np
 from polyad.ops.numpy import UFUNCS
 from polyad.testing import table_numpy
 from polyad.testing.op_table import BY_NAME, on_backend
 from polyad.testing.table_numpy import S, inplace, row
+
+
+def _numpy_takes_2d_cross():
+    """Whether the installed NumPy computes cross products of 2-element vectors (deprecated in NumPy 2.0,
+    refused since 2.5: "Both input arrays must be (arrays of) 3-dimensional vectors")."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            np.cross([1.0, 0.0], [0.0, 1.0])
+        except ValueError:
+            return False
+    return True
+
+
+_CROSS_2D = _numpy_takes_2d_cross()
 
 NO_VMAP_DATA = {"vmap": "the length of the result depends on the data"}
 
@@ -333,8 +350,12 @@ ROWS += [
         lambda s: [
             S((s.float(3), s.float(3))),
             S((s.float(2, 3), s.float(3))),
-            S((s.float(2), s.float(2))),
-            S((s.float(2, 3), s.float(2, 3)), {"axis": 0}),
+            # 2-element vectors only where the reference, the installed NumPy, still takes them
+            *(
+                [S((s.float(2), s.float(2))), S((s.float(2, 3), s.float(2, 3)), {"axis": 0})]
+                if _CROSS_2D
+                else []
+            ),
         ],
     ),
     row(
@@ -518,6 +539,7 @@ ROWS += [
         "exp:dtype",
         lambda s: [S((s.float(3),))],
         call=lambda np_, a: np_.exp(a, dtype=np.float32),
+        rtol=1e-6,  # float32 results: two libraries' expf may differ by an ulp or two (CUDA's from NumPy's)
         eps=1e-3,
         grad_rtol=1e-2,
         grad_atol=1e-3,

@@ -11,6 +11,7 @@ CuPy's documented API; **not yet run on a GPU** (the machines polyad is tested o
 import math
 
 import cupy
+import cupyx
 import cupyx.scipy.linalg as _linalg
 import numpy
 
@@ -101,7 +102,13 @@ LINALG = {
 
 def _solve(xp, a, b):
     """The standard's ``solve``: a 1-D ``b`` is one right-hand side for every matrix of ``a``, else the
-    stacks broadcast; ``cupy.linalg.solve`` needs equal batch shapes, so both are broadcast first."""
+    stacks broadcast; ``cupy.linalg.solve`` needs equal batch shapes, so both are broadcast first. A
+    singular matrix raises ``LinAlgError`` as NumPy's solve does (CuPy's default is silence)."""
+    with cupyx.errstate(linalg="raise"):
+        return _solve_broadcast(a, b)
+
+
+def _solve_broadcast(a, b):
     if b.ndim == 1:
         b2 = cupy.broadcast_to(b[:, None], (*a.shape[:-1], 1))
         return cupy.linalg.solve(a, cupy.ascontiguousarray(b2))[..., 0]

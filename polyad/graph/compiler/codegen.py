@@ -11,8 +11,9 @@ from polyad.dispatch import BY_TYPE
 from polyad.graph.ir import Const, Var, live_nodes, param_to_backend, signature_error, to_backend
 
 
-def compile_graph(graph, b):
-    """``graph`` compiled for the Backend ``b`` (see ``Graph.compile``)."""
+def compile_graph(graph, b, device=None):
+    """``graph`` compiled for the Backend ``b`` (see ``Graph.compile``); ``device``: the device its
+    inputs live on when not ``b``'s default one (creations and constants are made there)."""
     env = {}
     names = {}
 
@@ -21,7 +22,7 @@ def compile_graph(graph, b):
             return names[ref.id]
         if isinstance(ref, Const):
             key = f"c{ref.index}"
-            env[key] = to_backend(graph.consts[ref.index], b)
+            env[key] = to_backend(graph.consts[ref.index], b, device)
             return key
         key = f"lit{len(env)}"
         env[key] = ref
@@ -39,7 +40,7 @@ def compile_graph(graph, b):
         params = {k: param_to_backend(v, b) for k, v in node.params.items()}
         if op.shape_only is not None and isinstance(node.inputs[0], Var):
             like = node.inputs[0]
-            env[f"k{i}"] = _shape_only_kernel(op, like, params, b)
+            env[f"k{i}"] = _shape_only_kernel(op, like, params, b, device)
             lines.append(f"    v{node.outputs[0].id} = k{i}()")
             names[node.outputs[0].id] = f"v{node.outputs[0].id}"
             continue
@@ -76,11 +77,14 @@ def _kernel_of(op, b):
     return op.impls.get(b) or op.resolve(b)
 
 
-def _shape_only_kernel(op, like, params, backend):
-    """A ``*_like`` node as a creation from the recorded shape and dtype: its input is not needed."""
+def _shape_only_kernel(op, like, params, backend, device):
+    """A ``*_like`` node as a creation from the recorded shape and dtype: its input is not needed, so
+    its device is the graph's (``like`` would have given it; the default device otherwise)."""
     xp = backend.xp
     dtype = params.get("dtype") or param_to_backend(like.dtype, backend)
     rest = {k: v for k, v in params.items() if k != "dtype"}
+    if device is not None and rest.get("device") is None:
+        rest["device"] = device
     return functools.partial(op.shape_only, xp, like.shape, dtype, **rest)
 
 
@@ -141,7 +145,7 @@ class CompiledGraph:
         return self.source
 
 
-def interpret_graph(graph, b):
+def interpret_graph(graph, b, device=None):
     """``graph`` as a function of backend arrays like ``compile_graph``'s, without generating code: a loop
     over its live nodes with their kernels resolved for the Backend ``b`` once. Python's ``compile`` of a
     graph of thousands of nodes takes tens of milliseconds (an unrolled loop's); this costs a few
@@ -156,7 +160,7 @@ def interpret_graph(graph, b):
             return (True, r.id)
         if isinstance(r, Const):
             if r.index not in consts:
-                consts[r.index] = to_backend(graph.consts[r.index], b)
+                consts[r.index] = to_backend(graph.consts[r.index], b, device)
             return (False, consts[r.index])
         return (False, r)
 
@@ -167,7 +171,7 @@ def interpret_graph(graph, b):
         outs = tuple(o.id for o in node.outputs)
         gone = tuple(dying.get(pos, ()))
         if op.shape_only is not None and isinstance(node.inputs[0], Var):
-            kernel = _shape_only_kernel(op, node.inputs[0], params, b)
+            kernel = _shape_only_kernel(op, node.inputs[0], params, b, device)
             steps.append((kernel, (), {}, outs, False, gone))
             continue
         kernel = _kernel_of(op, b)

@@ -115,9 +115,19 @@ def cholesky(x, /, *, upper=False):
 # ------------------------------------------------------------------------------ eigh, eigvalsh
 
 
+def _per_stack(xp, f, x):
+    """``f`` of the stack of matrices ``x``: one call, or the backend's ``decompose_stack`` (a call per
+    matrix, where its batched routine picks other vectors than its one-matrix one: CuPy's)."""
+    decompose_stack = getattr(xp, "decompose_stack", None)
+    return f(x) if decompose_stack is None else decompose_stack(f, x)
+
+
 def _eigh_kernel(xp, x):
-    w, v = xp.linalg.eigh(_sym_kernel(xp, x))
-    return (w, v)
+    def eigh(m):
+        w, v = xp.linalg.eigh(_sym_kernel(xp, m))
+        return (w, v)
+
+    return _per_stack(xp, eigh, x)
 
 
 def _eigh_vjp(g, out, x):
@@ -255,7 +265,9 @@ def _svd_jvp(ts, out, x, *, full_matrices=True):
 
 _svd = define(
     "linalg.svd",
-    lambda xp, x, *, full_matrices=True: tuple(xp.linalg.svd(x, full_matrices=full_matrices)),
+    lambda xp, x, *, full_matrices=True: _per_stack(
+        xp, lambda m: tuple(xp.linalg.svd(m, full_matrices=full_matrices)), x
+    ),
     abstract_eval=_svd_abstract,
     vjp=_svd_vjp,
     jvp=_svd_jvp,

@@ -8,6 +8,7 @@ reflected elements come from) is done here on the host, once per call; the data 
 
 import math
 
+import polyad.dispatch as dispatch
 import polyad.xp as pxp
 from polyad.backends.host import np as host_np
 from polyad.core import Tensor, fresh
@@ -470,6 +471,10 @@ def _host_indices(obj, n):
         return host_np.arange(n)[obj]
     if isinstance(obj, Tensor):
         obj = obj.tolist()  # index bookkeeping: integers carry no derivative
+    else:
+        owner = dispatch.backend_of_array(obj)
+        if owner is not None:  # a device's array (CuPy's refuse NumPy): its positions copied here on purpose
+            obj = owner.to_numpy(obj)
     index = host_np.asarray(obj)
     if index.dtype == bool:
         return host_np.flatnonzero(index)
