@@ -81,6 +81,8 @@ fft = _submodule("fft", standard.FFT + _dct.NAMES, _fft_families)
 # not in the standard: the functions SciPy looks up as xp.special.<name> (polyad/ops/special/)
 _special = importlib.import_module("polyad.ops.special")
 special = _submodule("special", _special.NAMES, [_special])
+# not in the standard: SciPy's array-API code asks xp.roots before building its own companion matrix
+roots = importlib.import_module("polyad.ops.linalg.eig").roots
 
 e = math.e
 pi = math.pi

@@ -209,3 +209,22 @@ def test_bad_input(value, error, words):
     for f in (pxp.linalg.eig, pxp.linalg.eigvals):
         with pytest.raises(error, match=words):
             f(_b(value))
+
+
+def test_roots_come_in_numpys_order_eagerly_and_under_transforms():
+    """``xp.roots`` (and ``np.roots`` on tensors) builds NumPy's companion matrix, so the roots come in
+    ``numpy.roots``'s order under jvp and vmap too; each root's derivative in a coefficient is
+    ``-r**(N-1-j) / p'(r)`` (issue 31: SciPy's own companion matrix gave another order)."""
+    p = np.array([2.0, -1.0, -7.0, 2.0, 3.0])  # roots near -1.6, -0.7, 0.8, 1.4: distinct and real
+    expected = np.roots(p)
+    assert np.allclose(to_numpy(pxp.roots(_b(p))), expected, rtol=1e-13)
+    t = np.array([0.0, 0.0, 1.0, 0.0, 0.0])  # the coefficient of z**2
+    value, tangent = pa.jvp(pxp.roots, (_b(p),), (_b(t),))
+    assert np.allclose(to_numpy(value), expected, rtol=1e-13)
+    slope = np.polyval(np.polyder(p), expected)
+    assert np.allclose(to_numpy(tangent), -(expected**2) / slope, rtol=1e-10)
+    batched = pa.vmap(pxp.roots)(_b(np.stack([p, 2.0 * p])))
+    assert np.allclose(to_numpy(batched), np.stack([expected, expected]), rtol=1e-13)
+    if dispatch.default_backend().name == "numpy":  # NumPy's own function on a tensor, by dispatch
+        value, _ = pa.jvp(lambda q: np.roots(q), (p,), (t,))
+        assert np.allclose(to_numpy(value), expected, rtol=1e-13)

@@ -408,6 +408,16 @@ ROWS += [
         call=lambda np_, a: np_.abs(np_.linalg.eigh(a).eigenvectors),
     ),  # each vector up to its sign
     row("linalg.eigvalsh", lambda s: [S((s.float(3, 3),)), S((s.float(3, 3), "U"))]),
+    # general eigenvalues are complex in polyad (NumPy's real where all are): compared by their real parts,
+    # at symmetric matrices (distinct real eigenvalues, real vectors up to sign)
+    row("linalg.eigvals", lambda s: [S((s.spd(3),))], call=lambda np_, a: np_.real(np_.linalg.eigvals(a))),
+    row("linalg.eig", lambda s: [S((s.spd(3),))], call=lambda np_, a: np_.real(np_.linalg.eig(a)[0])),
+    row(
+        "linalg.eig:vectors",
+        lambda s: [S((s.spd(3),))],
+        call=lambda np_, a: np_.abs(np_.real(np_.linalg.eig(a)[1])),
+    ),
+    row("roots", lambda s: [S((s.float(4),))], call=lambda np_, p: np_.real(np_.roots(p))),
     row(
         "linalg.svd", lambda s: [S((s.float(3, 2),))], call=lambda np_, a: np_.linalg.svd(a, compute_uv=False)
     ),

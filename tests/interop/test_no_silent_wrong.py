@@ -121,3 +121,15 @@ def test_standard_scaler_with_a_constant_column_differentiates_without_nan():
     with sklearn.config_context(array_api_dispatch=True):
         _, t = pa.jvp(lambda v: StandardScaler().fit_transform(v), (arr(x),), (arr(np.ones_like(x)),))
     assert np.all(np.isfinite(to_numpy(t)))
+
+
+def test_tf2zpk_keeps_numpys_order_under_transforms():
+    """SciPy asks ``xp.roots`` before building a companion matrix of its own layout: polyad's follows
+    NumPy's, so jvp and vmap give the eager order (issue 31: [-0.5, -1] against NumPy's [-1, -0.5])."""
+    b, a = np.array([1.0, 1.5, 0.5]), np.array([1.0, 0.3, 0.2])
+    eager = signal.tf2zpk(b, a)[0]
+    zeros = lambda b: signal.tf2zpk(b, pxp.asarray(a))[0]  # noqa: E731
+    value, _ = pa.jvp(zeros, (arr(b),), (arr(np.ones(3)),))
+    assert np.allclose(to_numpy(value), eager, rtol=1e-13)
+    batched = pa.vmap(zeros)(arr(np.stack([b, b])))
+    assert np.allclose(to_numpy(batched), np.stack([eager, eager]), rtol=1e-13)

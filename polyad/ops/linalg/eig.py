@@ -37,11 +37,13 @@ from polyad import dispatch
 from polyad.core import bind
 from polyad.ops.base import conj_if_complex, expand_dims, real
 from polyad.ops.common import ShapeDtype, define, is_complex, is_floating, ndim_of, shape_of
+from polyad.ops.creation import eye
 from polyad.ops.linalg.decompositions import diag_matrix, inverse_gaps
 from polyad.ops.linalg.diagonals import diagonal
 from polyad.ops.linalg.products import conj_transpose, matmul
 from polyad.ops.linalg.shared import leading_batch, leading_batch_multi
 from polyad.ops.linalg.solves import solve
+from polyad.ops.manipulation import concat
 
 EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 
@@ -180,6 +182,40 @@ def eigvals(x, /):
     """
     _check(x, "eigvals")
     return bind(_eigvals, x)
+
+
+def roots(p, /):
+    """The roots of the polynomial whose coefficients ``p`` are given highest power first, as
+    ``numpy.roots``: the eigenvalues of its companion matrix built as NumPy builds it (the first row
+    ``-p[1:] / p[0]``, ones below the diagonal), so in NumPy's order; complex, differentiable where they are
+    distinct. Not in the standard: SciPy's array-API code asks ``xp.roots`` first (``scipy.signal.tf2zpk``),
+    and its own companion matrix (another layout) gave the same roots in another order (issue 31).
+
+    Unlike NumPy, leading and trailing zero coefficients are not stripped (that needs the values): the
+    leading coefficient must not be zero, and a trailing zero gives a zero root in LAPACK's place.
+
+    Args:
+        p: a real or complex floating array of shape (N,).
+
+    Returns:
+        An array of shape (N - 1,), complex.
+
+    Example:
+        >>> import numpy as np
+        >>> from polyad import xp
+        >>> xp.roots(np.array([1.0, 1.5, 0.5]))  # (z + 1)(z + 0.5)
+        array([-1. +0.j, -0.5+0.j])
+    """
+    if ndim_of(p) != 1:
+        raise ValueError(
+            f"roots: p must be 1-D (a polynomial's coefficients), got shape {tuple(shape_of(p))}"
+        )
+    n = shape_of(p)[0]
+    if n < 2:
+        return eigvals(eye(0, dtype=p.dtype, device=p.device))
+    first = expand_dims(-p[1:] / p[0], axis=0)
+    below = eye(n - 2, n - 1, dtype=p.dtype, device=p.device)
+    return eigvals(concat([first, below], axis=0))
 
 
 eig.op = _eig

@@ -168,13 +168,13 @@ for _name in ("vector_norm", "matrix_norm", "matrix_transpose", "diagonal", "tra
     implements(f"linalg.{_name}", how=f"xp.linalg.{_name}")(getattr(pxp.linalg, _name))
 implements("linalg.matmul", how="xp.matmul")(pxp.matmul)
 
-refuse("linalg.eig", "polyad has no eigendecomposition of general matrices; np.linalg.eigh for symmetric or "
-                     "Hermitian ones")  # fmt: skip
-refuse("linalg.eigvals", "polyad has no eigenvalues of general matrices; np.linalg.eigvalsh for symmetric "
-                         "or Hermitian ones")  # fmt: skip
 refuse("linalg.tensorsolve", "not in polyad: reshape to a matrix and use np.linalg.solve")
 refuse("linalg.tensorinv", "not in polyad: reshape to a matrix and use np.linalg.inv")
-refuse("roots", "np.roots needs the eigenvalues of a general (companion) matrix, which polyad has not")
+# general eigenvalues: always complex (NumPy's are real where every imaginary part is zero: a dtype that
+# depends on the values, which a traced value cannot have), in the backend's order
+implements("linalg.eig", how="xp.linalg.eig (complex)")(pxp.linalg.eig)
+implements("linalg.eigvals", how="xp.linalg.eigvals (complex)")(pxp.linalg.eigvals)
+implements("roots", how="xp.roots: NumPy's companion matrix, so NumPy's order (complex)")(pxp.roots)
 
 # ------------------------------------------------------------------------------ fft
 
