@@ -134,6 +134,7 @@ SPARSE = {
     "jacobian_sparsity": pa.jacobian_sparsity,
     "sparse_jacfwd": pa.sparse_jacfwd,
     "sparse_jacrev": pa.sparse_jacrev,
+    "sparse_jacobian": pa.sparse_jacobian,
 }
 SPARSE_HESSIANS = {"hessian_sparsity": pa.hessian_sparsity, "sparse_hessian": pa.sparse_hessian}
 for _n, _t in {**SPARSE, **SPARSE_HESSIANS}.items():
@@ -143,10 +144,13 @@ for _n, _t in {**SPARSE, **SPARSE_HESSIANS}.items():
     site(f"{_n}.input", NOT_INPUT, "argument 0")(lambda b, t=_t, f=_f: t(f)(b))
 for _n, _t in SPARSE.items():
     site(f"{_n}.output", BAD_OUTPUT, "func")(lambda b, t=_t: t(lambda v: b)(X))
-for _n in ("sparse_jacfwd", "sparse_jacrev", "sparse_hessian"):
+for _n in ("sparse_jacfwd", "sparse_jacrev", "sparse_jacobian", "sparse_hessian"):
     _t, _f = getattr(pa, _n), f_scalar if _n == "sparse_hessian" else f_vec
     site(f"{_n}.sparsity", BAD_SPARSITY, "sparsity")(lambda b, t=_t, f=_f: t(f, sparsity=b)(X))
     site(f"{_n}.coloring", BAD_COLORING, "coloring")(lambda b, t=_t, f=_f: t(f, coloring=b)(X))
+site("sparse_jacobian.mode", ["sideways", None, 3, "Forward"], "mode")(
+    lambda b: pa.sparse_jacobian(f_vec, mode=b)(X)
+)
 for _n, _t in {**JACOBIANS, "hessian": pa.hessian, "vmap": pa.vmap}.items():  # chunks, memory, cluster
     _x = XB if _n == "vmap" else X
     _f = f_scalar if _n == "hessian" else f_vec

@@ -317,6 +317,12 @@ def _cupy_extras_on_numpy(monkeypatch):
     stand_in.linalg = types.SimpleNamespace(inv=inv)
     monkeypatch.setitem(sys.modules, "cupy", stand_in)
     monkeypatch.setitem(sys.modules, "cupyx", cupyx)
+    # extras.py also imports cupyx's sparse modules (the sparse contract): empty stand-ins, unused here
+    for name in ("cupyx.scipy", "cupyx.scipy.sparse", "cupyx.scipy.sparse.linalg"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    cupyx.scipy = sys.modules["cupyx.scipy"]
+    cupyx.scipy.sparse = sys.modules["cupyx.scipy.sparse"]
+    cupyx.scipy.sparse.linalg = sys.modules["cupyx.scipy.sparse.linalg"]
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras", raising=False)
     extras = importlib.import_module("polyad.backends.cupy.extras")
     monkeypatch.delitem(sys.modules, "polyad.backends.cupy.extras")

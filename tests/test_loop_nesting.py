@@ -77,7 +77,7 @@ def structured(prog, v):
 
         return pa.while_loop(lambda c: c[0] < length, body, (0, v))[1]
     if kind == "map":
-        return pa.map(lambda row: structured(inner, row), xp.reshape(v, (1, -1)))[0]
+        return pa.map(lambda row: structured(inner, row), xp.reshape(v, (1, -1)))[0, :]
     raise AssertionError(kind)
 
 

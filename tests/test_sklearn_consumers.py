@@ -108,10 +108,7 @@ def results():
 
 
 # scikit-learn's calls polyad cannot serve yet, as data: (backend, check) -> reason
-KNOWN_FAILURES = {
-    ("array_api_strict", "vmap_minmax_scale"): "minmax_scale passes NumPy's dtypes (FLOAT_DTYPES) to "
-    "xp.asarray, and polyad's asarray does not map them to array_api_strict's dtypes",
-}
+KNOWN_FAILURES = {}  # minmax_scale's NumPy dtypes (FLOAT_DTYPES) are now translated by name by xp.asarray
 
 
 def _get(results, name):

@@ -366,6 +366,7 @@ def kernel(spec, fallback):
                 compiled.append(loop)
 
     run.source = text
+    run.constants = constants  # the loop's literal arguments, after its inputs (``literals``)
     run.warm = warm
     weakref.finalize(run, _GONE.append, (text, source(spec, libm=True) if checks else None))
     return run

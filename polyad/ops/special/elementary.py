@@ -218,8 +218,12 @@ def _pseudo_huber_kernel(xp, delta, r):
 
 
 def _pseudo_huber_ddelta(delta, r, y):
-    s = sqrt(1.0 + (r / delta) ** 2)
-    return (r * r) ** 2 / (delta**3 * s * (s + 1.0) ** 2)
+    # products, not powers: a NumPy ``delta`` (not differentiated) would take NumPy's pow here, a traced one
+    # polyad's products (ops.elementwise.power_as_products), and the two differ in the last bit
+    v = r / delta
+    s = sqrt(1.0 + v * v)
+    r2, t = r * r, s + 1.0
+    return r2 * r2 / (delta * delta * delta * s * (t * t))
 
 
 _DELTA_R = (("delta", "a real array, the width of the quadratic region"), ("r", REAL))
