@@ -45,6 +45,7 @@ from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import conj
 from polyad.ops.linalg.products import registered_identity_rows
 from polyad.ops.manipulation import expand_dims, reshape
+from polyad.transforms.reverse import release
 
 _BASES = collections.OrderedDict()  # (n, dtype, device) -> the n x n identity, read-only: the last used
 _BASES_LOCK = threading.Lock()  # Dask's threads may run jacfwd chunks side by side
@@ -191,7 +192,7 @@ class _Reverse:
 
     def __init__(self, spec, call):
         # run_vjp checks real outputs (real floating, as before holomorphic existed); complex ones here
-        out, self.backward, self.aux, _ = run_vjp(
+        out, self.backward, self.aux, self.tape = run_vjp(
             call.partial, call.diff, spec.has_aux, call.what, nums=call.nums, jacobian=not spec.holomorphic
         )
         self.o_flat, self.o_tree = flatten(out)
@@ -214,6 +215,11 @@ class _Reverse:
                 ones=self.total == 1,  # the basis of a scalar output is one: rules skip products by it
             )
         )
+
+    def finish(self):
+        """The rows are done: the caller's arrays the tape read are writeable again now, not when the
+        garbage collector breaks a cycle through the tape (a loop body closing over a leaf makes one)."""
+        release(self.tape.held)
 
     def rows(self, start, stop):
         if stop == start:
@@ -299,6 +305,7 @@ def _jacobian(spec, opts, args, kwargs):
             bar.update(stop - start)
     finally:
         bar.close()
+        getattr(engine, "finish", lambda: None)()
     jac = _own_memory(engine.assemble(joined.result()))
     return (jac, engine.aux) if spec.has_aux else jac
 
