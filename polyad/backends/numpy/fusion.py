@@ -388,8 +388,14 @@ def _let_go_of_the_gone():
     """With the last kernel of a loop gone (its graph dropped: ``pa.jit``'s ``clear_cache``, an evicted
     signature), the compiled loop and its libm twin are let go, so that a function retraced for ever new
     values does not hold a loop each."""
+    later = []
     while _GONE:
         text, libm_text = _GONE.pop()
+        if fusion_compile.compiling(text):
+            # its loop is compiling (the background thread, or a waiting caller): Numba's cache loads the
+            # module by its name, so popping it now failed that compile (ModuleNotFoundError); later
+            later.append((text, libm_text))
+            continue
         with _LOCK:
             users = _USERS.get(text, 0) - 1
             if users > 0:
@@ -401,6 +407,7 @@ def _let_go_of_the_gone():
                     _COMPILED.pop((t, True), None)
                     sys.modules.pop(_MODULES.pop(t, ""), None)
         fusion_compile.forget(text)
+    _GONE.extend(later)
 
 
 def loops_held():

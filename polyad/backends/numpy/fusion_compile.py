@@ -203,6 +203,12 @@ def forget(key):
             del state.jobs[key]
 
 
+def compiling(key):
+    """Whether the loop of ``key`` is being compiled (a job handed out and not finished)."""
+    job = _STATE.jobs.get(key)
+    return job is not None and not job.done.is_set()
+
+
 def loops_held():
     """The sources of the loops (finished or pending jobs) this process holds."""
     return frozenset(k for k in list(_STATE.jobs) if not isinstance(k, _Job))
@@ -241,4 +247,4 @@ def wait(timeout=None):
             return False
 
 
-__all__ = ["ENV_COMPILE", "MODES", "mode", "pending", "ready", "submit", "wait", "waiting"]
+__all__ = ["ENV_COMPILE", "MODES", "compiling", "mode", "pending", "ready", "submit", "wait", "waiting"]
