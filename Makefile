@@ -50,7 +50,11 @@ docs: $(DOCS)
 	$(PY) -m sphinx -E -b html -W --keep-going -q -n docs docs/_build/html
 	@echo "documentation: $(CURDIR)/docs/_build/html/index.html"
 
-test: test-numpy test-strict test-dask
+# The numpy and array_api_strict lanes run side by side (each is one Python process: two cores do both in
+# about the time of the longer), then the Dask lane; the environment is set up once, before them
+test: $(TEST)
+	$(MAKE) -j2 --output-sync=target test-numpy test-strict
+	$(MAKE) test-dask
 
 # SciPy reads SCIPY_ARRAY_API once, when first imported: the interop suite (tests/interop) runs in a
 # process of its own with it set, the rest without it; `make test` runs the interop suite's fast subset

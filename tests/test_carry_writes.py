@@ -4,7 +4,6 @@ a stored checkpoint or a step replayed by the backward pass. Every construct, sc
 checked against the closed form (three steps of multiplying a 4x4 grid's interior by D: f(D) = 12 + 4 D^3)
 and random NumPy-style bodies against finite differences of the plain NumPy loop."""
 
-
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
