@@ -186,3 +186,35 @@ def test_linearize_of_loops(kind):
     h = 1e-6
     fd = (to_numpy(unrolled(prog, x + h * t)) - to_numpy(unrolled(prog, x - h * t))) / (2 * h)
     assert_close(lin(t), fd, rtol=1e-6, atol=1e-8)
+
+
+def _grows(c):
+    return xp.concat([c, c])
+
+
+CHANGED_CARRY = {
+    "scan": lambda v: pa.scan(lambda c, _: (_grows(c), None), v, length=2)[0],
+    "scan_dtype": lambda v: pa.scan(lambda c, _: (xp.astype(c, xp.float32), None), v, length=2)[0],
+    "fori_loop": lambda v: pa.fori_loop(0, 2, lambda i, c: _grows(c), v),
+    "fori_loop_tree": lambda v: pa.fori_loop(0, 2, lambda i, c: (c, c), v),
+    "while_loop": lambda v: pa.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, _grows(c[1])), (0, v))[1],
+}
+
+
+@pytest.mark.parametrize("transform", ["eager", "grad", "vmap", "jit"])
+@pytest.mark.parametrize("kind", list(CHANGED_CARRY))
+def test_a_body_that_changes_its_carry_is_refused_naming_the_loop(kind, transform):
+    """A body returning a carry of another shape, dtype or structure: a TypeError naming the construct,
+    eagerly (where it only ran on before, issue 33) and under transforms."""
+    f = CHANGED_CARRY[kind]
+    construct = kind.split("_dtype")[0].split("_tree")[0]
+    wrapped = {
+        "eager": f,
+        "grad": pa.grad(lambda v: xp.sum(f(v))),
+        "vmap": pa.vmap(f),
+        "jit": pa.jit(f),
+    }[transform]
+    x = _arr([[0.5, 1.0], [1.5, 2.0]] if transform == "vmap" else [0.5, 1.0])
+    with pytest.raises(TypeError, match=rf"pa\.{construct}") as info:
+        wrapped(x)
+    assert "structure" in str(info.value) or "shapes and dtypes" in str(info.value)

@@ -69,6 +69,21 @@ def _check_carry(avals, init, init_tree, where):
             )
 
 
+def check_eager_carry(leaves, init, where, what="the body", of="init"):
+    """An eager step's carry against the initial one: the same shape and dtype per array leaf, as the
+    traced loop checks once (its compiled shapes are fixed). A Python number is taken in the initial leaf's
+    dtype, as under a transform. Eagerly a changed carry only ran on (issue 33)."""
+    for k, (c, i) in enumerate(zip(leaves, init)):
+        if not hasattr(c, "dtype"):
+            continue
+        if tuple(shape_of(c)) != tuple(shape_of(i)) or dtype_name(c.dtype) != dtype_name(i.dtype):
+            raise TypeError(
+                f"{where}: {what} must return a carry of the same shapes and dtypes as {of}; leaf {k} is "
+                f"{tuple(shape_of(i))} {dtype_name(i.dtype)} in {of} and {tuple(shape_of(c))} "
+                f"{dtype_name(c.dtype)} in what it returned (cast it, e.g. with xp.astype)"
+            )
+
+
 def scan(f, init, xs=None, length=None, *, reverse=False, checkpoints=None, max_memory=None):
     """Loop ``f`` over the leading axis of ``xs``, carrying a state: ``carry, y = f(carry, x)`` for each
     ``x``, as ``jax.lax.scan``.
@@ -210,7 +225,9 @@ def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
         x = optree.tree_unflatten(xs_tree, owned([x[t, ...] for x in xs_flat]))
         carry, y = _checked(f(optree.tree_unflatten(init_tree, carry), x), init_tree, where)
         y_leaves = optree.tree_leaves(y, none_is_leaf=False)
-        carry = owned_next(optree.tree_leaves(carry, none_is_leaf=False), [*y_leaves, *init_flat])
+        carry = optree.tree_leaves(carry, none_is_leaf=False)
+        check_eager_carry(carry, init_flat, where)
+        carry = owned_next(carry, [*y_leaves, *init_flat])
         ys.append(y)
     carry = optree.tree_unflatten(init_tree, carry)
     if reverse:
@@ -267,8 +284,13 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
         leaves, tree = optree.tree_flatten(init, none_is_leaf=False)
         val = optree.tree_unflatten(tree, owned(leaves))  # the body's own, as scan's
         for i in range(lower, upper):
-            val = body(xp.asarray(i), val)
-            val = optree.tree_unflatten(tree, owned_next(optree.tree_leaves(val, none_is_leaf=False), leaves))
+            out, out_tree = optree.tree_flatten(body(xp.asarray(i), val), none_is_leaf=False)
+            if out_tree != tree:
+                raise TypeError(
+                    f"{where}: the body returned a carry of structure {out_tree}; init has {tree}"
+                )
+            check_eager_carry(out, leaves, where)
+            val = optree.tree_unflatten(tree, owned_next(out, leaves))
         return val
     n = max(upper - lower, 0)
     step = _fori_step(body)

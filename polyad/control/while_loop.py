@@ -28,7 +28,7 @@ from polyad.control.closure import (
     refuse_pre_dispatch_capture,
     trace,
 )
-from polyad.control.loops import as_array, carry_names, check_checkpoints, func_name
+from polyad.control.loops import as_array, carry_names, check_checkpoints, check_eager_carry, func_name
 from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
 from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.ops.base import (
@@ -644,7 +644,10 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         while _predicate(cond_fun(val), where):
             leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
             if out_tree != tree:
-                raise TypeError(f"{where}: body_fun returned a value of another structure than init_val")
+                raise TypeError(
+                    f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}"
+                )
+            check_eager_carry(leaves, flat, where, "body_fun", "init_val")
             leaves = owned_next(dispatch.persisted(leaves), flat)
             val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
