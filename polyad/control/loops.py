@@ -74,7 +74,7 @@ def check_eager_carry(leaves, init, where, what="the body", of="init"):
     traced loop checks once (its compiled shapes are fixed). A Python number is taken in the initial leaf's
     dtype, as under a transform. Eagerly a changed carry only ran on (issue 33)."""
     for k, (c, i) in enumerate(zip(leaves, init)):
-        if not hasattr(c, "dtype"):
+        if not hasattr(c, "dtype") or not hasattr(i, "dtype"):  # a Python number (eager fori_loop's init)
             continue
         if tuple(shape_of(c)) != tuple(shape_of(i)) or dtype_name(c.dtype) != dtype_name(i.dtype):
             raise TypeError(
