@@ -54,25 +54,11 @@ def as_array(v, where, what):
     raise TypeError(f"{where}: {what} must hold arrays or Python numbers, got a {type(v).__name__}")
 
 
-def _check_carry(avals, init, init_tree, where):
-    for k, (a, i) in enumerate(zip(avals, init)):
-        if (
-            not isinstance(a, ShapeDtype)
-            or a.shape != tuple(shape_of(i))
-            or dtype_name(a.dtype) != dtype_name(i.dtype)
-        ):
-            got = f"shape {a.shape} and dtype {dtype_name(a.dtype)}" if isinstance(a, ShapeDtype) else repr(a)
-            raise TypeError(
-                f"{where}: the body must return a carry of the same shapes and dtypes as init; leaf {k} of "
-                f"{init_tree} is {tuple(shape_of(i))} {dtype_name(i.dtype)} in init and {got} in what the "
-                "body returns (cast it, e.g. with xp.astype)"
-            )
-
-
-def check_eager_carry(leaves, init, where, what="the body", of="init"):
-    """An eager step's carry against the initial one: the same shape and dtype per array leaf, as the
-    traced loop checks once (its compiled shapes are fixed). A Python number is taken in the initial leaf's
-    dtype, as under a transform. Eagerly a changed carry only ran on (issue 33)."""
+def check_carry(leaves, init, where, what="the body", of="init"):
+    """A body's carry (arrays, or their abstract values when traced) against the initial one: the same
+    shape and dtype per array leaf, checked at each eager step and once for a traced body (its compiled
+    shapes are fixed). A Python number is taken in the initial leaf's dtype, as under a transform; eagerly
+    a changed carry only ran on before (issue 33)."""
     for k, (c, i) in enumerate(zip(leaves, init)):
         if not hasattr(c, "dtype") or not hasattr(i, "dtype"):  # a Python number (eager fori_loop's init)
             continue
@@ -139,7 +125,7 @@ def _scan(f, init, xs, length, reverse, checkpoints, max_memory, where, x_name):
     step = _step(f, init_flat, init_tree, xs_tree, y_tree, where)
     names = carry_names(len(init_flat)) + [x_name] * len(xs_flat)
     body = trace(step, (*init_flat, *x_avals), where, names, LOOP_ADVICE)
-    _check_carry(body.out_avals[: len(init_flat)], init_flat, init_tree, where)
+    check_carry(body.out_avals[: len(init_flat)], init_flat, where)
     if checkpoints == "auto" and max_memory is None:
         max_memory = config.max_memory
     outs = bind(
@@ -226,7 +212,7 @@ def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
         carry, y = _checked(f(optree.tree_unflatten(init_tree, carry), x), init_tree, where)
         y_leaves = optree.tree_leaves(y, none_is_leaf=False)
         carry = optree.tree_leaves(carry, none_is_leaf=False)
-        check_eager_carry(carry, init_flat, where)
+        check_carry(carry, init_flat, where)
         carry = owned_next(carry, [*y_leaves, *init_flat])
         ys.append(y)
     carry = optree.tree_unflatten(init_tree, carry)
@@ -289,7 +275,7 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
                 raise TypeError(
                     f"{where}: the body returned a carry of structure {out_tree}; init has {tree}"
                 )
-            check_eager_carry(out, leaves, where)
+            check_carry(out, leaves, where)
             val = optree.tree_unflatten(tree, owned_next(out, leaves))
         return val
     n = max(upper - lower, 0)

@@ -28,7 +28,7 @@ from polyad.control.closure import (
     refuse_pre_dispatch_capture,
     trace,
 )
-from polyad.control.loops import as_array, carry_names, check_checkpoints, check_eager_carry, func_name
+from polyad.control.loops import as_array, carry_names, check_carry, check_checkpoints, func_name
 from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
 from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.ops.base import (
@@ -647,7 +647,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
                 raise TypeError(
                     f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}"
                 )
-            check_eager_carry(leaves, flat, where, "body_fun", "init_val")
+            check_carry(leaves, flat, where, "body_fun", "init_val")
             leaves = owned_next(dispatch.persisted(leaves), flat)
             val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
@@ -678,13 +678,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     names = carry_names(len(flat))
     cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})", names, LOOP_ADVICE)
     body = trace(body_flat, flat, where, names, LOOP_ADVICE)
-    for k, (a, v) in enumerate(zip(body.out_avals, flat)):
-        if a.shape != tuple(shape_of(v)) or dtype_name(a.dtype) != dtype_name(v.dtype):
-            raise TypeError(
-                f"{where}: body_fun must keep the shapes and dtypes of init_val; leaf {k} is "
-                f"{tuple(shape_of(v))} {dtype_name(v.dtype)} in init_val and {a.shape} {dtype_name(a.dtype)} "
-                "in what it returns"
-            )
+    check_carry(body.out_avals, flat, where, "body_fun", "init_val")
     outs = bind(
         WHILE,
         *flat,
