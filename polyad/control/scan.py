@@ -11,9 +11,12 @@ the step's slices of ``xs`` and the closure's values, and returns the new carry 
 - vmap: one scan of the vmapped body (``BatchedBody``), every carry batched.
 - jvp: one scan of the body under jvp (``DualBody``), carrying primal and tangent together; no storage.
 - grad/vjp: the primal pass stores the checkpoints ``checkpoints=`` asks for (``schedules.plan``) as one
-  scan with ``save``, and the last step's carry; the backward pass is one op (``SCAN_REVERSE``) that
-  replays the schedule's reverse actions: advances as scans, turns as one recorded step each, pulled
-  back at once. Its own rules (vmap, jvp) bind it again with the body transformed, so a jitted Hessian
+  scan with ``save`` over all steps but the last, which it runs recorded (the reverse sweep's first turn:
+  the body runs ``length + p(length, s)`` times, Revolve's count, and once more for the abstract trace);
+  the backward pass replays the schedule's reverse actions: advances as scans, turns as one recorded
+  step each, pulled back at once. Under a capture (``pa.jit``) the primal pass keeps the last step's
+  carry instead, and the backward pass is one op (``SCAN_REVERSE``), whose own rules (vmap, jvp) bind it
+  again with the body transformed, so a jitted Hessian
   or per-example gradient holds one sweep, whatever the number of steps.
 
 Rules bind scans again on the values underneath, so the levels below see one op each time.
