@@ -2,11 +2,12 @@
 again (recorded) and pulls the cotangent back, as ``jax.checkpoint``.
 
 The function is traced once (``polyad.control.closure``) and its call is one op, ``CHECKPOINT``. Reverse
-mode's primal pass runs it at the levels below (nothing recorded at this level: one op to them) and keeps
-only its inputs and the random generators' state; the backward pass restores that state, so random draws
-inside replay the same numbers, runs the function recorded and pulls back. jvp and vmap transform the
-function as a whole; ``pa.jit`` holds the call as one node (an optimisation does not merge the recomputed
-ops with the forward's: the forward is that one node).
+mode's primal pass replays the trace's graph at the levels below (``Replay``: nothing recorded at this
+level, one op to them, and the user's function not called again: under ``grad`` it runs twice, traced
+and recomputed) and keeps only its inputs and the random generators' state; the backward pass restores
+that state, so random draws inside replay the same numbers, runs the function recorded and pulls back.
+jvp and vmap transform the function as a whole; ``pa.jit`` holds the call as one node (an optimisation
+does not merge the recomputed ops with the forward's: the forward is that one node).
 """
 
 import functools
