@@ -6,11 +6,12 @@ peak memory (tracemalloc: NumPy's allocations) and time per gradient, measured i
 The workload is W9's (scripts/bench_loops.py, issue 20) at a smaller size: an explicit 1-D diffusion step
 of a state of ``n`` float64, ``u = u + 0.1 k (roll(u, 1) + roll(u, -1) - 2u) - 0.01 u^3``, ``steps``
 steps, loss ``sum(u * u)``, the gradient with respect to ``k`` by ``pa.grad`` (eager, NumPy). For each
-``checkpoints=`` setting: the carries stored at most (slots), the body runs (a counter in the body; the
-documented count is ``1 + steps + p(steps, slots)``, ``1 + steps`` for None), the tracemalloc peak of one
-gradient, and the best time of ``--repeat`` gradients, also as a multiple of one primal run (the loop
-outside every transform). Every setting's gradient is checked against None's. "auto" uses ``max_memory``
-(``--budget``; default: what scan reserves of it, besides the states, and 33 states: 32 slots).
+``checkpoints=`` setting: the body runs (a counter in the body) and the slots they imply (the documented
+count is ``1 + steps + p(steps, slots)``, ``1 + steps`` for None; "auto" picks its slots inside scan),
+the advances ``p``, the tracemalloc peak of one gradient, and the best time of ``--repeat`` gradients,
+also as a multiple of one primal run (the loop outside every transform; on a shared machine compare the
+settings' times with each other, in one run). Every setting's gradient is checked against None's. "auto"
+uses ``max_memory`` (``--budget``; default: about 32 slots, as this script estimates what scan reserves).
 """
 
 import argparse
@@ -112,17 +113,17 @@ def main():
         if reference is None:
             reference = g
         assert abs(g - reference) <= 1e-10 * abs(reference), (text, g, reference)
+        # the slots the loop used: Revolve's advances fall strictly with the slots up to l - 1, so the
+        # body count names them ("auto" decides them inside scan, from the traced step's size)
+        advances = runs - 1 - args.steps
         if checkpoints is None:
-            slots, advances = args.steps, 0
+            assert runs == 1 + args.steps, runs
+            slots = args.steps
         else:
-            plan = schedules.plan(
-                args.steps,
-                checkpoints,
-                carry_bytes=state,
-                max_memory=max_memory,
-                reserved_bytes=reserved_bytes(u0, k) if checkpoints == "auto" else 0,
+            slots = next(
+                s for s in range(1, args.steps + 1) if schedules.binomial_steps(args.steps, s) <= advances
             )
-            slots, advances = plan.slots, plan.advances
+            assert schedules.binomial_steps(args.steps, slots) == advances, (text, runs)
         peak = peak_bytes(lambda grad=grad: grad(k))
         seconds = best_time(lambda grad=grad: grad(k), args.repeat)
         print(
