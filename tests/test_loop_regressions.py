@@ -200,3 +200,30 @@ def test_pytree_arguments_through_every_transform_and_argnums():
     expected = sum(float(xp.sum(x * y)) for x, y in zip(_flatten(ga)[0], [tangent[0], *tangent[1]]))
     assert abs(float(jvp_fn(*tangent)) - expected) < 1e-12
     assert abs(float(pa.jvp(two, (d["a"], d["b"]), tangent)[1]) - expected) < 1e-12
+
+
+def test_an_eager_cond_traces_the_branch_not_taken_once_and_checks_a_changed_closure():
+    calls = {"taken": 0, "other": 0}
+
+    def taken(v):
+        calls["taken"] += 1
+        return v * 2.0
+
+    def other(v):
+        calls["other"] += 1
+        return xp.sin(v)
+
+    for step in range(5):  # an eager loop: the branch not taken is traced on the first step only
+        assert abs(float(pa.cond(True, taken, other, num(0.5 + step))) - (1.0 + 2.0 * step)) < 1e-15
+    assert calls == {"taken": 5, "other": 1}
+
+    def f(n):  # the branch not taken closes over n: a new n is a new trace, and a wrong one is refused
+        return pa.cond(
+            True, lambda v: xp.zeros(3, dtype=xp.float64), lambda v: xp.zeros(n, dtype=xp.float64), num(1.0)
+        )
+
+    assert tuple(f(3).shape) == (3,)
+    with pytest.raises(
+        TypeError, match=r"pa\.cond: true_fun must return .* \(4,\) float64 in false_fun and \(3,\)"
+    ):
+        f(4)

@@ -270,16 +270,62 @@ def _check_eager(out, k, branches, tree, flat, where, names):
     """Outside transforms only the chosen branch ``k`` runs; each other one is traced abstractly (shapes and
     dtypes, no values) and its output compared with ``out``, as under a transform, so that branches that
     disagree fail eagerly too, not first under ``grad`` or ``pa.jit``. A branch that cannot be traced
-    (Python control flow on the operands' values, a NumPy-only function) is checked only where it runs."""
+    (Python control flow on the operands' values, a NumPy-only function) is checked only where it runs.
+    A trace that agreed is remembered (``_AGREED``) for the same code, closure and operand types, so an
+    eager loop calling ``cond`` at every step traces each branch once, not once a step."""
     o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
     for j, branch in enumerate(branches):
         if j == k:
+            continue
+        key = _branch_key(branch, tree, flat)
+        seen = _AGREED.get(key) if key is not None else None
+        if seen is not None and _agree(o_flat, o_tree, *seen):
             continue
         try:
             body, t = _trace_branch(branch, tree, flat, f"{where} {names[j]} ({func_name(branch)})")
         except Exception:  # noqa: BLE001  (eagerly, a branch not taken need not be traceable)
             continue
         check_carry(o_flat, body.out_avals, where, names[k], names[j], (o_tree, t), OUTPUT)
+        if key is not None:
+            if len(_AGREED) >= 1024:  # a bound: keys hold code objects and closure signatures
+                _AGREED.clear()
+            _AGREED[key] = (t, body.out_avals)
+
+
+_AGREED = {}
+
+
+def _agree(o_flat, o_tree, tree, avals):
+    try:
+        check_carry(o_flat, avals, "", "", "", (o_tree, tree))
+    except TypeError:
+        return False
+    return True
+
+
+def _signature(v):
+    """What of a value can change a traced branch's output types: an array's shape and dtype, a plain
+    scalar's value; anything else by identity."""
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return ("array", tuple(shape_of(v)), dtype_name(v.dtype))
+    if v is None or isinstance(v, bool | int | float | complex | str):
+        return (type(v), v)
+    return ("object", id(v))
+
+
+def _branch_key(branch, tree, flat):
+    """A branch's code, closure and defaults and the operands' types: the same key, the same trace."""
+    code = getattr(branch, "__code__", None)
+    if code is None:
+        return None
+    cells = []
+    for cell in getattr(branch, "__closure__", None) or ():
+        try:
+            cells.append(_signature(cell.cell_contents))
+        except ValueError:  # an empty cell
+            cells.append(None)
+    defaults = tuple(_signature(d) for d in getattr(branch, "__defaults__", None) or ())
+    return (code, tuple(cells), defaults, tree, tuple(_signature(x) for x in flat))
 
 
 def cond(pred, true_fun, false_fun, *operands):
