@@ -13,7 +13,8 @@ theorem (``polyad.custom_root``): one linear solve at the solution, whatever Sci
 result comes back as SciPy gives it. The tangent system is solved densely (``linear_solver="dense"``: the
 Jacobian by ``jacfwd``), by a sparse direct solve (``"sparse"``: the Jacobian by ``sparse_jacfwd``,
 factorised by SuperLU), or matrix-free (``"cg"``, ``"gmres"``, ``"bicgstab"``, or a callable
-``linear_solver(matvec, b)``).
+``linear_solver(matvec, b)``). ``root(method="newton_krylov")`` is polyad's own solver instead of SciPy's:
+Jacobian-free Newton-Krylov on the inputs' device (``pa.jvp`` products, the backend's GMRES).
 
 Example:
     >>> import numpy as np, polyad as pa

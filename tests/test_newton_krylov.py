@@ -57,7 +57,9 @@ def test_newton_krylov_solves_bratu_as_scipy_and_newton_do():
     reference = reference_newton(lam)
     scipy_u = so.root(lambda v: bratu_numpy(v, lam)[0], np.zeros(N * N), method="krylov", tol=1e-12).x
     np.testing.assert_allclose(scipy_u, reference, rtol=1e-8, atol=1e-10)
-    plain = solve(A(lam))
+    sizes = []
+    plain = solve(A(lam), callback=lambda x, f: sizes.append(float(np.max(np.abs(to_numpy(f))))))
+    assert len(sizes) == plain.nit + 1 and all(b < a for a, b in zip(sizes, sizes[1:]))
     preconditioned = solve(A(lam), options={"preconditioner": "sparse"})
     for res in (plain, preconditioned):
         assert res.success
