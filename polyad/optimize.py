@@ -13,7 +13,8 @@ theorem (``polyad.custom_root``): one linear solve at the solution, whatever Sci
 result comes back as SciPy gives it. The tangent system is solved densely (``linear_solver="dense"``: the
 Jacobian by ``jacfwd``), by a sparse direct solve (``"sparse"``: the Jacobian by ``sparse_jacfwd``,
 factorised by SuperLU), or matrix-free (``"cg"``, ``"gmres"``, ``"bicgstab"``, or a callable
-``linear_solver(matvec, b)``).
+``linear_solver(matvec, b)``). ``root(method="newton_krylov")`` is polyad's own solver instead of SciPy's:
+Jacobian-free Newton-Krylov on the inputs' device (``pa.jvp`` products, the backend's GMRES).
 
 Example:
     >>> import numpy as np, polyad as pa
@@ -41,13 +42,17 @@ from polyad.api.solver_support import (
     check_callable,
     check_choice,
     from_host,
+    krylov,
+    sparse_support,
     tangent_solver,
     to_host,
 )
+from polyad.api.sparse import sparse_jacfwd
+from polyad.api.sparsity import jacobian_sparsity
 from polyad.control.implicit import ImplicitError, custom_root
-from polyad.core import Tensor
+from polyad.core import Tensor, plain
 from polyad.ops.common import bottom, is_floating
-from polyad.xp import asarray, float64
+from polyad.xp import asarray, float64, reshape
 
 # custom_root's residual test off: SciPy's report judges convergence (a Convergence, with on_failure)
 JUDGED = math.inf
@@ -191,18 +196,30 @@ def _vector_problem(x0, args, where):
 
 
 def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, options=None, *,
-         linear_solver="dense", on_failure="raise"):  # fmt: skip
+         linear_solver=None, on_failure="raise"):  # fmt: skip
     """A root of a vector function, as ``scipy.optimize.root``, differentiable at the root.
+
+    ``method="newton_krylov"`` is polyad's own Jacobian-free Newton-Krylov solver, on the inputs'
+    device: each Newton step solves ``J dx = -fun(x)`` by GMRES (the backend's, its contract's
+    ``sparse.krylov``: SciPy's for NumPy, cupyx's for CuPy) with ``J v`` from ``pa.jvp``, never forming
+    ``J``; then a backtracking line search on ``max|fun|``. Its ``options``: "maxiter" (Newton steps, 50),
+    "inner_maxiter" (GMRES iterations per step, 200), "inner_rtol" (GMRES's relative tolerance; default
+    ``min(0.1, max|fun(x)| / max|fun(x0)|)``, tighter as Newton converges), "preconditioner" (None;
+    "sparse": the sparse Jacobian, ``sparse_jacfwd`` with the pattern found once, factorised by the
+    backend's ``splu`` at each step; or a function ``M(v)`` approximating ``J^{-1} v``); ``tol``: the
+    largest ``max|fun(x)|`` accepted (default ``eps^0.75 max(1, max|fun(x0)|)``). Its result adds
+    ``nmatvec``, the Jacobian-vector products taken.
 
     Args:
         fun: ``fun(x, *args)`` returning an array of ``x``'s shape, written with polyad.
         x0: the initial guess (no derivative).
         args: extra arguments; the root is differentiable with respect to them.
-        method, tol, callback, options: as SciPy's.
+        method, tol, callback, options: as SciPy's, or "newton_krylov" (above).
         jac: as SciPy's; None gives SciPy polyad's Jacobian (``jacfwd``) for the methods that take one.
         linear_solver: how the tangent system ``(dfun/dx) dx = -(dfun/dargs) dargs`` is solved: "dense"
             (the Jacobian, ``xp.linalg.solve``), "sparse" (``sparse_jacfwd`` and SuperLU: large sparse
-            problems), "gmres", "bicgstab" (matrix-free), or a callable ``linear_solver(matvec, b)``.
+            problems), "gmres", "bicgstab" (matrix-free), or a callable ``linear_solver(matvec, b)``;
+            None: "gmres" for "newton_krylov", else "dense".
         on_failure: "raise" (default) or "warn": what a derivative does if SciPy did not converge.
 
     Returns:
@@ -217,11 +234,21 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         >>> np.round(pa.jacrev(x_of)(np.array([4.0, 3.0])), 8) + 0.0
         array([[0.25, 0.  ],
                [0.75, 2.  ]])
+        >>> def y_of(c):  # y^3 + y = c, element-wise: Jacobian-free Newton-Krylov
+        ...     return optimize.root(lambda y, c: y**3 + y - c, np.zeros(3), args=(c,),
+        ...                          method="newton_krylov").x
+        >>> np.round(y_of(np.array([2.0, 10.0, 30.0])), 12)
+        array([1., 2., 3.])
+        >>> c = np.array([2.0, 10.0, 30.0])
+        >>> np.round(pa.jvp(y_of, (c,), (np.ones(3),))[1], 12)  # dy/dc = 1 / (3 y^2 + 1)
+        array([0.25      , 0.07692308, 0.03571429])
     """
     import scipy.optimize as so  # noqa: PLC0415  (optional)
 
     where = f"polyad.optimize.root({getattr(fun, '__name__', 'fun')})"
     check_callable(fun, "fun", where)
+    if linear_solver is None:
+        linear_solver = "gmres" if method == "newton_krylov" else "dense"
     check_choice(linear_solver, LINEAR_SOLVERS, "linear_solver", where)
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
@@ -229,6 +256,11 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     found, host_x = [], []
 
     def solve(residual, x):
+        if method == "newton_krylov":
+            found[:] = [_newton_krylov(residual, x, tol, options, callback, where)]
+            convergence.record(found[0].success, found[0].message)
+            return found[0].x
+
         def host_f(z):
             return to_host(residual(from_host(np.reshape(z, shape), x))).reshape(-1)
 
@@ -255,6 +287,81 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     tangent = tangent_solver(linear_solver, convergence, where)
     x = custom_root(lambda x: fun(x, *args), guess, solve, tangent, residual_rtol=JUDGED)
     return _result(found, x=x)
+
+
+_NK_OPTIONS = ("maxiter", "inner_maxiter", "inner_rtol", "preconditioner")
+
+
+def _newton_krylov(residual, x, tol, options, callback, where):
+    """``root(method="newton_krylov")``'s solve on plain arrays of the inputs' backend and device: an
+    ``OptimizeResult`` (x, success, message, nit, nfev, nmatvec, fun). Each step reads one scalar (the
+    residual's size) to the host; GMRES runs where its backend's ``sparse.krylov`` runs."""
+    import scipy.optimize as so  # noqa: PLC0415  (optional: the result object)
+
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(_NK_OPTIONS))
+    if unknown:
+        raise ValueError(f"{where}: method='newton_krylov' takes options {_NK_OPTIONS}, got {unknown}")
+    maxiter, inner_maxiter = int(opts.get("maxiter", 50)), int(opts.get("inner_maxiter", 200))
+    inner_rtol, pre = opts.get("inner_rtol"), opts.get("preconditioner")
+    if not (pre is None or pre == "sparse" or callable(pre)):
+        raise ValueError(
+            f"{where}: options['preconditioner'] must be None, 'sparse' or a function M(v), got {pre!r}"
+        )
+    x = plain(x)
+    backend = dispatch.backend_of_array(x)
+    bxp, shape = backend.xp, tuple(x.shape)
+    counts = {"nfev": 1, "nmatvec": 0}
+
+    def size(r):  # max|r|: nan where r is not finite
+        return float(bxp.max(bxp.abs(r))) if math.prod(shape) else 0.0
+
+    fx = plain(residual(x))
+    first = size(fx)
+    atol = tol if tol is not None else float(bxp.finfo(x.dtype).eps) ** 0.75 * max(1.0, first)
+    flat_residual = lambda v: reshape(residual(reshape(v, shape)), (-1,))  # noqa: E731
+    sparse_jac = None
+    ok, message, nit = False, f"did not converge in {maxiter} Newton steps", 0
+    while True:
+        norm = size(fx)
+        if callback is not None:
+            callback(x, fx)
+        if norm <= atol:
+            ok, message = True, "max|fun(x)| <= tol"
+            break
+        if not math.isfinite(norm) or nit == maxiter:
+            message = "the residual is not finite" if not math.isfinite(norm) else message
+            break
+
+        def matvec(v, x=x):
+            counts["nmatvec"] += 1
+            return plain(jvp(residual, (x,), (v,))[1])
+
+        M = pre if callable(pre) else None
+        if pre == "sparse":  # the pattern once; the Jacobian at each step (its colouring reused)
+            if sparse_jac is None:
+                flat_x = reshape(x, (-1,))
+                sparse_jac = sparse_jacfwd(flat_residual, sparsity=jacobian_sparsity(flat_residual)(flat_x))
+            lu = sparse_support(backend, where).splu(sparse_jac(reshape(x, (-1,))))
+            M = lambda v, lu=lu: reshape(lu.solve(reshape(v, (-1,))), shape)  # noqa: E731
+        rtol = inner_rtol if inner_rtol is not None else min(0.1, norm / first)
+        step, _ = krylov("gmres", matvec, -fx, rtol=rtol, maxiter=inner_maxiter, M=M, where=where)
+        # an inexact step is still a step: the line search accepts it only if it reduces max|fun|
+        t = 1.0
+        for _ in range(30):
+            trial = x + t * plain(step)
+            f_trial = plain(residual(trial))
+            counts["nfev"] += 1
+            if size(f_trial) <= (1.0 - 1e-4 * t) * norm:
+                break
+            t *= 0.5
+        else:
+            message = "the line search found no step reducing max|fun(x)|"
+            break
+        x, fx, nit = trial, f_trial, nit + 1
+    return so.OptimizeResult(
+        x=x, fun=fx, success=ok, status=0 if ok else 1, message=message, nit=nit, **counts
+    )
 
 
 def fixed_point(func, x0, args=(), xtol=1e-08, maxiter=500, method="del2"):

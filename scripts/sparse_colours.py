@@ -3,7 +3,13 @@ distance-1 DSATUR colouring of the columns (``coloring="dsatur"``), on the test 
 ``coloring="auto"`` (the default) picks. Each count is the number of Hessian-vector products per call.
 
     PYTHONPATH=. python scripts/sparse_colours.py
+
+Then ARWHEAD at n = 10^5 (the distance-1 colouring skipped: its column-intersection graph is dense):
+the time of each stage and the peak of Python's allocations (tracemalloc) over all of them.
 """
+
+import time
+import tracemalloc
 
 import numpy as np
 
@@ -63,5 +69,37 @@ def main():
         print(f"{name:38s} {int(d1.max()) + 1:10d} {int(star.max()) + 1:6d} {auto.n_colors:6d}")
 
 
+def _arwhead_stages(x):
+    """The stages' times: pattern, star colouring, sparse_hessian's set-up and first call, a call."""
+    t = [time.perf_counter()]
+    pattern = pa.hessian_sparsity(arwhead)(x)
+    t.append(time.perf_counter())
+    colours = coloring.star_coloring(pattern)
+    t.append(time.perf_counter())
+    H = pa.sparse_hessian(arwhead, sparsity=pattern)
+    H(x)
+    t.append(time.perf_counter())
+    H(x)
+    t.append(time.perf_counter())
+    assert coloring.is_star_coloring(pattern, colours)
+    return H, np.diff(t)
+
+
+def arwhead_large(n=100_000):
+    x = np.random.default_rng(0).uniform(0.5, 1.5, n)
+    H, (pattern, star, first, call) = _arwhead_stages(x)
+    tracemalloc.start()  # a second run, traced (tracemalloc slows Python's allocations down)
+    try:
+        _arwhead_stages(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    print(f"ARWHEAD, n = {n}: {H.n_colors} colours ({H.n_colors} Hessian-vector products and the check's)")
+    print(f"  pattern {pattern:.2f} s, star colouring {star:.2f} s, sparse_hessian set-up + first call "
+          f"{first:.2f} s, a call with the pattern {1e3 * call:.1f} ms")  # fmt: skip
+    print(f"  tracemalloc peak {peak / 2**20:.1f} MiB (the dense Hessian: {8 * n * n / 2**30:.0f} GiB)")
+
+
 if __name__ == "__main__":
     main()
+    arwhead_large()

@@ -393,6 +393,93 @@ def test_star_colouring_on_random_symmetric_patterns(seed):
     assert auto.n_colors == (star.n_colors if star.n_colors < distance1.n_colors else distance1.n_colors)
 
 
+def _star_by_paths(pattern, colors):
+    """The star property checked path by path: neighbours differ, no path on 4 vertices has 2 colours."""
+    dense = pattern.toarray().astype(bool)
+    np.fill_diagonal(dense, False)
+    nb = [np.flatnonzero(row).tolist() for row in dense]
+    for v in range(len(nb)):
+        for w in nb[v]:
+            if colors[v] == colors[w]:
+                return False
+            for x in nb[w]:
+                if x != v and colors[x] == colors[v]:
+                    if any(y not in (v, w) and colors[y] == colors[w] for y in nb[x]):
+                        return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_star_check_agrees_with_a_path_by_path_loop(seed):
+    rng = np.random.default_rng(10 + seed)
+    n = 25
+    mask = rng.uniform(size=(n, n)) < 0.12
+    pattern = scipy_sparse.csr_array(mask | mask.T | np.eye(n, dtype=bool))
+    star = coloring.star_coloring(pattern)
+    assert _star_by_paths(pattern, star) and coloring.is_star_coloring(pattern, star)
+    verdicts = []
+    for trial in range(40):  # random colourings, most of them not star colourings
+        colors = rng.integers(0, 3 + trial // 4, n)
+        verdicts.append(_star_by_paths(pattern, colors))
+        assert coloring.is_star_coloring(pattern, colors) == verdicts[-1]
+    assert not all(verdicts)
+
+
+def _arwhead_hessian(x):
+    """ARWHEAD's Hessian in closed form, as (diagonal, last row): H_ii = 12 x_i^2 + 4 x_n^2,
+    H_in = 8 x_i x_n, H_nn = sum_i (4 x_i^2 + 12 x_n^2) (i < n)."""
+    head, last = x[:-1], x[-1]
+    return np.append(12 * head**2 + 4 * last**2, np.sum(4 * head**2 + 12 * last**2)), 8 * head * last
+
+
+def test_an_arrowhead_hessian_of_a_hundred_thousand_unknowns_in_two_products():
+    import tracemalloc  # noqa: PLC0415
+
+    n = 100_000
+    host = np.random.default_rng(5).uniform(0.5, 1.5, n)
+    x = A(host)
+    tracemalloc.start()
+    try:
+        pattern = pa.hessian_sparsity(arwhead)(x)
+        H = pa.sparse_hessian(arwhead, sparsity=pattern)
+        M = H(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # 2 colours: 2 Hessian-vector products, and the probe's (the check that the pattern holds)
+    assert H.n_colors == 2 and coloring.is_star_coloring(pattern, H.colors)
+    assert peak < 300 * 2**20  # the dense Hessian: 8e10 bytes
+    data, indices, indptr = (to_numpy(a) for a in (M.data, M.indices, M.indptr))
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    diagonal, last_row = _arwhead_hessian(host)
+    expected = np.where(rows == indices, diagonal[rows], 0.0)
+    expected = np.where((rows == n - 1) & (indices < n - 1), last_row[np.minimum(indices, n - 2)], expected)
+    expected = np.where((indices == n - 1) & (rows < n - 1), last_row[np.minimum(rows, n - 2)], expected)
+    assert len(data) == 3 * n - 2
+    np.testing.assert_allclose(data, expected, rtol=1e-13)
+
+
+def test_an_array_csr_matrix_vector_product_stays_sparse():
+    import array_api_strict as strict  # noqa: PLC0415
+
+    from polyad.backends.array_csr import ArrayCSR  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    for m, n, density in [(7, 5, 0.3), (60, 90, 0.04), (3, 4, 0.0), (150, 150, 0.5)]:  # empty rows too
+        S = scipy_sparse.random_array((m, n), density=density, rng=rng, format="csr")
+        S.sort_indices()
+        parts = (S.data, S.indices.astype(np.int64), S.indptr.astype(np.int64))
+        M = ArrayCSR(strict, *map(strict.asarray, parts), S.shape)
+        v = rng.normal(size=n)
+        np.testing.assert_allclose(np.asarray(M @ strict.asarray(v)), S @ v, rtol=1e-13, atol=1e-13)
+    n = 10**6  # dense: 8 TB
+    rows = np.arange(n, dtype=np.int64)
+    M = ArrayCSR(
+        strict, strict.asarray(rows + 1.0), strict.asarray(rows), strict.asarray(np.arange(n + 1)), (n, n)
+    )
+    np.testing.assert_array_equal(np.asarray(M @ strict.ones(n, dtype=strict.float64)), rows + 1.0)
+
+
 def test_a_star_colouring_is_for_hessians_only():
     with pytest.raises(ValueError, match="star colouring needs a symmetric matrix"):
         pa.sparse_jacfwd(xp.sin, coloring="star")

@@ -132,6 +132,11 @@ def star_coloring(pattern):
     uncoloured vertex never share a colour (the second rule, when the later of them was coloured), which
     covers the paths with ``v`` inside.
 
+    The colours each rule forbids through ``w`` are kept per vertex and updated as vertices are coloured
+    (bit sets), so a vertex costs its degree, not the sum of its neighbours' degrees: an arrowhead's hub
+    is not walked once per vertex. Time O(non-zeros x colours): an arrowhead with n = 10^5 in a fraction
+    of a second.
+
     Args:
         pattern: a square, symmetric SciPy sparse pattern.
 
@@ -145,28 +150,36 @@ def star_coloring(pattern):
         >>> star_coloring(sp.csr_array(arrow)).tolist()
         [0, 1, 1, 1, 1]
     """
-    g = pattern.tocsr().astype(bool)
-    g.setdiag(False)
-    g.eliminate_zeros()
+    g = _adjacency(pattern)
     ptr, neighbours = g.indptr.tolist(), g.indices.tolist()
     n = g.shape[0]
     colour = [-1] * n
+    # colours as bits of Python ints: once[x], twice[x]: the colours at least one, at least two of x's
+    # coloured neighbours have; bad[w] (w coloured): the colours of w's coloured neighbours x that have
+    # another neighbour of w's colour (the third rule through w)
+    once, twice, bad = [0] * n, [0] * n, [0] * n
     for v in np.argsort(-np.diff(g.indptr), kind="stable").tolist():
-        forbidden = set()
+        forbidden = 0
         for w in neighbours[ptr[v] : ptr[v + 1]]:
             cw = colour[w]
-            if cw >= 0:
-                forbidden.add(cw)
-            for x in neighbours[ptr[w] : ptr[w + 1]]:
-                cx = colour[x]
-                if x == v or cx < 0 or cx in forbidden:
-                    continue
-                if cw < 0 or any(colour[y] == cw for y in neighbours[ptr[x] : ptr[x + 1]] if y != w):
-                    forbidden.add(cx)
-        c = 0
-        while c in forbidden:
-            c += 1
-        colour[v] = c
+            forbidden |= (1 << cw) | bad[w] if cw >= 0 else once[w]
+        c = (~forbidden & (forbidden + 1)).bit_length() - 1  # the lowest colour not forbidden
+        colour[v], bit = c, 1 << c
+        for x in neighbours[ptr[v] : ptr[v + 1]]:
+            cx = colour[x]
+            if not once[x] & bit:
+                once[x] |= bit
+            elif not twice[x] & bit:  # once per vertex and colour: a hub is walked a few times in all
+                twice[x] |= bit
+                if cx >= 0:  # x now counts for each of its neighbours of colour c
+                    for w in neighbours[ptr[x] : ptr[x + 1]]:
+                        if colour[w] == c:
+                            bad[w] |= 1 << cx
+            if cx >= 0:
+                if twice[v] & (1 << cx):  # v counts for x
+                    bad[x] |= bit
+                if twice[x] & bit:  # x counts for v
+                    bad[v] |= 1 << cx
     return np.asarray(colour, dtype=np.int64)
 
 
@@ -185,23 +198,37 @@ def symmetric_colors(pattern, coloring):
 
 
 def is_star_coloring(pattern, colors):
-    """Whether ``colors`` is a distance-1 colouring of the symmetric pattern's adjacency graph in which
-    every path on four vertices has three colours (checked path by path: for tests)."""
+    """Whether ``colors`` is a star colouring of the symmetric pattern's adjacency graph: no two neighbours
+    share a colour, and no path on four vertices ``v - w - x - y`` has two colours. Such a path is seen
+    at its middle edge: ``w`` has another neighbour of ``x``'s colour and ``x`` another of ``w``'s.
+    Vectorised (NumPy): one pass over the non-zeros.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from polyad.api.coloring import is_star_coloring
+        >>> path = sp.csr_array(np.eye(4, k=1) + np.eye(4, k=-1))  # 0 - 1 - 2 - 3
+        >>> is_star_coloring(path, np.array([0, 1, 0, 1])), is_star_coloring(path, np.array([0, 1, 0, 2]))
+        (False, True)
+    """
+    g = _adjacency(pattern)
+    colors = np.asarray(colors, dtype=np.int64)
+    src = np.repeat(np.arange(g.shape[0]), np.diff(g.indptr))
+    dst = g.indices.astype(np.int64)
+    if (colors[src] == colors[dst]).any():
+        return False
+    k = int(colors.max(initial=-1)) + 1
+    # counts[v, c]: v's neighbours of colour c
+    counts = np.bincount(src * k + colors[dst], minlength=g.shape[0] * k).reshape(-1, k)
+    middle = (counts[src, colors[dst]] >= 2) & (counts[dst, colors[src]] >= 2)
+    return not middle.any()
+
+
+def _adjacency(pattern):
+    """A symmetric pattern's adjacency graph: its off-diagonal non-zeros, as a boolean CSR array."""
     g = pattern.tocsr().astype(bool)
     g.setdiag(False)
     g.eliminate_zeros()
-    ptr, nb = g.indptr, g.indices
-    for v in range(g.shape[0]):
-        for w in nb[ptr[v] : ptr[v + 1]]:
-            if colors[v] == colors[w]:
-                return False
-            for x in nb[ptr[w] : ptr[w + 1]]:
-                if x == v or colors[x] != colors[v]:
-                    continue
-                for y in nb[ptr[x] : ptr[x + 1]]:
-                    if y != w and y != v and colors[y] == colors[w]:
-                        return False
-    return True
+    return g
 
 
 def bidirectional_colors(pattern, order="dsatur"):

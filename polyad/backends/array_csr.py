@@ -16,8 +16,8 @@ Example:
 class ArrayCSR:
     """CSR arrays (``data``, ``indices``, ``indptr``: the column indices sorted within each row) of one
     library and device, with SciPy's names for what polyad reads: ``shape``, ``dtype``, ``nnz``,
-    ``format``, ``toarray()``, ``abs(A)`` and ``A @ v`` (through the dense array: for checks on small
-    matrices)."""
+    ``format``, ``toarray()``, ``abs(A)`` and ``A @ v`` (a vector: by a segmented scan over the entries,
+    never dense; a matrix: through the dense array)."""
 
     format = "csr"
 
@@ -57,7 +57,37 @@ class ArrayCSR:
         return ArrayCSR(self.xp, self.xp.abs(self.data), self.indices, self.indptr, self.shape)
 
     def __matmul__(self, other):
-        return self.toarray() @ other
+        if getattr(other, "ndim", None) != 1:
+            return self.toarray() @ other
+        return self._matvec(other)
+
+    def _matvec(self, v):
+        """``A @ v`` for a vector: each entry times its column's ``v``, summed along its row by a
+        Hillis-Steele scan (log2(nnz) steps of a shift and an add where the shifted entry lies in the same
+        row), read at each row's last entry. Standard calls only (the library has no scatter-add), O(nnz)
+        memory, and pairwise-like rounding (a cumulative sum's differences would cancel catastrophically)."""
+        xp, (m, n) = self.xp, self.shape
+        device = self.data.device
+        if v.shape != (n,):
+            raise ValueError(f"ArrayCSR @ v: v must have shape ({n},), got {tuple(v.shape)}")
+        dtype = xp.result_type(self.data, v)
+        if self.nnz == 0:
+            return xp.zeros((m,), dtype=dtype, device=device)
+        values = xp.astype(self.data, dtype) * xp.astype(xp.take(v, self.indices), dtype)
+        entries = xp.arange(self.nnz, dtype=self.indptr.dtype, device=device)
+        rows = xp.searchsorted(self.indptr, entries, side="right") - 1
+        shift = 1
+        while shift < self.nnz:
+            pad = xp.zeros((shift,), dtype=dtype, device=device)
+            before = xp.concat([pad, values[: self.nnz - shift]])
+            same = xp.concat(
+                [xp.zeros((shift,), dtype=xp.bool, device=device), rows[shift:] == rows[:-shift]]
+            )
+            values = values + xp.where(same, before, pad[:1])
+            shift *= 2
+        ends = self.indptr[1:]
+        last = xp.take(values, xp.clip(ends - 1, 0, self.nnz - 1))
+        return xp.where(ends > self.indptr[:-1], last, xp.zeros((), dtype=dtype, device=device))
 
     def __repr__(self):
         m, n = self.shape
