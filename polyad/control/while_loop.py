@@ -105,7 +105,7 @@ def _saved_outputs(carry, stored, steps, slots):
 
 
 def _kernel(xp_, *args, **params):
-    return run_while(args, **params)
+    return tuple(plain(o) for o in run_while(args, **params))  # raw arrays out (the count is made here)
 
 
 def _abstract(xp_, *avals, n_carry, save_slots=None, **params):
@@ -324,12 +324,18 @@ def _slots(checkpoints, max_memory, carry, body=None):
 def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_memory=None, save_slots=None,
                  **params):  # fmt: skip
     """The primal pass under reverse mode: one while loop at the levels below that stores the online
-    schedule's checkpoints and reports its length and the steps stored."""
-    if save_slots is not None:  # reverse mode over reverse mode: an enclosing rule's checkpoints too
-        raise NotImplementedError(
-            "pa.while_loop: reverse mode of the reverse pass of a while loop (jacrev of jacrev, hessian by "
-            "reverse over reverse) is not supported; use forward over reverse (pa.hessian, pa.jacfwd of grad)"
-        )
+    schedule's checkpoints and reports its length and the steps stored. Residuals: the slots and those
+    outputs.
+
+    Reverse over reverse (``save_slots`` given: an enclosing reverse rule's primal pass): the loop stores
+    the checkpoints that rule asked for, and they serve this level's sweep too (one schedule, one pass).
+    The stored carries are outputs only ``WHILE_REVERSE`` reads, and its VJP gives them no cotangent (it
+    differentiates through the initial carry and closure they were computed from: ``_reverse_vjp``), so
+    the cotangents reaching them here are zeros and the sweep seeds only the final carry."""
+    if save_slots is not None:
+        loop = dict(checkpoints=checkpoints, max_memory=max_memory, save_slots=save_slots, **params)
+        outs = bind(WHILE, *primals, cond=cond, body=body, n_carry=n_carry, n_cond=n_cond, **loop)
+        return tuple(outs), (save_slots, list(outs[n_carry:]))
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
     if not isinstance(slots, int) and captured():
@@ -350,22 +356,23 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
         save_slots=slots,
         **params,
     )
-    return tuple(outs[:n_carry]), outs[n_carry:]
+    return tuple(outs[:n_carry]), (slots, list(outs[n_carry:]))
 
 
 def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=None, max_memory=None,
          save_slots=None, **params):  # fmt: skip
+    slots, saved = residuals  # the slots the primal pass used (under a capture: an int, whatever was asked)
     cts = bind(
         WHILE_REVERSE,
         *g[:n_carry],
         *primals,
-        *residuals,
+        *saved,
         body=body,
         cond=cond,
         n_carry=n_carry,
         n_cond=n_cond,
         n_closure=len(primals) - n_carry - n_cond,
-        slots=_slots(checkpoints, max_memory, primals[:n_carry], body),
+        slots=slots,
         checkpoints=checkpoints,
         max_memory=max_memory,
     )
@@ -556,6 +563,102 @@ def _reverse_jvp(tangents, out, *primals, body, cond, n_carry, n_cond, n_closure
 _reverse_jvp.computes_primal = True
 
 
+class _CountedStep:
+    """A loop's step with a step counter appended to its carry: (carry, i, closure) -> (carry, i + 1)."""
+
+    closures = ()
+    graph = None
+
+    def __init__(self, step, n_carry, counter):
+        self.step, self.n_carry = step, n_carry
+        self.out_avals = list(step.out_avals) + [abstract_of(counter)]
+        self.where = step.where
+        self.draws_random = getattr(step, "draws_random", False)
+
+    def __call__(self, *args):
+        n = self.n_carry
+        return [*self.step(*args[:n], *args[n + 1 :]), args[n] + 1]
+
+
+class _CountCond:
+    """``i < count``: a loop that runs exactly as many steps as one that ran before (its ``count``),
+    without the user's condition (a vmapped loop's masked step has none)."""
+
+    closures = ()
+    graph = None
+    where = "pa.while_loop"
+
+    def __init__(self, n_carry, flag):
+        self.n_carry = n_carry
+        self.out_avals = [abstract_of(flag)]
+
+    def __call__(self, *args):
+        return [args[self.n_carry - 1] < args[self.n_carry]]
+
+
+def _reverse_vjp(g, out, *primals, body, cond, n_carry, n_cond, n_closure, slots, **params):
+    """Reverse mode of a while loop's backward pass (grad of grad, jacrev of jacrev), by the symmetry of
+    second derivatives. The op computes ``J(z)ᵀ c`` for the loop's map ``F`` from ``z`` (initial carry
+    and closure) to the final carry, ``J = F'(z)``, the cotangent ``c`` given. For a cotangent ``w`` on
+    its outputs (one per ``z``), the VJP is
+    - on ``c``: ``J w``, the tangent of the final carry along ``w`` (a forward loop of the jvp'd step);
+    - on ``z``: the derivative of ``<c, J(z) w>`` in ``z``, a Hessian of ``<c, F>`` times ``w``, which is
+      (symmetric Hessian) the derivative of ``J(z)ᵀ c`` along ``w``: ``_reverse_jvp``'s tangent.
+    Both are real-linear (complex carries: the conjugate convention is the real adjoint), so this holds
+    for every floating dtype. The stored carries, the length and the stored steps get no cotangent:
+    their dependence on ``z`` is in the derivative on ``z`` already (they are the loop's states from
+    ``z``, run again here with their tangents), so ``_vjp_forward`` ignores what reaches them.
+
+    The forward loop runs ``count`` steps by a counter (not the user's condition: the body's count under
+    grad of grad is that of grad, plus ``count`` steps of the jvp'd body and a sweep of it)."""
+    n = n_carry
+    carry = primals[n : 2 * n]
+    b_closure = primals[2 * n + n_cond : 2 * n + n_cond + n_closure]
+    count, index, *stacks = primals[2 * n + n_cond + n_closure :]
+    w_carry, w_b = g[:n], g[n + n_cond : n + n_cond + n_closure]
+    fc = [k for k, c in enumerate(carry) if is_floating(c)]
+    fb = [k for k, b in enumerate(b_closure) if is_floating(b)]
+    t_carry = [w_carry[k] if w_carry[k] is not None else zeros_like(carry[k]) for k in fc]
+    t_b = [w_b[k] if w_b[k] is not None else zeros_like(b_closure[k]) for k in fb]
+    # the jvp'd loop from z along w, storing the same steps as the primal pass (the same slots, length)
+    inner = DualBody(body, n + n_closure, fc + [n + k for k in fb], fc)
+    step = _JvpWhileStep(inner, n, len(fc), n_closure, len(fb))
+    zero = xp.asarray(0, dtype=count.dtype, device=getattr(count, "device", None))
+    dual = bind(
+        WHILE,
+        *carry,
+        *t_carry,
+        zero,
+        count,
+        *b_closure,
+        *t_b,
+        cond=_CountCond(n + len(fc) + 1, zero < count),
+        body=_CountedStep(step, n + len(fc), zero),
+        n_carry=n + len(fc) + 1,
+        n_cond=1,
+        save_slots=slots,
+        **params,
+    )
+    m = n + len(fc) + 1
+    final_t = dual[n : n + len(fc)]
+    dual_stacks = dual[m + 2 : m + 2 + n + len(fc)]
+    t_stacks = [None] * n
+    for j, k in enumerate(fc):
+        t_stacks[k] = dual_stacks[n + j]
+    tangents = [None] * len(primals)
+    for j, k in enumerate(fc):
+        tangents[n + k] = t_carry[j]
+    for j, k in enumerate(fb):
+        tangents[2 * n + n_cond + k] = t_b[j]
+    tangents[2 * n + n_cond + n_closure + 2 :] = t_stacks
+    _, on_z = _reverse_jvp(tangents, out, *primals, body=body, cond=cond, n_carry=n, n_cond=n_cond,
+                           n_closure=n_closure, slots=slots, **params)  # fmt: skip
+    on_c = [None] * n
+    for j, k in enumerate(fc):
+        on_c[k] = final_t[j]
+    return (*on_c, *on_z[:n], *[None] * n_cond, *on_z[n + n_cond :], *[None] * (2 + len(stacks)))
+
+
 # the backward pass of a while loop as one op: its kernel runs the sweep on concrete values (the length
 # is known when it runs); transforms of it run the same sweep on their own tensors
 WHILE_REVERSE = Op(
@@ -566,6 +669,7 @@ WHILE_REVERSE = Op(
     abstract_eval=_reverse_abstract,
     batch=_reverse_batch,
     jvp=_reverse_jvp,
+    vjp=_reverse_vjp,
 )
 
 
