@@ -166,3 +166,39 @@ def test_a_jitted_while_loop_gradient_takes_the_slots_max_memory_holds():
             assert peak <= 19 * 2**20, peak / 2**20
     finally:
         pa.config.max_memory = old
+
+
+def test_vmap_runs_the_body_exactly_as_often_as_the_longest_example_needs():
+    """A batched while_loop ran the body once more than the longest example needs (8 for 7): the trace.
+    Under vmap alone nothing is traced now; each example still stops at its own step, nested too."""
+    calls = []
+
+    def grow(x0, limit):
+        def body(x):
+            calls.append(type(x).__name__)
+            return x * 1.5
+
+        return pa.while_loop(lambda x: x < limit, body, x0)
+
+    def ref(x0, limit):
+        n = 0
+        while x0 < limit:
+            x0, n = x0 * 1.5, n + 1
+        return x0, n
+
+    starts = [1.0, 9.0, 10.0 / 1.5**7 * 1.01, 20.0]
+    x0 = xp.asarray(starts)
+    expected = [ref(v, 10.0) for v in starts]
+    assert max(n for _, n in expected) == 7
+    got = pa.vmap(lambda v: grow(v, 10.0))(x0)
+    assert_close(got, xp.asarray([v for v, _ in expected]), **TOL)
+    assert len(calls) == 7 and "TracedTensor" not in calls
+    calls.clear()  # per-example limits, closed over; a vmap of a vmap
+    limits = [[2.0, 30.0], [5.0, 0.5]]
+    got = pa.vmap(pa.vmap(grow, in_dims=(None, 0)), in_dims=(None, 0))(xp.asarray(1.0), xp.asarray(limits))
+    runs = [[ref(1.0, b) for b in row] for row in limits]
+    assert_close(got, xp.asarray([[v for v, _ in row] for row in runs]), **TOL)
+    assert len(calls) == max(n for row in runs for _, n in row)
+    calls.clear()  # under another transform: the trace on abstract values, once
+    pa.jvp(lambda v: pa.vmap(lambda a: grow(a, 10.0))(v), (x0,), (xp.ones_like(x0),))
+    assert len(calls) == 8 and calls[0] == "TracedTensor" and "TracedTensor" not in calls[1:], calls

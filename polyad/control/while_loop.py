@@ -3,6 +3,8 @@
 ``bind(WHILE, *carry, *cond_closure, *body_closure, cond=..., body=..., ...)`` returns the final carry.
 
 - Level 0 and transforms without a rule of their own run the loop on their values.
+- vmap alone (every active level a vmap): the loop runs in Python at the vmap's level, nothing traced
+  (``_vmapped_loop``: the body runs exactly as often as the longest example needs).
 - vmap: every example runs until every example has stopped; a finished example's carry is frozen (each
   step keeps it where its predicate is false), so the body runs as often as the longest example needs.
   The predicate of each example rides in the carry: the condition runs once per step.
@@ -43,7 +45,7 @@ from polyad.control.while_steps import (
     MaskedStep,
     PrimalCond,
 )
-from polyad.core import Op, Tensor, bind, plain, transform_active
+from polyad.core import Op, Tensor, active_interpreters, bind, plain, transform_active
 from polyad.ops.base import (
     add,
     broadcast_to,
@@ -53,8 +55,11 @@ from polyad.ops.base import (
     stack,
     take_index,
 )
+from polyad.ops.base import where as where_
 from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.fills import zeros, zeros_like
+from polyad.ops.reductions import any as any_of
+from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 
 
 def _split(args, n_carry, n_cond):
@@ -563,6 +568,70 @@ def _predicate(pred, where):
     )
 
 
+def _stepped(body_fun, val, tree, init, where):
+    """The leaves of ``body_fun(val)``, checked against the initial carry's structure, shapes, dtypes."""
+    leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
+    if out_tree != tree:
+        raise TypeError(f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}")
+    check_carry(leaves, init, where, "body_fun", "init_val")
+    return leaves
+
+
+def _vmapped_loop(cond_fun, body_fun, flat, tree, where):
+    """The loop under vmap alone (every active level a vmap, nothing that records or differentiates):
+    run in Python at the vmap's level, the body once per step on every example, a finished example's
+    carry kept (``where`` on its predicate) until the longest has stopped. Nothing is traced, so the body
+    runs exactly as often as the longest example needs (a trace would call it once more)."""
+    val = optree.tree_unflatten(tree, owned(flat))
+    going = _batched_predicate(cond_fun(val), where)
+    while _any_example(going):
+        new = _stepped(body_fun, val, tree, flat, where)
+        leaves = optree.tree_leaves(val, none_is_leaf=False)
+        kept = [where_(going, n if hasattr(n, "dtype") else xp.asarray(n, dtype=c.dtype), c)
+                for n, c in zip(new, leaves)]  # fmt: skip
+        kept = _persisted_batched(kept)  # a lazy carry: computed once a step
+        val = optree.tree_unflatten(tree, kept)
+        going = _persisted_batched([going & _batched_predicate(cond_fun(val), where)])[0]
+    return val
+
+
+def _persisted_batched(values):
+    """``dispatch.persisted`` of the arrays under vmap's tensors (a lazy backend's carry computed once a
+    step, as the eager loop's: else each step's predicate computes every step before it again)."""
+    inner = []
+    for v in values:
+        while isinstance(v, BatchedTensor):
+            v = v._value
+        inner.append(v)
+    done = dispatch.persisted(inner)
+    if done is inner:  # nothing lazy
+        return values
+    return [_rewrapped(v, d) for v, d in zip(values, done)]
+
+
+def _rewrapped(value, inner):
+    if isinstance(value, BatchedTensor):
+        return BatchedTensor(_rewrapped(value._value, inner), value._interp, value._aux)
+    return inner
+
+
+def _batched_predicate(pred, where):
+    """``cond_fun``'s value under vmap: a boolean scalar per example (a Python bool taken as an array)."""
+    if isinstance(pred, bool):
+        return xp.asarray(pred)
+    if not hasattr(pred, "dtype") or tuple(shape_of(pred)) != () or dtype_name(pred.dtype) != "bool":
+        raise TypeError(f"{where}: cond_fun must return a boolean scalar (a 0-d bool array), got {pred!r}")
+    return pred
+
+
+def _any_example(pred):
+    """Whether any example of every enclosing vmap has ``pred`` true: the value under all their levels."""
+    value = pred
+    while isinstance(value, Tensor):
+        value = value._value
+    return bool(any_of(value))
+
+
 def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=None):
     """``val = body_fun(val)`` while ``cond_fun(val)``, as ``jax.lax.while_loop`` — and differentiable in
     reverse mode, which JAX's is not.
@@ -586,8 +655,9 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         The final value. Under vmap every example stops at its own step (the loop runs as long as the
         longest example needs, finished examples unchanged).
 
-    Body calls, for a loop of ``n`` steps (the longest example's under vmap): ``n`` eagerly; under a
-    transform one more, the trace that closure-converts the body, on abstract values (no data); grad and
+    Body calls, for a loop of ``n`` steps (the longest example's under vmap): ``n`` eagerly and under
+    vmap alone; under any other transform one more, the trace that closure-converts the body, on abstract
+    values (no data: jvp, jit, vmap of grad run ``1 + n``); grad and
     hessian add the online schedule's advances and one turn a step (``1 + A + n`` with ``A`` =
     ``schedules.online_steps(n, s)``, ``online_sqrt_steps(n)``, or ``n`` with every carry stored); grad of
     grad ``1 + 2 (A + n)``. Reverse mode nests any number of times (grad of grad, jacrev of jacrev).
@@ -613,15 +683,13 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         refuse_pre_dispatch_capture(where, "a while loop")
         val = optree.tree_unflatten(tree, owned(flat))  # the body's own carry, as scan's
         while _predicate(cond_fun(val), where):
-            leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
-            if out_tree != tree:
-                raise TypeError(
-                    f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}"
-                )
-            check_carry(leaves, flat, where, "body_fun", "init_val")
+            leaves = _stepped(body_fun, val, tree, flat, where)
             leaves = owned_next(dispatch.persisted(leaves), flat)
             val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
+    if all(type(i) is BatchInterpreter for i in active_interpreters()):
+        refuse_pre_dispatch_capture(where, "a while loop")
+        return _vmapped_loop(cond_fun, body_fun, flat, tree, where)
     dtypes = [v.dtype for v in flat]
 
     def cond_flat(*leaves):
