@@ -151,3 +151,34 @@ def test_reverse_over_reverse_with_vmap_between_or_around(checkpoints):
     outer = pa.grad(lambda x: xp.sum(pa.vmap(pa.grad(f))(x, limit)))
     assert_close(outer(x0), expected, **TOL)
     assert_close(pa.jit(outer)(x0), expected, **TOL)
+
+
+def _complex_step(c, a):
+    z, i = c
+    return z * z * 0.3 * a + xp.conj(z) * 0.1 + a * 0.05j, i + 1
+
+
+def _complex_loss(z):
+    return xp.sum(xp.real(z * xp.conj(z)) + xp.imag(z) ** 3)
+
+
+@pytest.mark.parametrize("checkpoints", [None, 2])
+def test_reverse_over_reverse_of_a_complex_non_holomorphic_carry(checkpoints):
+    """The VJP of the backward pass uses the symmetry of second derivatives, which holds for complex
+    carries taken as pairs of reals (the conjugate convention is the real adjoint), conj included."""
+    z0 = xp.asarray([0.3 + 0.2j, -0.1 + 0.4j])
+
+    def f(a):
+        c = pa.while_loop(lambda c: c[1] < 6, lambda c: _complex_step(c, a), (z0, xp.asarray(0)),
+                          checkpoints=checkpoints)  # fmt: skip
+        return _complex_loss(c[0])
+
+    def ref(a):
+        c = (z0, 0)
+        for _ in range(6):
+            c = _complex_step(c, a)
+        return _complex_loss(c[0])
+
+    a = xp.asarray(0.7)
+    assert_close(pa.grad(pa.grad(f))(a), pa.grad(pa.grad(ref))(a), **TOL)
+    assert_close(pa.grad(pa.grad(pa.grad(f)))(a), pa.grad(pa.grad(pa.grad(ref)))(a), **TOL)

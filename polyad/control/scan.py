@@ -219,7 +219,7 @@ BOOKKEEPING = 2**18
 
 def auto_slots(body, carry, max_memory, length=None, carries_per_slot=1, where="pa.scan"):
     """``checkpoints="auto"``'s slots: the most that ``max_memory`` holds beside what the backward pass
-    needs, counted as (measured with tracemalloc on NumPy: tests/test_while_loop_nesting.py)
+    needs, counted as (peaks checked with tracemalloc on NumPy: tests/test_loop_budgets.py)
     - one step's recording: every value the body computes (``step_bytes``, an upper bound);
     - the backward pass's temporaries: the cotangents live at once and a rule's own, 3 x the largest value
       the body computes;
