@@ -208,9 +208,10 @@ def test_gradient_of_a_nonlinear_system_against_finite_differences():
 def test_reverse_mode_memory_within_its_budget():
     """Integrations with a 64 KiB state differentiated with checkpoints="auto" under a 16 MiB budget
     (pa.while_loop's: the stored states and one step's recording, estimated from the step's graph):
-    tracemalloc's peak does not grow with the number of steps and stays within the budget, where storing
-    every state of 400 steps would take 400 x 128 KiB = 50 MiB. (The runs are short: scripts/bench_ode.py
-    differentiates 10^5 steps.)"""
+    tracemalloc's peak does not grow with the number of steps once the budget's 39 slots are filled (at
+    150 steps; 50 steps fill them too, but their sweep stores little) and stays within the budget, where
+    storing every state of 400 steps would take 400 x 128 KiB = 50 MiB. (The runs are short:
+    scripts/bench_ode.py differentiates 10^5 steps.)"""
     n = 8192
     y0 = arr(np.linspace(1.0, 2.0, n))
 
@@ -221,7 +222,7 @@ def test_reverse_mode_memory_within_its_budget():
 
     k = xp.asarray(0.5, dtype=xp.float64)
     peaks = []
-    for steps in (50, 400):
+    for steps in (150, 400):
         start_tracemalloc()
         try:
             g = pa.grad(final)(k, steps)
@@ -231,7 +232,7 @@ def test_reverse_mode_memory_within_its_budget():
         close(g, -float(np.sum(to_numpy(y0))) * math.exp(-0.5), 1e-6)
     assert peaks[1] < 1.1 * peaks[0], [p / 2**20 for p in peaks]
     assert peaks[1] < 16 * 2**20, [p / 2**20 for p in peaks]
-    assert peaks[1] * 4 < 400 * 2 * 8 * n  # storing every state
+    assert peaks[1] * 3 < 400 * 2 * 8 * n  # storing every state (the budget is a third of it)
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -32,7 +32,8 @@ state and a dict of stored states (``simulate`` is such an executor, on a toy in
   that allow it, ``sqrt_slots(length)`` ~ ``sqrt(2 length)``.
 - ``auto_slots``: the most slots a memory budget holds, given the bytes of one carry.
 - ``OnlineSchedule``: for loops of unknown length (``while_loop``): decides during the primal pass which
-  states to keep in ``slots`` slots, and yields the reverse sweep once the length is known.
+  states to keep in ``slots`` slots, and yields the reverse sweep once the length is known;
+  ``OnlineSqrtSchedule``: the same with ``sqrt_slots(steps run)`` slots, growing as the loop runs.
 
 ``plan(length, checkpoints, ...)`` is the front door of the loops of known length: it turns their
 ``checkpoints=`` argument (None, an int, "sqrt" or "auto") into a ``Plan``.
@@ -707,6 +708,55 @@ class OnlineSchedule:
         ends = stored[1:] + [length]
         for j in range(len(stored) - 1, -1, -1):
             yield from _reverse_range(stored[j], ends[j], self._gap_slots(j), at_start=False)
+
+
+class OnlineSqrtSchedule(OnlineSchedule):
+    """``checkpoints="sqrt"`` for a loop whose length is known only at its end: an ``OnlineSchedule``
+    whose slots grow as the loop runs, ``sqrt_slots(i + 1)`` before step ``i`` (about ``sqrt(2 i)``), so
+    that after ``length`` steps it holds at most ``sqrt_slots(length)`` states, as ``sqrt_schedule`` does
+    for a known length. Its reverse sweep is that of ``OnlineSchedule.resumed(sqrt_slots(length), ...)``.
+
+    The states placed while the slots were fewer are not those the offline schedule would place:
+    ``online_sqrt_steps`` counts the advances, 2.03 to 2.08 times the length in all for 1,000 to 30,000
+    steps, against the offline ``sqrt_steps``' 1.95 to 1.99 (primal pass included in both).
+
+    Example:
+        >>> schedule = OnlineSqrtSchedule()
+        >>> _ = [schedule.before_step(i) for i in range(100)]
+        >>> schedule.slots == sqrt_slots(100), len(schedule.stored) <= sqrt_slots(100)
+        (True, True)
+    """
+
+    def __init__(self):
+        super().__init__(1)
+
+    def before_step(self, step: int) -> tuple[Action, ...]:
+        """As ``OnlineSchedule.before_step``, with ``sqrt_slots(step + 1)`` slots from this step on."""
+        want = sqrt_slots(step + 1)
+        if want > self.slots:
+            self.slots, self._sums, self._changed = want, None, 0  # the partial sums are sized by the slots
+        return super().before_step(step)
+
+
+def online_sqrt_steps(length: int) -> int:
+    """The advances of ``OnlineSqrtSchedule`` on a loop of ``length`` steps, primal pass included.
+
+    Args:
+        length: the number of loop steps, an int >= 0.
+
+    Returns:
+        The number of advances (int); compare ``sqrt_steps(length)``, the offline schedule's.
+
+    Example:
+        >>> online_sqrt_steps(10_000), sqrt_steps(10_000)
+        (20800, 19858)
+    """
+    _check_int(length, "length", 0)
+    schedule = OnlineSqrtSchedule()
+    for i in range(length):
+        schedule.before_step(i)
+    schedule.reverse(length)
+    return schedule.advances
 
 
 def online_steps(length: int, slots: int) -> int:

@@ -3,14 +3,19 @@
 ``bind(WHILE, *carry, *cond_closure, *body_closure, cond=..., body=..., ...)`` returns the final carry.
 
 - Level 0 and transforms without a rule of their own run the loop on their values.
+- vmap alone (every active level a vmap): the loop runs in Python at the vmap's level, nothing traced
+  (``_vmapped_loop``: the body runs exactly as often as the longest example needs).
 - vmap: every example runs until every example has stopped; a finished example's carry is frozen (each
   step keeps it where its predicate is false), so the body runs as often as the longest example needs.
   The predicate of each example rides in the carry: the condition runs once per step.
 - jvp: one while loop over the body under jvp; the condition reads the primal carry.
 - grad/vjp: the length is known only at the end, so the primal pass keeps its checkpoints by an online
-  schedule (``schedules.OnlineSchedule``: at most ``checkpoints`` carries stored) and reports the length
-  and the stored steps; the backward pass replays the schedule's reverse sweep (advances as ``scan``s of
-  the body, turns as one recorded step each). ``checkpoints=None`` keeps every step's recording.
+  schedule (``schedules.OnlineSchedule``: at most ``checkpoints`` carries stored; ``OnlineSqrtSchedule``
+  for "sqrt") and reports the length and the stored steps; the backward pass (``WHILE_REVERSE``) replays
+  the schedule's reverse sweep (advances as ``scan``s of the body, turns as one recorded step each).
+- grad of grad: ``WHILE_REVERSE`` has a VJP of its own (``_reverse_vjp``: a jvp'd forward loop and the
+  sweep of the jvp'd step, by the symmetry of second derivatives), and the enclosing level's primal pass
+  stores the checkpoints the inner one asked for, which serve both sweeps.
 """
 
 import optree
@@ -29,22 +34,32 @@ from polyad.control.closure import (
     trace,
 )
 from polyad.control.loops import as_array, carry_names, check_carry, check_checkpoints, func_name
-from polyad.control.scan import SCAN, captured, carry_bytes, refuse_random_recomputation, step_bytes
-from polyad.core import Op, Tensor, bind, plain, transform_active
+from polyad.control.scan import SCAN, auto_slots, captured, refuse_random_recomputation
+from polyad.control.while_steps import (
+    AsScanBody,
+    BatchedCond,
+    BatchedStep,
+    CountCond,
+    CountedStep,
+    JvpWhileStep,
+    MaskedStep,
+    PrimalCond,
+)
+from polyad.core import Op, Tensor, active_interpreters, bind, plain, transform_active
 from polyad.ops.base import (
     add,
     broadcast_to,
     expand_dims,
     move_to_front,
     moveaxis,
-    reshape,
     stack,
     take_index,
-    where,
 )
-from polyad.ops.common import ShapeDtype, dtype_name, is_floating, ndim_of, shape_of
+from polyad.ops.base import where as where_
+from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.reductions import any as any_of
+from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 
 
 def _split(args, n_carry, n_cond):
@@ -62,7 +77,7 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
     carry, c_closure, b_closure = _split(args, n_carry, n_cond)
     schedule = None
     if save_slots is not None:
-        schedule = schedules.OnlineSchedule(_schedule_slots(save_slots))
+        schedule = _schedule(save_slots)
     stored = {}
     steps = 0
     while bool(_pred(cond, carry, c_closure)):
@@ -79,12 +94,21 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
     return (*carry, *_saved_outputs(carry, stored, steps, save_slots))
 
 
-def _schedule_slots(save_slots):
-    """The online schedule's slots for ``save_slots``: an int ``s`` (``s`` rows of output, unused ones
-    padded), ``("bounded", s)`` (at most ``s``, as many rows as stored: "auto"'s budget), "all" (None:
-    every state)."""
+def _schedule(save_slots):
+    """The online schedule for ``save_slots``: an int ``s`` (``s`` rows of output, unused ones padded),
+    ``("bounded", s)`` (at most ``s``, as many rows as stored: "auto"'s budget), "sqrt" (slots growing
+    with the steps run, as many rows as stored), "all" (every state)."""
+    if save_slots == "sqrt":
+        return schedules.OnlineSqrtSchedule()
+    return schedules.OnlineSchedule(_schedule_slots(save_slots, None))
+
+
+def _schedule_slots(save_slots, length):
+    """The slots of ``save_slots``' schedule once the loop has run ``length`` steps (None: every state)."""
     if save_slots == "all":
         return None
+    if save_slots == "sqrt":
+        return schedules.sqrt_slots(length)
     return save_slots[1] if isinstance(save_slots, tuple) else save_slots
 
 
@@ -105,7 +129,7 @@ def _saved_outputs(carry, stored, steps, slots):
 
 
 def _kernel(xp_, *args, **params):
-    return run_while(args, **params)
+    return tuple(plain(o) for o in run_while(args, **params))  # raw arrays out (the count is made here)
 
 
 def _abstract(xp_, *avals, n_carry, save_slots=None, **params):
@@ -122,57 +146,6 @@ def _abstract(xp_, *avals, n_carry, save_slots=None, **params):
 # ------------------------------------------------------------------------------ vmap
 
 
-class _BatchedCond:
-    """The vmapped loop's condition: whether any example is still running (their predicates ride in the
-    carry's last leaf)."""
-
-    closures = ()
-    graph = None
-    where = "pa.while_loop"
-
-    def __init__(self, n_carry, active):
-        self.n_carry = n_carry
-        flags = abstract_of(active)
-        self.out_avals = [ShapeDtype((), flags.dtype, flags.device)]
-
-    def __call__(self, *args):
-        return [any_of(args[self.n_carry - 1])]
-
-
-class _BatchedStep:
-    """The vmapped loop's step: the body on every example, kept where the example's predicate holds;
-    then the predicates of the new carry."""
-
-    closures = ()
-    graph = None
-
-    def __init__(self, cond, body, n_carry, c_dims, b_dims, size, randomness):
-        self.cond, self.body, self.n_carry = cond, body, n_carry
-        self.c_dims, self.b_dims, self.size, self.randomness = c_dims, b_dims, size, randomness
-        self.out_avals = None  # the carry's: set by the rule
-        self.where = body.where
-        self.draws_random = getattr(body, "draws_random", False)
-
-    def __call__(self, *args):
-        n = self.n_carry
-        carry, active = list(args[: n - 1]), args[n - 1]
-        c_closure = args[n : n + len(self.c_dims)]
-        b_closure = args[n + len(self.c_dims) :]
-        new = BatchedBody(self.body, [0] * (n - 1) + list(self.b_dims), self.size, self.randomness)(
-            *carry, *b_closure
-        )
-        kept = [where(_along(active, c), c_new, c) for c_new, c in zip(new, carry)]
-        pred = BatchedBody(self.cond, [0] * (n - 1) + list(self.c_dims), self.size, self.randomness)(
-            *kept, *c_closure
-        )[0]
-        return [*kept, active & pred]
-
-
-def _along(active, c):
-    """The per-example flags ``active`` (shape (batch,)) shaped to broadcast against ``c``."""
-    return reshape(active, (shape_of(active)[0],) + (1,) * (ndim_of(c) - 1))
-
-
 def _batch(info, dims, *values, cond, body, n_carry, n_cond, save_slots=None, **params):
     size = info.batch_size
     carry, c_closure, b_closure = _split(values, n_carry, n_cond)
@@ -182,7 +155,7 @@ def _batch(info, dims, *values, cond, body, n_carry, n_cond, save_slots=None, **
         for c, d in zip(carry, carry_dims)
     ]
     active = BatchedBody(cond, [0] * n_carry + list(c_dims), size, info.randomness)(*carry, *c_closure)[0]
-    step = _BatchedStep(cond, body, n_carry + 1, c_dims, b_dims, size, info.randomness)
+    step = BatchedStep(cond, body, n_carry + 1, c_dims, b_dims, size, info.randomness)
     step.out_avals = [abstract_of(c) for c in carry] + [abstract_of(active)]
     outs = bind(
         WHILE,
@@ -190,7 +163,7 @@ def _batch(info, dims, *values, cond, body, n_carry, n_cond, save_slots=None, **
         active,
         *c_closure,
         *b_closure,
-        cond=_BatchedCond(n_carry + 1, active),
+        cond=BatchedCond(n_carry + 1, active),
         body=step,
         n_carry=n_carry + 1,
         n_cond=0,
@@ -207,23 +180,6 @@ def _batch(info, dims, *values, cond, body, n_carry, n_cond, save_slots=None, **
 # ------------------------------------------------------------------------------ jvp
 
 
-class _PrimalCond:
-    """The jvp'd loop's condition: the user's condition on the primal carry."""
-
-    closures = ()
-    graph = None
-
-    def __init__(self, cond, n_carry, n_tangents):
-        self.cond, self.n_carry, self.n_tangents = cond, n_carry, n_tangents
-        self.out_avals = cond.out_avals
-        self.where = cond.where
-        self.draws_random = getattr(cond, "draws_random", False)
-
-    def __call__(self, *args):
-        n = self.n_carry
-        return self.cond(*args[:n], *args[n + self.n_tangents :])
-
-
 def _jvp(tangents, out, *primals, cond, body, n_carry, n_cond, save_slots=None, **params):
     carry, c_closure, b_closure = _split(primals, n_carry, n_cond)
     t_carry, _, t_body = _split(tangents, n_carry, n_cond)
@@ -233,7 +189,7 @@ def _jvp(tangents, out, *primals, cond, body, n_carry, n_cond, save_slots=None, 
     tangent_of = float_carry + [n_carry + k for k in b_t]
     inner = DualBody(body, n_carry + len(b_closure), tangent_of, float_carry)
     n_ct = len(float_carry)
-    step = _JvpWhileStep(inner, n_carry, n_ct, len(b_closure), len(b_t))
+    step = JvpWhileStep(inner, n_carry, n_ct, len(b_closure), len(b_t))
     outs = bind(
         WHILE,
         *carry,
@@ -241,7 +197,7 @@ def _jvp(tangents, out, *primals, cond, body, n_carry, n_cond, save_slots=None, 
         *c_closure,
         *b_closure,
         *[t_body[k] for k in b_t],
-        cond=_PrimalCond(cond, n_carry, n_ct),
+        cond=PrimalCond(cond, n_carry, n_ct),
         body=step,
         n_carry=n_carry + n_ct,
         n_cond=n_cond,
@@ -265,41 +221,7 @@ def _jvp(tangents, out, *primals, cond, body, n_carry, n_cond, save_slots=None, 
 _jvp.computes_primal = True
 
 
-class _JvpWhileStep:
-    """The jvp'd loop's body: (carry, carry tangents, closure, closure tangents) -> (carry, tangents)."""
-
-    closures = ()
-    graph = None
-
-    def __init__(self, inner, n_carry, n_ct, n_b, n_bt):
-        self.inner, self.sizes = inner, (n_carry, n_ct, n_b, n_bt)
-        self.out_avals = inner.out_avals
-        self.where = inner.where
-        self.draws_random = getattr(inner, "draws_random", False)
-
-    def __call__(self, *args):
-        n_carry, n_ct, n_b, n_bt = self.sizes
-        carry, ct = args[:n_carry], args[n_carry : n_carry + n_ct]
-        closure = args[n_carry + n_ct : n_carry + n_ct + n_b]
-        closure_t = args[n_carry + n_ct + n_b :]
-        return self.inner(*carry, *closure, *ct, *closure_t)
-
-
 # ------------------------------------------------------------------------------ grad: online checkpoints
-
-
-class _AsScanBody:
-    """The while loop's body as a scan's (no xs, no ys): what the reverse sweep's advances run."""
-
-    graph = None
-    closures = ()
-
-    def __init__(self, body):
-        self.body, self.out_avals, self.where = body, body.out_avals, body.where
-        self.draws_random = getattr(body, "draws_random", False)
-
-    def __call__(self, *args):
-        return self.body(*args)
 
 
 # the default slots of a while loop's reverse mode under pa.jit: with 32 stored carries the online
@@ -307,37 +229,45 @@ class _AsScanBody:
 JIT_SLOTS = 32
 
 
-def _slots(checkpoints, max_memory, carry, body=None):
-    """The online schedule's slots: an int; "all" (None: every state); "auto": the budget's, as a
-    bound on states stored as the run decides (their number is known only at the end)."""
-    if checkpoints is None:
-        return "all"
+def _slots(checkpoints, max_memory, carry, body):
+    """The online schedule's slots: an int; "all" (None: every state); "sqrt": growing with the steps run;
+    "auto": the budget's (``scan.auto_slots``, two carries a slot: the primal pass's stack lives through
+    the backward pass beside the sweep's own stores), a bound on states stored as the run decides."""
+    if checkpoints is None or checkpoints == "sqrt":
+        return "all" if checkpoints is None else "sqrt"
     if checkpoints == "auto":
-        budget = config.max_memory if max_memory is None else max_memory
-        # a slot costs two carries: its row of the primal pass's stack, allocated as one array that lives
-        # through the whole backward pass, and the sweep's own store of that segment beside it
-        reserved = 2 * carry_bytes(carry) + 2 * step_bytes(body, carry)  # as scan's: one step's recording
-        return ("bounded", schedules.auto_slots(None, 2 * carry_bytes(carry), budget, reserved))
+        return ("bounded", _budget_slots(max_memory, carry, body))
     return checkpoints
+
+
+def _budget_slots(max_memory, carry, body):
+    budget = config.max_memory if max_memory is None else max_memory
+    return auto_slots(body, carry, budget, carries_per_slot=2, where=body.where)
 
 
 def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_memory=None, save_slots=None,
                  **params):  # fmt: skip
     """The primal pass under reverse mode: one while loop at the levels below that stores the online
-    schedule's checkpoints and reports its length and the steps stored."""
-    if save_slots is not None:  # reverse mode over reverse mode: an enclosing rule's checkpoints too
-        raise NotImplementedError(
-            "pa.while_loop: reverse mode of the reverse pass of a while loop (jacrev of jacrev, hessian by "
-            "reverse over reverse) is not supported; use forward over reverse (pa.hessian, pa.jacfwd of grad)"
-        )
+    schedule's checkpoints and reports its length and the steps stored. Residuals: the slots and those
+    outputs.
+
+    Reverse over reverse (``save_slots`` given: an enclosing reverse rule's primal pass): the loop stores
+    the checkpoints that rule asked for, and they serve this level's sweep too (one schedule, one pass).
+    The stored carries are outputs only ``WHILE_REVERSE`` reads, and its VJP gives them no cotangent (it
+    differentiates through the initial carry and closure they were computed from: ``_reverse_vjp``), so
+    the cotangents reaching them here are zeros and the sweep seeds only the final carry."""
+    if save_slots is not None:
+        loop = dict(checkpoints=checkpoints, max_memory=max_memory, save_slots=save_slots, **params)
+        outs = bind(WHILE, *primals, cond=cond, body=body, n_carry=n_carry, n_cond=n_cond, **loop)
+        return tuple(outs), (save_slots, list(outs[n_carry:]))
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
     if not isinstance(slots, int) and captured():
         # a compiled graph's shapes are fixed when it is traced, and the number of steps is known only when
-        # the loop runs: the online schedule gets JIT_SLOTS slots, or fewer where "auto"'s budget
-        # (max_memory, else pa.config.max_memory) holds fewer, at least 2. The compiled graph allocates
-        # them up front, so the budget's millions of small carries would cost their memory at every call
-        slots = max(2, min(JIT_SLOTS, _slots("auto", max_memory, primals[:n_carry], body)[1]))
+        # the loop runs: None, "sqrt" and "auto" get JIT_SLOTS slots, or fewer where "auto"'s budget
+        # (max_memory, else pa.config.max_memory) holds fewer. The compiled graph allocates them up
+        # front, so the budget's millions of small carries would cost their memory at every call
+        slots = min(JIT_SLOTS, _budget_slots(max_memory, primals[:n_carry], body))
     outs = bind(
         WHILE,
         *primals,
@@ -350,22 +280,23 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
         save_slots=slots,
         **params,
     )
-    return tuple(outs[:n_carry]), outs[n_carry:]
+    return tuple(outs[:n_carry]), (slots, list(outs[n_carry:]))
 
 
 def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=None, max_memory=None,
          save_slots=None, **params):  # fmt: skip
+    slots, saved = residuals  # the slots the primal pass used (under a capture: an int, whatever was asked)
     cts = bind(
         WHILE_REVERSE,
         *g[:n_carry],
         *primals,
-        *residuals,
+        *saved,
         body=body,
         cond=cond,
         n_carry=n_carry,
         n_cond=n_cond,
         n_closure=len(primals) - n_carry - n_cond,
-        slots=_slots(checkpoints, max_memory, primals[:n_carry], body),
+        slots=slots,
         checkpoints=checkpoints,
         max_memory=max_memory,
     )
@@ -387,10 +318,12 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     length = int(count)
     steps = [int(take_index(index, j)) for j in range(shape_of(index)[0])]
     stored = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
-    schedule = schedules.OnlineSchedule.resumed(_schedule_slots(slots), stored, length)  # the primal pass's
+    schedule = schedules.OnlineSchedule.resumed(
+        _schedule_slots(slots, length), stored, length
+    )  # the primal pass's
     ct_closure = [None] * n_closure
     working = None
-    advance = dict(body=_AsScanBody(body), reverse=False, n_carry=n_carry, n_xs=0, keep_ys=False,
+    advance = dict(body=AsScanBody(body), reverse=False, n_carry=n_carry, n_xs=0, keep_ys=False,
                    checkpoints=checkpoints, max_memory=max_memory)  # fmt: skip
     for action in schedule.reverse(length):
         kind = type(action)
@@ -438,37 +371,9 @@ def _reverse_abstract(xp_, *avals, n_carry, n_cond, n_closure, **params):
     return tuple(ShapeDtype(a.shape, a.dtype, getattr(a, "device", None)) for a in ins)
 
 
-class _MaskedStep:
-    """A vmapped loop's step as its backward pass sees it, every input batched at 0 (carry, condition's
-    closure, body's closure): the body on every example, kept where the example's predicate holds (no
-    ``cond``: a step that masks already, the body vmapped). A
-    finished example is frozen, its predicate false from then on, so the step's derivative there is the
-    identity: each example's derivative is that of its own loop, stopped at its own step."""
-
-    closures = ()
-    graph = None
-
-    def __init__(self, cond, body, n_carry, n_cond, size, randomness, out_avals):
-        self.cond, self.body, self.n_carry, self.n_cond = cond, body, n_carry, n_cond
-        self.size, self.randomness, self.out_avals = size, randomness, out_avals
-        self.where = body.where
-        self.draws_random = getattr(body, "draws_random", False)
-
-    def __call__(self, *args):
-        n, m = self.n_carry, self.n_cond
-        carry, c_closure, b_closure = args[:n], args[n : n + m], args[n + m :]
-        new = BatchedBody(self.body, [0] * (len(args) - m), self.size, self.randomness)(*carry, *b_closure)
-        if (
-            self.cond is None
-        ):  # a step masked already, at a vmap below (it evaluates every example's predicate)
-            return new
-        pred = BatchedBody(self.cond, [0] * (n + m), self.size, self.randomness)(*carry, *c_closure)[0]
-        return [where(_along(pred, c), c_new, c) for c_new, c in zip(new, carry)]
-
-
 def _reverse_batch(info, dims, *values, body, cond, n_carry, n_cond, n_closure, **params):
     """vmap of a while loop's backward pass (vmap of grad): every example's own derivative, its loop
-    stopped at its own step. The sweep runs once, over the masked step (``_MaskedStep``) of the batch;
+    stopped at its own step. The sweep runs once, over the masked step (``MaskedStep``) of the batch;
     every input is batched (an unbatched closure too: its cotangent is per example)."""
     size = info.batch_size
     n_in = 2 * n_carry + n_cond + n_closure
@@ -480,7 +385,7 @@ def _reverse_batch(info, dims, *values, body, cond, n_carry, n_cond, n_closure, 
     ]
     ins = [with_batch_at(v, d, size) for v, d in zip(values[:n_in], dims[:n_in])]
     stacks = [with_batch_at(v, d, size, axis=1) for v, d in zip(values[n_in + 2 :], dims[n_in + 2 :])]
-    step = _MaskedStep(cond, body, n_carry, n_cond, size, info.randomness,
+    step = MaskedStep(cond, body, n_carry, n_cond, size, info.randomness,
                        [abstract_of(c) for c in ins[n_carry : 2 * n_carry]])  # fmt: skip
     outs = bind(
         WHILE_REVERSE,
@@ -519,7 +424,7 @@ def _reverse_jvp(tangents, out, *primals, body, cond, n_carry, n_cond, n_closure
         return zeros_like(like) if t is None else t
 
     inner = DualBody(body, n + n_closure, fc + [n + k for k in fb], fc)
-    step = _JvpWhileStep(inner, n, len(fc), n_closure, len(fb))
+    step = JvpWhileStep(inner, n, len(fc), n_closure, len(fb))
     outs = bind(
         WHILE_REVERSE,
         *[tangent(t_ct[k], ct[k]) if k in fc else ct[k] for k in range(n)],
@@ -534,7 +439,7 @@ def _reverse_jvp(tangents, out, *primals, body, cond, n_carry, n_cond, n_closure
         *stacks,
         *[tangent(t_stacks[k], stacks[k]) for k in fc],
         body=step,
-        cond=None if cond is None else _PrimalCond(cond, n, len(fc)),
+        cond=None if cond is None else PrimalCond(cond, n, len(fc)),
         n_carry=n + len(fc),
         n_cond=n_cond,
         n_closure=n_closure + len(fb),
@@ -556,6 +461,69 @@ def _reverse_jvp(tangents, out, *primals, body, cond, n_carry, n_cond, n_closure
 _reverse_jvp.computes_primal = True
 
 
+def _reverse_vjp(g, out, *primals, body, cond, n_carry, n_cond, n_closure, slots, **params):
+    """Reverse mode of a while loop's backward pass (grad of grad, jacrev of jacrev), by the symmetry of
+    second derivatives. The op computes ``J(z)ᵀ c`` for the loop's map ``F`` from ``z`` (initial carry
+    and closure) to the final carry, ``J = F'(z)``, the cotangent ``c`` given. For a cotangent ``w`` on
+    its outputs (one per ``z``), the VJP is
+    - on ``c``: ``J w``, the tangent of the final carry along ``w`` (a forward loop of the jvp'd step);
+    - on ``z``: the derivative of ``<c, J(z) w>`` in ``z``, a Hessian of ``<c, F>`` times ``w``, which is
+      (symmetric Hessian) the derivative of ``J(z)ᵀ c`` along ``w``: ``_reverse_jvp``'s tangent.
+    Both are real-linear (complex carries: the conjugate convention is the real adjoint), so this holds
+    for every floating dtype. The stored carries, the length and the stored steps get no cotangent:
+    their dependence on ``z`` is in the derivative on ``z`` already (they are the loop's states from
+    ``z``, run again here with their tangents), so ``_vjp_forward`` ignores what reaches them.
+
+    The forward loop runs ``count`` steps by a counter (not the user's condition: the body's count under
+    grad of grad is that of grad, plus ``count`` steps of the jvp'd body and a sweep of it)."""
+    n = n_carry
+    carry = primals[n : 2 * n]
+    b_closure = primals[2 * n + n_cond : 2 * n + n_cond + n_closure]
+    count, index, *stacks = primals[2 * n + n_cond + n_closure :]
+    w_carry, w_b = g[:n], g[n + n_cond : n + n_cond + n_closure]
+    fc = [k for k, c in enumerate(carry) if is_floating(c)]
+    fb = [k for k, b in enumerate(b_closure) if is_floating(b)]
+    t_carry = [w_carry[k] if w_carry[k] is not None else zeros_like(carry[k]) for k in fc]
+    t_b = [w_b[k] if w_b[k] is not None else zeros_like(b_closure[k]) for k in fb]
+    # the jvp'd loop from z along w, storing the same steps as the primal pass (the same slots, length)
+    inner = DualBody(body, n + n_closure, fc + [n + k for k in fb], fc)
+    step = JvpWhileStep(inner, n, len(fc), n_closure, len(fb))
+    zero = xp.asarray(0, dtype=count.dtype, device=getattr(count, "device", None))
+    dual = bind(
+        WHILE,
+        *carry,
+        *t_carry,
+        zero,
+        count,
+        *b_closure,
+        *t_b,
+        cond=CountCond(n + len(fc) + 1, zero < count),
+        body=CountedStep(step, n + len(fc), zero),
+        n_carry=n + len(fc) + 1,
+        n_cond=1,
+        save_slots=slots,
+        **params,
+    )
+    m = n + len(fc) + 1
+    final_t = dual[n : n + len(fc)]
+    dual_stacks = dual[m + 2 : m + 2 + n + len(fc)]
+    t_stacks = [None] * n
+    for j, k in enumerate(fc):
+        t_stacks[k] = dual_stacks[n + j]
+    tangents = [None] * len(primals)
+    for j, k in enumerate(fc):
+        tangents[n + k] = t_carry[j]
+    for j, k in enumerate(fb):
+        tangents[2 * n + n_cond + k] = t_b[j]
+    tangents[2 * n + n_cond + n_closure + 2 :] = t_stacks
+    _, on_z = _reverse_jvp(tangents, out, *primals, body=body, cond=cond, n_carry=n, n_cond=n_cond,
+                           n_closure=n_closure, slots=slots, **params)  # fmt: skip
+    on_c = [None] * n
+    for j, k in enumerate(fc):
+        on_c[k] = final_t[j]
+    return (*on_c, *on_z[:n], *[None] * n_cond, *on_z[n + n_cond :], *[None] * (2 + len(stacks)))
+
+
 # the backward pass of a while loop as one op: its kernel runs the sweep on concrete values (the length
 # is known when it runs); transforms of it run the same sweep on their own tensors
 WHILE_REVERSE = Op(
@@ -566,6 +534,7 @@ WHILE_REVERSE = Op(
     abstract_eval=_reverse_abstract,
     batch=_reverse_batch,
     jvp=_reverse_jvp,
+    vjp=_reverse_vjp,
 )
 
 
@@ -599,6 +568,70 @@ def _predicate(pred, where):
     )
 
 
+def _stepped(body_fun, val, tree, init, where):
+    """The leaves of ``body_fun(val)``, checked against the initial carry's structure, shapes, dtypes."""
+    leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
+    if out_tree != tree:
+        raise TypeError(f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}")
+    check_carry(leaves, init, where, "body_fun", "init_val")
+    return leaves
+
+
+def _vmapped_loop(cond_fun, body_fun, flat, tree, where):
+    """The loop under vmap alone (every active level a vmap, nothing that records or differentiates):
+    run in Python at the vmap's level, the body once per step on every example, a finished example's
+    carry kept (``where`` on its predicate) until the longest has stopped. Nothing is traced, so the body
+    runs exactly as often as the longest example needs (a trace would call it once more)."""
+    val = optree.tree_unflatten(tree, owned(flat))
+    going = _batched_predicate(cond_fun(val), where)
+    while _any_example(going):
+        new = _stepped(body_fun, val, tree, flat, where)
+        leaves = optree.tree_leaves(val, none_is_leaf=False)
+        kept = [where_(going, n if hasattr(n, "dtype") else xp.asarray(n, dtype=c.dtype), c)
+                for n, c in zip(new, leaves)]  # fmt: skip
+        kept = _persisted_batched(kept)  # a lazy carry: computed once a step
+        val = optree.tree_unflatten(tree, kept)
+        going = _persisted_batched([going & _batched_predicate(cond_fun(val), where)])[0]
+    return val
+
+
+def _persisted_batched(values):
+    """``dispatch.persisted`` of the arrays under vmap's tensors (a lazy backend's carry computed once a
+    step, as the eager loop's: else each step's predicate computes every step before it again)."""
+    inner = []
+    for v in values:
+        while isinstance(v, BatchedTensor):
+            v = v._value
+        inner.append(v)
+    done = dispatch.persisted(inner)
+    if done is inner:  # nothing lazy
+        return values
+    return [_rewrapped(v, d) for v, d in zip(values, done)]
+
+
+def _rewrapped(value, inner):
+    if isinstance(value, BatchedTensor):
+        return BatchedTensor(_rewrapped(value._value, inner), value._interp, value._aux)
+    return inner
+
+
+def _batched_predicate(pred, where):
+    """``cond_fun``'s value under vmap: a boolean scalar per example (a Python bool taken as an array)."""
+    if isinstance(pred, bool):
+        return xp.asarray(pred)
+    if not hasattr(pred, "dtype") or tuple(shape_of(pred)) != () or dtype_name(pred.dtype) != "bool":
+        raise TypeError(f"{where}: cond_fun must return a boolean scalar (a 0-d bool array), got {pred!r}")
+    return pred
+
+
+def _any_example(pred):
+    """Whether any example of every enclosing vmap has ``pred`` true: the value under all their levels."""
+    value = pred
+    while isinstance(value, Tensor):
+        value = value._value
+    return bool(any_of(value))
+
+
 def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=None):
     """``val = body_fun(val)`` while ``cond_fun(val)``, as ``jax.lax.while_loop`` — and differentiable in
     reverse mode, which JAX's is not.
@@ -607,15 +640,27 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         cond_fun: ``cond_fun(val) -> bool scalar``.
         body_fun: ``body_fun(val) -> val``, keeping its structure, shapes and dtypes.
         init_val: the initial value (a pytree of arrays).
-        checkpoints: what reverse mode stores: None every carry (the backward pass runs each step once more,
-            recorded); an int ``s``: at most ``s`` carries, placed online (the length is known only at the
-            end) within a few percent of the optimal binomial schedule; "auto": as many as ``max_memory``
-            holds.
+        checkpoints: what reverse mode stores, decided as the loop runs (its length is known only at
+            the end): None every carry (the backward pass runs each step once more, recorded); an int
+            ``s``: at most ``s`` carries, placed online within a few percent of the optimal binomial
+            schedule; "sqrt": at most ``sqrt_slots(steps run)`` (about ``sqrt(2 steps)``), growing as the
+            loop runs (about 2.1 body runs a step in all, against 2 for ``pa.scan``'s "sqrt"); "auto": as
+            many as ``max_memory`` holds, two carries a slot (``scan.auto_slots`` says what is counted;
+            fewer than 2 slots are refused). Under ``pa.jit`` the slots are decided when it traces: an int
+            as it is; None, "sqrt" and "auto" take ``JIT_SLOTS`` (32) or, where fewer fit,
+            what "auto"'s budget holds (``max_memory``, else ``pa.config.max_memory``).
         max_memory: the budget of "auto" (bytes, or a string such as "400MiB").
 
     Returns:
         The final value. Under vmap every example stops at its own step (the loop runs as long as the
         longest example needs, finished examples unchanged).
+
+    Body calls, for a loop of ``n`` steps (the longest example's under vmap): ``n`` eagerly and under
+    vmap alone; under any other transform one more, the trace that closure-converts the body, on abstract
+    values (no data: jvp, jit, vmap of grad run ``1 + n``); grad and
+    hessian add the online schedule's advances and one turn a step (``1 + A + n`` with ``A`` =
+    ``schedules.online_steps(n, s)``, ``online_sqrt_steps(n)``, or ``n`` with every carry stored); grad of
+    grad ``1 + 2 (A + n)``. Reverse mode nests any number of times (grad of grad, jacrev of jacrev).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -631,10 +676,6 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     for name, f in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(f):
             raise TypeError(f"{where}: {name} must be callable, got {type(f).__name__}")
-    if checkpoints == "sqrt":
-        raise ValueError(
-            f"{where}: checkpoints='sqrt' needs the length, which a while loop knows only at its end"
-        )
     check_checkpoints(checkpoints, max_memory, where)
     flat, tree = optree.tree_flatten(init_val, none_is_leaf=False)
     flat = [as_array(v, where, "init_val") for v in flat]
@@ -642,15 +683,13 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         refuse_pre_dispatch_capture(where, "a while loop")
         val = optree.tree_unflatten(tree, owned(flat))  # the body's own carry, as scan's
         while _predicate(cond_fun(val), where):
-            leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
-            if out_tree != tree:
-                raise TypeError(
-                    f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}"
-                )
-            check_carry(leaves, flat, where, "body_fun", "init_val")
+            leaves = _stepped(body_fun, val, tree, flat, where)
             leaves = owned_next(dispatch.persisted(leaves), flat)
             val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
+    if all(type(i) is BatchInterpreter for i in active_interpreters()):
+        refuse_pre_dispatch_capture(where, "a while loop")
+        return _vmapped_loop(cond_fun, body_fun, flat, tree, where)
     dtypes = [v.dtype for v in flat]
 
     def cond_flat(*leaves):
