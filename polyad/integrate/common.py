@@ -100,18 +100,35 @@ def as_state(value, y, fun):
 
 
 def rms(xp, x):
-    return xp.sqrt(xp.mean(x * x))
+    """SciPy's norm, ``||x||_2 / sqrt(size)``, in its order of operations (the root before the division)."""
+    return xp.sqrt(xp.sum(x * x)) / math.prod(x.shape) ** 0.5
 
 
 def float_rms(xp, x):
-    """``rms`` as a float (NumPy's mean: the sum divided by the count)."""
-    return math.sqrt(float(xp.sum(x * x)) / math.prod(x.shape))
+    """``rms`` as a float, rounded as SciPy's ``norm``: ``np.linalg.norm`` (the square root of the dot
+    product of the flattened ``x`` with itself) divided by ``size ** 0.5``. The mean's order (the sum
+    divided by the count, then the root) rounded otherwise: step times a few ulps apart, drifting."""
+    flat = xp.reshape(x, (-1,))
+    return math.sqrt(float(flat @ flat)) / math.prod(x.shape) ** 0.5
+
+
+def sum_squares(xp, x):
+    """``np.linalg.norm(x) ** 2`` as SciPy's DOP853 rounds it (the root of the dot product, squared)."""
+    flat = xp.reshape(x, (-1,))
+    return math.sqrt(float(flat @ flat)) ** 2
 
 
 def float_pow(x, e):
-    """``x ** e`` of a float as NumPy's power computes it (its last bit differs from the C library's for
-    some arguments): the step sizes of the eager attempts."""
-    return float(np.asarray(x) ** e)
+    """``x ** e`` of a float as SciPy's controllers compute it on a NumPy scalar: the C library's
+    ``pow`` (a 0-d array's power, NumPy's own loop, differs in the last bit for about 5 % of arguments:
+    step sizes an ulp apart, then step times drifting)."""
+    return float(x) ** e
+
+
+def array_pow(x, e):
+    """``x ** e`` of floats as NumPy's power of an array computes it (SciPy's BDF raises its three error
+    norms to their powers as one array)."""
+    return float(np.asarray(x, dtype=np.float64) ** e)
 
 
 def positive(xp, x):
@@ -127,7 +144,7 @@ def initial_step(problem, t0, y0, f0):
     t, y, f = stop_gradient(t0), stop_gradient(y0), stop_gradient(f0)
     interval = xp.abs(stop_gradient(problem.t_bound) - t)
     scale = problem.atol + xp.abs(y) * problem.rtol
-    norm = rms
+    norm = rms if xp is polyad_xp else _rms_array  # outside transforms: SciPy's rounding
     d0, d1 = norm(xp, y / scale), norm(xp, f / scale)
     h0 = xp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / positive(xp, d1))
     h0 = xp.minimum(h0, interval)
@@ -139,6 +156,11 @@ def initial_step(problem, t0, y0, f0):
         flat, xp.maximum(1e-6, h0 * 1e-3), (0.01 / positive(xp, xp.maximum(d1, d2))) ** (1 / (order + 1))
     )
     return xp.minimum(xp.minimum(100 * h0, h1), xp.minimum(interval, problem.max_step))
+
+
+def _rms_array(xp, x):
+    """``float_rms`` as a 0-d array of ``x``'s namespace (outside transforms)."""
+    return xp.asarray(float_rms(xp, x), dtype=x.dtype, device=x.device)
 
 
 def base_state(problem, t0, y0, int_dtype, first_step=None):
