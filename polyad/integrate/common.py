@@ -225,3 +225,39 @@ def jacobian(problem, t, y):
             problem.sparse_jacobian = sparse_jacfwd(lambda v, t: problem.rhs(t, v), sparsity=pattern)
         return xp.asarray(problem.sparse_jacobian(y, t).toarray())
     return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
+
+
+def simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit, maxiter):
+    """SciPy's simplified Newton iteration (Radau's and BDF's) and its convergence test, at most
+    ``maxiter`` iterations: ``(Z, converged, iterations, rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv``
+    the inverse Newton matrix. With ``early_exit`` (plain arrays) it stops when it has converged or
+    failed; else (a batch) it runs every iteration, each example's result frozen when it stops."""
+    shape = tuple(Z0.shape)
+    size = math.prod(shape)
+    Z = Z0
+    active = xp.asarray(True, device=Z0.device)
+    converged = xp.asarray(False, device=Z0.device)
+    iterations = xp.zeros((), dtype=xp.int64, device=Z0.device)
+    rate = xp.zeros((), dtype=Z0.dtype, device=Z0.device)
+    norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
+    for k in range(maxiter):
+        G = residual(Z)
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
+        finite = xp.all(xp.isfinite(G))
+        dnorm = rms(xp, dZ / scale)
+        has_rate = norm_old > 0
+        new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
+        safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
+        diverging = has_rate & ((new_rate >= 1) | (new_rate ** (maxiter - k) / safe * dnorm > tol))
+        stop_fail = active & (~finite | diverging)
+        step = active & ~stop_fail
+        Z = xp.where(step, Z + dZ, Z)
+        done = step & ((dnorm == 0) | (has_rate & (new_rate / safe * dnorm < tol)))
+        iterations = iterations + xp.astype(active, iterations.dtype)
+        rate = xp.where(active, new_rate, rate)
+        converged = converged | done
+        active = step & ~done
+        norm_old = xp.where(active, dnorm, norm_old)
+        if early_exit and not bool(active):
+            break
+    return Z, converged, iterations, rate

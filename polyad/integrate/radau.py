@@ -22,7 +22,18 @@ from polyad.api.jacobians import jacfwd
 from polyad.control.implicit import custom_root
 from polyad.core import Tensor
 from polyad.integrate import common
-from polyad.integrate.common import EPS, FAILED, FINISHED, RUNNING, Method, Step, float_pow, float_rms, rms
+from polyad.integrate.common import (
+    EPS,
+    FAILED,
+    FINISHED,
+    RUNNING,
+    Method,
+    Step,
+    float_pow,
+    float_rms,
+    rms,
+    simplified_newton,
+)
 from polyad.integrate.common import jacobian as _jacobian
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
@@ -77,45 +88,9 @@ def _newton_matrix(xp, J, h, n, constants=None):
     return eye - h * block
 
 
-def _simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit):
-    """SciPy's simplified Newton iteration and its convergence test: ``(Z, converged, iterations,
-    rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv`` the inverse Newton matrix. With ``early_exit`` (plain
-    arrays) it stops when it has converged or failed; else (a batch) it runs every iteration, each
-    example's result frozen when it stops."""
-    shape = tuple(Z0.shape)
-    size = shape[0] * shape[1]
-    Z = Z0
-    active = xp.asarray(True, device=Z0.device)
-    converged = xp.asarray(False, device=Z0.device)
-    iterations = xp.zeros((), dtype=xp.int64, device=Z0.device)
-    rate = xp.zeros((), dtype=Z0.dtype, device=Z0.device)
-    norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
-    for k in range(NEWTON_MAXITER):
-        G = residual(Z)
-        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
-        finite = xp.all(xp.isfinite(G))
-        dnorm = rms(xp, dZ / scale)
-        has_rate = norm_old > 0
-        new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
-        safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
-        diverging = has_rate & ((new_rate >= 1) | (new_rate ** (NEWTON_MAXITER - k) / safe * dnorm > tol))
-        stop_fail = active & (~finite | diverging)
-        step = active & ~stop_fail
-        Z = xp.where(step, Z + dZ, Z)
-        done = step & ((dnorm == 0) | (has_rate & (new_rate / safe * dnorm < tol)))
-        iterations = iterations + xp.astype(active, iterations.dtype)
-        rate = xp.where(active, new_rate, rate)
-        converged = converged | done
-        active = step & ~done
-        norm_old = xp.where(active, dnorm, norm_old)
-        if early_exit and not bool(active):
-            break
-    return Z, converged, iterations, rate
-
-
 def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
     """The stage increments ``Z`` (the root of ``G``) by ``pa.custom_root``, with the Newton iteration's
-    ``(converged, iterations, rate)``. The solve (``_simplified_newton`` on plain arrays) is not
+    ``(converged, iterations, rate)``. The solve (``common.simplified_newton`` on plain arrays) is not
     differentiated; ``Z`` is, by the implicit function theorem: ``dZ = -(dG/dZ)^{-1} (dG/dc) dc`` for
     whatever ``G`` depends on (``t``, ``y``, ``h``, ``fun``'s parameters), each order of derivative one more
     tangent solve. The convergence report rides along as a second unknown ``info`` whose residual is
@@ -131,7 +106,7 @@ def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
     def solve(f, x0):
         Z_start, info = x0
         early_exit = not any(isinstance(v, Tensor) for v in (Z_start, M_inv, scale))  # else a batch
-        Z, converged, iterations, rate = _simplified_newton(
+        Z, converged, iterations, rate = simplified_newton(
             xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit
         )
         report = xp.stack([xp.astype(converged, Z.dtype), xp.astype(iterations, Z.dtype), rate])
@@ -300,7 +275,7 @@ def interpolate(problem, step, te):
 
 
 def _newton_eager(xp, residual, Z, M_inv, scale, tol):
-    """``_simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
+    """``common.simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
     in float64, so the same result; an array's ``where`` costs microseconds): ``(Z, converged,
     iterations, rate)``."""
     shape = tuple(Z.shape)

@@ -14,6 +14,11 @@ from polyad.integrate.sensitivity import solve as sensitivity_solve
 def _checked_method(method):
     if isinstance(method, str) and method in METHODS:
         return METHODS[method]
+    if method == "LSODA":
+        raise ValueError(
+            "solve_ivp: method='LSODA' is not supported (ODEPACK's Fortran solver, which polyad cannot "
+            "differentiate); use 'BDF' or 'Radau' for a stiff problem, 'RK45' or 'DOP853' otherwise"
+        )
     raise ValueError(f"solve_ivp: method must be one of {sorted(METHODS)}, got {method!r}")
 
 
@@ -38,6 +43,7 @@ def solve_ivp(
     max_steps=100_000,
     progress=False,
     jac_sparsity=None,
+    jac=None,
 ):
     """Solve ``y' = fun(t, y, *args)``, ``y(t0) = y0`` on ``t_span = (t0, t1)``, as
     ``scipy.integrate.solve_ivp``: the same methods, step-size control and output, differentiable.
@@ -133,14 +139,22 @@ def solve_ivp(
     if rtol < 100 * EPS:
         warnings.warn(f"solve_ivp: rtol={rtol} is too small; setting it to {100 * EPS}", stacklevel=2)
         rtol = 100 * EPS
+    stiff = [name for name, m in METHODS.items() if m.stiff]
+    for name, value in (("jac_sparsity", jac_sparsity), ("jac", jac)):
+        if value is not None and not chosen.stiff:
+            raise ValueError(f"solve_ivp: {name} is for method={' or '.join(map(repr, stiff))} (df/dy of the "
+                             f"Newton iterations), got method={method!r}")  # fmt: skip
+    if jac is not None and not callable(jac) and not hasattr(jac, "shape") and not isinstance(jac, list):
+        raise TypeError(
+            f"solve_ivp: jac must be callable, jac(t, y, *args), or a matrix, got {type(jac).__name__}"
+        )
     if jac_sparsity is not None:
-        if method != "Radau":
-            raise ValueError(f"solve_ivp: jac_sparsity is for method='Radau', got method={method!r}")
         if isinstance(jac_sparsity, str) and jac_sparsity != "detect":
             raise ValueError(f"solve_ivp: jac_sparsity must be a pattern or 'detect', got {jac_sparsity!r}")
     options = dict(
         method=chosen, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
         checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
+        jac=jac,
     )  # fmt: skip
     if sensitivity == "discrete":
         return integrate(fun, t_span[0], t_span[1], y0, t_eval, args, **options)
