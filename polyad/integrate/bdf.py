@@ -6,7 +6,10 @@ The state keeps the backward differences ``D`` of the solution (``MAX_ORDER + 3`
 ``y_predict = D_0 + ... + D_order`` and solves ``d + psi - c f(t_new, y_predict + d) = 0`` (``c = h /
 alpha_order``) by simplified Newton iterations with the matrix ``I - c J``. The error estimate, the order
 and step-size choice, and the Jacobian and LU reuse are SciPy's: the Jacobian is computed afresh only when
-Newton fails with a stale one, the LU (here the inverse Newton matrix) when the step size or order changed.
+Newton fails with a stale one, the Newton matrix when the step size or order changed (``nlu`` counts
+them as SciPy's; outside transforms each Newton iteration solves with it by the backend's ``solve``,
+LAPACK's LU as SciPy's ``lu_solve``, so the iterates are SciPy's to the bit: factorising once per matrix
+would need a factorisation the Array API lacks; under a transform its inverse is carried).
 
 Outside every transform ``eager_attempt`` runs SciPy's step (its loop of tries, on Python floats, one
 attempt per accepted step), so the steps are SciPy's to rounding. Under a transform ``attempt`` runs one
@@ -43,46 +46,44 @@ def _newton_tol(rtol):
     return max(10 * EPS / rtol, min(0.03, rtol**0.5))
 
 
-def _change_matrix(order, factor):
-    """SciPy's ``R(order, factor) U(order)`` on the host (Python floats): the map of the differences of
-    orders ``0..order`` to a step size ``factor`` times the current one, transposed."""
+def _host_R(order, factor):
+    """SciPy's ``R(order, factor)`` on the host: ``M[i, j] = (i - 1 - factor j) / i`` below the first row
+    and column (row 0 ones, column 0 zeros below it), its cumulative product down the columns."""
     k = np.arange(1, order + 1)
+    M = np.zeros((order + 1, order + 1))
+    M[1:, 1:] = (k[:, None] - 1 - factor * k) / k[:, None]
+    M[0] = 1
+    return np.cumprod(M, axis=0)
 
-    def R(f):
-        M = np.zeros((order + 1, order + 1))
-        M[1:, 1:] = (k[:, None] - 1 - f * k) / k[:, None]
-        M[0] = 1
-        return np.cumprod(M, axis=0)
 
-    return R(factor).dot(R(1)).T
+U_FULL = tuple(map(tuple, _host_R(MAX_ORDER, 1).tolist()))  # U = R(order, 1): integers, U U = I
 
 
 def _change_eager(xp, D, order, factor):
-    """SciPy's ``change_D`` outside transforms: ``D[:order+1] = (R U)^T D[:order+1]``."""
-    RU_T = xp.asarray(_change_matrix(order, float(factor)), dtype=D.dtype, device=D.device)
+    """SciPy's ``change_D`` outside transforms: ``D[:order+1] = (R U)^T D[:order+1]``, to step sizes
+    ``factor`` times the current one."""
+    RU_T = _host_R(order, float(factor)).dot(_host_R(order, 1)).T
+    RU_T = xp.asarray(RU_T, dtype=D.dtype, device=D.device)
     return xp.concat([RU_T @ D[: order + 1, ...], D[order + 1 :, ...]])
 
 
 def _change_traced(xp, D, order, factor):
     """``change_D`` with a traced ``order`` (an int array) and ``factor``: the full ``R U`` of order
     ``MAX_ORDER`` masked to the block of the current order (its entries there are those of the small one:
-    each is a product down its column), the identity beyond it."""
+    each is a product down its column), the identity beyond it. ``factor`` 1 changes nothing (``U U =
+    I`` exactly)."""
     j = xp.asarray(list(range(MAX_ORDER + 1)), dtype=D.dtype, device=D.device)
-
-    def R(f):
-        acc, mats = xp.ones_like(j), []
-        for i in range(MAX_ORDER + 1):
-            if i > 0:
-                acc = acc * xp.where(j == 0, 0.0, (i - 1 - f * j) / i)
-            mats.append(acc)
-        return xp.stack(mats)  # (row i, column j)
-
+    i = xp.reshape(j[1:], (-1, 1))
+    M = xp.where(j == 0, 0.0, (i - 1 - xp.reshape(factor, (1, 1)) * j) / i)  # rows 1..MAX_ORDER
+    rows = [xp.ones_like(j)]
+    for r in range(MAX_ORDER):
+        rows.append(rows[-1] * M[r, ...])
+    R = xp.stack(rows)
     index = xp.asarray(list(range(MAX_ORDER + 1)), device=D.device)
-    block = (index[:, None] <= order) & (index[None, :] <= order)
-    Rm = xp.where(block, R(factor), 0.0)
-    Um = xp.where(block, R(xp.ones_like(factor)), 0.0)
+    block = (xp.reshape(index, (-1, 1)) <= order) & (xp.reshape(index, (1, -1)) <= order)
+    U = xp.where(block, xp.asarray(U_FULL, dtype=D.dtype, device=D.device), 0.0)
     eye = xp.eye(MAX_ORDER + 1, dtype=D.dtype, device=D.device)
-    RU = xp.where(block, Rm @ Um, eye)
+    RU = xp.where(block, xp.where(block, R, 0.0) @ U, eye)
     head = xp.matrix_transpose(RU) @ D[: MAX_ORDER + 1, ...]
     return xp.concat([head, D[MAX_ORDER + 1 :, ...]])
 
@@ -111,7 +112,8 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     state["D"] = xp.concat([xp.stack([y0, first]), zeros])
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     J = common.jacobian(problem, t0, y0)
-    state.update(order=count + 1, n_equal=count, njev=count + 1, nlu=count, J=J, lu=0.0 * J)
+    njev = count + (0 if common.constant_jacobian(problem) else 1)
+    state.update(order=count + 1, n_equal=count, njev=njev, nlu=count, J=J, lu=0.0 * J)
     state["lu_valid"] = xp.asarray(False, device=y0.device)
     state["jac_current"] = xp.asarray(False, device=y0.device)
     return state
@@ -192,14 +194,14 @@ def attempt(problem, state, max_steps, eager):
     h_abs, rejected, n_equal = sg(state["h_abs"]), state["rejected"], state["n_equal"]
     J, M_inv, lu_valid = sg(state["J"]), sg(state["lu"]), state["lu_valid"]
     direction, ts = problem.direction, sg(t)
-    fixed_jac = problem.jac is not None and not callable(problem.jac)
+    fixed_jac = common.constant_jacobian(problem)
     min_step = 10 * xp.abs(xp.nextafter(ts, ts + direction) - ts)
     # the start of SciPy's step: h within [min_step, max_step], the differences rescaled to it
     over = ~rejected & (h_abs > problem.max_step)
     under = ~rejected & ~over & (h_abs < min_step)
     clamped = xp.where(over, problem.max_step, xp.where(under, min_step, h_abs))
-    D = xp.where(over | under, _change_traced(xp, D, order, clamped / common.positive(xp, h_abs)), D)
     n_equal = xp.where(over | under, 0, n_equal)
+    rescale = xp.where(over | under, clamped / common.positive(xp, h_abs), 1.0)
     h_abs = clamped
     current = xp.where(rejected, state["jac_current"], fixed_jac)
     too_small = h_abs < min_step
@@ -208,7 +210,9 @@ def attempt(problem, state, max_steps, eager):
     t_new = xp.where(cut, problem.t_bound, t_new)
     h = t_new - t
     hs = sg(h)
-    D = xp.where(cut, _change_traced(xp, D, order, xp.abs(hs) / common.positive(xp, h_abs)), D)
+    # the clamp's and the cut's rescalings as one (eagerly two: the same to rounding)
+    rescale = rescale * xp.where(cut, xp.abs(hs) / common.positive(xp, h_abs), 1.0)
+    D = xp.where(rescale != 1, _change_traced(xp, D, order, rescale), D)
     n_equal = xp.where(cut, 0, n_equal)
     lu_valid = lu_valid & ~cut
     h_abs = xp.abs(hs)
@@ -240,7 +244,6 @@ def attempt(problem, state, max_steps, eager):
         MIN_FACTOR, safety * common.positive(xp, err) ** (-1.0 / xp.astype(order + 1, hs.dtype))
     )
     factor = xp.where(halve, 0.5, shrink)
-    D_rejected = _change_traced(xp, D, order, factor)
     # an accepted step: the differences updated, then (after order + 1 equal steps) the order and step
     D_acc = _differences_after(xp, D, d, order)
     n_acc = n_equal + 1
@@ -261,9 +264,12 @@ def attempt(problem, state, max_steps, eager):
     change = accept & (n_acc >= order + 1)
     new_order = xp.where(change, order + delta, order)
     grow = xp.minimum(MAX_FACTOR, safety * xp.maximum(f_m, xp.maximum(f_e, f_p)))
-    D_acc = xp.where(change, _change_traced(xp, D_acc, new_order, grow), D_acc)
-    h_next = xp.where(accept, xp.where(change, h_abs * grow, h_abs), xp.where(retry, h_abs, h_abs * factor))
-    D_next = xp.where(accept, D_acc, xp.where(retry, D, xp.where(halve | reject, D_rejected, D)))
+    # the differences to the next step size: after a change of order, a rejection or a halving (one
+    # rescaling: factor 1 for none)
+    factor = xp.where(accept, xp.where(change, grow, 1.0), xp.where(retry | too_small, 1.0, factor))
+    D_next = xp.where(accept, D_acc, D)
+    D_next = xp.where(factor != 1, _change_traced(xp, D_next, new_order, factor), D_next)
+    h_next = h_abs * factor
     n_next = xp.where(accept, xp.where(change, 0, n_acc), xp.where(retry, n_equal, 0))
     J = xp.where(retry, common.jacobian(problem, sg(t_new), sg(y_predict)), J)
     attempts = state["attempts"] + 1
@@ -300,7 +306,7 @@ def _power(xp, x, e):
 # ------------------------------------------------------------------------------ outside every transform
 
 
-def _newton_eager(problem, xp, t_new, y_predict, c, psi, M_inv, scale, tol):
+def _newton_eager(problem, xp, t_new, y_predict, c, psi, M, scale, tol):
     """SciPy's ``solve_bdf_system`` on concrete values: ``(converged, iterations, y, d)``."""
     d = 0.0 * y_predict
     y = y_predict
@@ -309,7 +315,7 @@ def _newton_eager(problem, xp, t_new, y_predict, c, psi, M_inv, scale, tol):
         f = problem.rhs(t_new, y)
         if not bool(xp.all(xp.isfinite(f))):
             return False, k + 1, y, d
-        dy = xp.linalg.solve(M_inv, c * f - psi - d)
+        dy = xp.linalg.solve(M, c * f - psi - d)  # LAPACK's LU each time: SciPy's lu_solve's iterates
         dy_norm = float_rms(xp, dy / scale)
         rate = None if norm_old is None else dy_norm / norm_old
         if rate is not None and (
@@ -330,7 +336,7 @@ def eager_attempt(problem, state, max_steps):
     xp = problem.xp
     t, D, y = state["t"], state["D"], state["y"]
     tf, h_abs, order, n_equal = float(t), float(state["h_abs"]), int(state["order"]), int(state["n_equal"])
-    J, M_inv, lu_valid = state["J"], state["lu"], bool(state["lu_valid"])
+    J, M, lu_valid = state["J"], state["lu"], bool(state["lu_valid"])
     nfev, njev, nlu, attempts = (int(state[k]) for k in ("nfev", "njev", "nlu", "attempts"))
     direction, t_bound, max_step = float(problem.direction), float(problem.t_bound), problem.max_step
     min_step = 10 * abs(math.nextafter(tf, direction * math.inf) - tf)
@@ -338,7 +344,7 @@ def eager_attempt(problem, state, max_steps):
         D, h_abs, n_equal = _change_eager(xp, D, order, max_step / h_abs), max_step, 0
     elif h_abs < min_step:
         D, h_abs, n_equal = _change_eager(xp, D, order, min_step / h_abs), min_step, 0
-    current = problem.jac is not None and not callable(problem.jac)
+    current = common.constant_jacobian(problem)
     alpha, tol = ALPHA[order], _newton_tol(problem.rtol)
     eye = xp.eye(problem.n, dtype=y.dtype, device=y.device)
     gammas = xp.asarray(GAMMA[1 : order + 1], dtype=y.dtype, device=y.device)
@@ -346,7 +352,7 @@ def eager_attempt(problem, state, max_steps):
     while True:
         if h_abs < min_step or attempts >= max_steps:
             new.update(status=FAILED, attempts=attempts, nfev=nfev, njev=njev, nlu=nlu, D=D, h_abs=h_abs)
-            new.update(n_equal=n_equal, J=J, lu=M_inv, lu_valid=lu_valid)
+            new.update(n_equal=n_equal, J=J, lu=M, lu_valid=lu_valid)
             return new, None
         attempts += 1
         t_new = tf + h_abs * direction
@@ -362,9 +368,9 @@ def eager_attempt(problem, state, max_steps):
         c = h / alpha
         while True:
             if not lu_valid:
-                M_inv, lu_valid, nlu = eye - c * J, True, nlu + 1
+                M, lu_valid, nlu = eye - c * J, True, nlu + 1
             converged, iterations, y_new, d = _newton_eager(
-                problem, xp, t_new_arr, y_predict, c, psi, M_inv, scale, tol
+                problem, xp, t_new_arr, y_predict, c, psi, M, scale, tol
             )
             nfev += iterations
             if converged or current:
@@ -402,7 +408,7 @@ def eager_attempt(problem, state, max_steps):
         D, n_equal, lu_valid = _change_eager(xp, D, order, factor), 0, False
     status = FINISHED if direction * (t_new - t_bound) >= 0 else RUNNING
     new.update(t=t_new_arr, y=y_new, D=D, order=order, n_equal=n_equal, h_abs=h_abs, rejected=False)
-    new.update(status=status, attempts=attempts, nfev=nfev, njev=njev, nlu=nlu, J=J, lu=M_inv)
+    new.update(status=status, attempts=attempts, nfev=nfev, njev=njev, nlu=nlu, J=J, lu=M)
     new.update(lu_valid=lu_valid, jac_current=False)
     return new, Step(t, t_new_arr, t_new_arr - t, (D, order, h_abs * direction))
 

@@ -206,6 +206,11 @@ def next_time(xp, tf, h_abs, direction, t_bound, y):
     return t_new_arr, t_new, t_new - tf
 
 
+def constant_jacobian(problem):
+    """Whether ``jac`` is a matrix (SciPy then never evaluates it again, nor counts it in ``njev``)."""
+    return problem.jac is not None and not callable(problem.jac)
+
+
 def jacobian(problem, t, y):
     """``df/dy`` at ``(t, y)``, not differentiated (the Newton matrices only): the user's ``jac`` (a
     callable of ``(t, y, *args)`` or a constant matrix) where given; else by ``pa.jacfwd``, or outside

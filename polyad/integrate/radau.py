@@ -163,7 +163,8 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     state = common.base_state(problem, t0, y0, int_dtype, first_step)
     zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
-    state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)
+    njev = count + (0 if common.constant_jacobian(problem) else 1)
+    state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=njev, nlu=count)
     state.update(Q=xp.zeros((3, problem.n), dtype=y0.dtype, device=y0.device), h_prev=zero)
     state["J"] = _jacobian(problem, t0, y0)
     state["jac_current"] = xp.asarray(True, device=y0.device)
@@ -220,7 +221,8 @@ def attempt(problem, state, max_steps, eager):
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
     factor = _predict_factor(xp, h_abs, h_abs_old, err, err_old)
     accept = converged & (err <= 1) & ~too_small
-    recompute = accept & (iterations > 2) & (rate > 1e-3)
+    # SciPy's: a slowly converging step refreshes the Jacobian (never a matrix jac=)
+    recompute = accept & (iterations > 2) & (rate > 1e-3) & (not common.constant_jacobian(problem))
     retry = ~converged & ~current & ~too_small  # a fresh Jacobian, the same step
     grow = xp.minimum(MAX_FACTOR, safety * factor)
     grow = xp.where(~recompute & (grow < 1.2), 1.0, grow)
@@ -232,7 +234,8 @@ def attempt(problem, state, max_steps, eager):
     nfev = nfev + one
     # the Jacobian for the next attempt: at the new point after a slowly converging step, at this one
     # after a failure with a stale one, else kept
-    need = recompute | retry
+    constant = common.constant_jacobian(problem)  # a matrix jac=: never evaluated again
+    need = (recompute | retry) & (not constant)
     njev = state["njev"]
     at_t = xp.where(accept, stop_gradient(t_new), ts)
     J = xp.where(need, _jacobian(problem, at_t, xp.where(accept, yn, ys)), J)
@@ -254,7 +257,7 @@ def attempt(problem, state, max_steps, eager):
         "njev": njev,
         "nlu": state["nlu"] + 2 * one,
         "J": J,
-        "jac_current": need | (current & ~accept),
+        "jac_current": need | (current & ~accept) | constant,
         "Q": xp.where(accept, _dense_coefficients(problem, Z_star), stop_gradient(state["Q"])),
         "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
     }
@@ -360,7 +363,7 @@ def eager_attempt(problem, state, max_steps):
     else:
         factor = MAX_FACTOR
     accept = converged and err <= 1
-    recompute = accept and iterations > 2 and rate > 1e-3
+    recompute = accept and iterations > 2 and rate > 1e-3 and not common.constant_jacobian(problem)
     retry = not converged and not current  # a fresh Jacobian, the same step
     if accept:
         grow = min(MAX_FACTOR, safety * factor)
@@ -369,10 +372,16 @@ def eager_attempt(problem, state, max_steps):
         new_h_abs = abs(h) * max(MIN_FACTOR, safety * factor)
     else:
         new_h_abs = abs(h) * (1.0 if retry else 0.5)
+    constant = common.constant_jacobian(problem)  # a matrix jac=: never evaluated again
     new.update(
-        h_abs=new_h_abs, nfev=nfev, nlu=nlu, jac_current=recompute or retry or (current and not accept)
+        h_abs=new_h_abs,
+        nfev=nfev,
+        nlu=nlu,
+        jac_current=recompute or retry or (current and not accept) or constant,
     )
-    if recompute or retry:  # the Jacobian at the new point after a slowly converging step, else here
+    if (
+        recompute or retry
+    ) and not constant:  # the Jacobian at the new point after a slowly converging step, else here
         J = _jacobian(problem, t_new_arr, y_new) if accept else _jacobian(problem, t_arr, y)
         new.update(J=J, njev=njev + 1)
     if not accept:
