@@ -260,7 +260,8 @@ def attempt(problem, state, max_steps, eager):
         inf,
     )
     f_m, f_e, f_p = (_power(xp, e, -1.0 / (fo + k)) for k, e in enumerate((err_m, err, err_p)))
-    delta = xp.where((f_m >= f_e) & (f_m >= f_p), -1, xp.where(f_e >= f_p, 0, 1))
+    up = xp.ones_like(order)  # the first largest factor's order, as SciPy's argmax
+    delta = xp.where((f_m >= f_e) & (f_m >= f_p), -up, xp.where(f_e >= f_p, 0 * up, up))
     change = accept & (n_acc >= order + 1)
     new_order = xp.where(change, order + delta, order)
     grow = xp.minimum(MAX_FACTOR, safety * xp.maximum(f_m, xp.maximum(f_e, f_p)))
