@@ -107,7 +107,7 @@ def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
         Z_start, info = x0
         early_exit = not any(isinstance(v, Tensor) for v in (Z_start, M_inv, scale))  # else a batch
         Z, converged, iterations, rate = simplified_newton(
-            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit
+            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit, NEWTON_MAXITER
         )
         report = xp.stack([xp.astype(converged, Z.dtype), xp.astype(iterations, Z.dtype), rate])
         return Z, report
