@@ -68,17 +68,21 @@ def solve_ivp(
             float64; complex is refused: integrate the real and imaginary parts as one real state);
             finite (as SciPy requires: else ValueError); the state keeps its dtype and device.
         method: "RK45" (Dormand-Prince 5(4)), "DOP853" (Hairer's 8(5,3)), both with SciPy's step
-            control (the same steps as SciPy's), or "Radau" (Radau IIA of order 5, for stiff problems:
-            Newton matrices from ``pa.jacfwd`` of ``fun``, the Newton solve through ``pa.custom_root``
-            (differentiated implicitly); SciPy's error estimate and controller, steps close to SciPy's).
+            control (the same steps as SciPy's), "Radau" (Radau IIA of order 5, for stiff problems:
+            Newton matrices from ``jac`` or ``pa.jacfwd`` of ``fun``, the Newton solve through
+            ``pa.custom_root`` (differentiated implicitly); SciPy's error estimate and controller, steps
+            close to SciPy's) or "BDF" (SciPy's variable-order NDF/BDF, orders 1 to 5, for stiff
+            problems: its steps, given the same ``jac``; the Newton solve as Radau's). "LSODA" is
+            refused (ValueError).
         t_eval: times at which to report the solution (sorted in the direction of integration, within
             ``t_span``: else ValueError, under every transform where the values are known; for values
             ``pa.jit`` traces, at each call status -1 with no step taken), from each method's dense
             output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
             ``t1`` only.
-        dense_output, events, vectorized: SciPy's; only their defaults are supported (``fun`` may be
-            vectorised or not: it is called on one state).
+        dense_output, events: SciPy's; only their defaults are supported.
+        vectorized: SciPy's; either value works: ``fun`` is called on one state (which a vectorised
+            ``fun`` accepts), and the Jacobians come from ``pa.jacfwd``, not finite differences of ``fun``.
         args: extra positional arguments of ``fun`` (a tuple), differentiable.
         rtol, atol: relative and absolute tolerances (``atol`` a scalar or one per component).
         max_step, first_step: SciPy's options (``first_step`` None: SciPy's initial step selection).
@@ -94,8 +98,11 @@ def solve_ivp(
             many states as ``max_memory`` holds, default ``pa.config.max_memory``), an int (at most that
             many states, the online binomial schedule), None (every state).
         max_steps: the most attempted steps (accepted or rejected); then the status is -1.
-        jac_sparsity: Radau only: the pattern of ``df/dy`` (a 2-D boolean array or scipy.sparse matrix,
-            as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
+        jac: Radau and BDF only: ``df/dy`` for their Newton matrices, as SciPy's: a callable
+            ``jac(t, y, *args)`` returning an ``(n, n)`` array (or a scipy.sparse matrix, made dense), or a
+            constant matrix (never evaluated again); not differentiated. None: ``pa.jacfwd`` of ``fun``.
+        jac_sparsity: Radau and BDF only: the pattern of ``df/dy`` (a 2-D boolean array or a scipy.sparse
+            matrix, as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
             come from ``pa.sparse_jacfwd`` (one JVP per colour of the pattern, coloured once), under a
             transform from ``pa.jacfwd`` (the Newton matrix is not differentiated: the same values).
             The Newton systems stay dense.
