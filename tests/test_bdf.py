@@ -68,6 +68,31 @@ def test_robertson_takes_scipys_steps(rtol):
     close(ours.t, ref.t, 1e-7)
 
 
+A_LIN = np.array([[-50.0, 1.0], [2.0, -1.0]])
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"first_step": 1e-3}, {"max_step": 0.05}, {"t_eval": np.linspace(0.013, 1.97, 11)}]
+)
+def test_options_and_interpolant_as_scipys(options):
+    """A stiff forced linear system with a constant jac: SciPy's steps and nfev with first_step,
+    max_step, and t_eval, whose values (BDF's interpolant) equal SciPy's dense output to rounding."""
+    A = arr(A_LIN)
+    t_eval = options.get("t_eval")
+    rest = {k: v for k, v in options.items() if k != "t_eval"}
+    tol = dict(rtol=1e-6, atol=1e-9, jac=A_LIN, **rest)
+    ours = solve_ivp(lambda t, y: A @ y + xp.sin(t), (0.0, 2.0), arr([1.0, 0.5]), "BDF",
+                     None if t_eval is None else arr(t_eval), **tol)  # fmt: skip
+    ref = scipy_integrate.solve_ivp(lambda t, y: A_LIN @ y + np.sin(t), (0.0, 2.0), [1.0, 0.5], "BDF",
+                                    dense_output=True, **tol)  # fmt: skip
+    if t_eval is None:
+        assert ours.nfev == ref.nfev and to_numpy(ours.t).shape == ref.t.shape
+        close(ours.t, ref.t, 1e-13)
+        close(ours.y, ref.y, 1e-12, 1e-15)
+    else:
+        close(ours.y, ref.sol(t_eval), 1e-12, 1e-15)
+
+
 def at_04(p, sensitivity="discrete"):
     sol = solve_ivp(robertson, (0.0, 0.4), arr([1.0, 0.0, 0.0]), "BDF", arr([0.4]), args=(p,), rtol=1e-6,
                     atol=1e-10, sensitivity=sensitivity)  # fmt: skip
@@ -138,6 +163,11 @@ def test_jac_options_and_refusals():
     ref = scipy_integrate.solve_ivp(lambda t, y: A @ y, (0.0, 5.0), [1.0, 1.0], "BDF", jac=A, vectorized=True)
     assert ours.njev == 0 and to_numpy(ours.t).shape == ref.t.shape
     close(ours.t, ref.t, 1e-12)
+    pattern = np.abs(A) > 0  # jac_sparsity (a pattern or "detect"): the same Jacobians, the same steps
+    for sparsity in (pattern, "detect"):
+        sparse = solve_ivp(lambda t, y: Ax @ y, (0.0, 5.0), arr([1.0, 1.0]), "BDF", jac_sparsity=sparsity)
+        dense = solve_ivp(lambda t, y: Ax @ y, (0.0, 5.0), arr([1.0, 1.0]), "BDF")
+        close(sparse.t, dense.t, 1e-14)
     with pytest.raises(ValueError, match="method='LSODA' is not supported.*'BDF'"):
         solve_ivp(lambda t, y: -y, (0.0, 1.0), arr([1.0]), "LSODA")
     with pytest.raises(ValueError, match="jac is for method='Radau' or 'BDF'.*got method='RK45'"):
