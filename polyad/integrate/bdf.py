@@ -211,8 +211,10 @@ def attempt(problem, state, max_steps, eager):
     h = t_new - t
     hs = sg(h)
     # the clamp's and the cut's rescalings as one (eagerly two: the same to rounding)
-    rescale = rescale * xp.where(cut, xp.abs(hs) / common.positive(xp, h_abs), 1.0)
-    D = xp.where(rescale != 1, _change_traced(xp, D, order, rescale), D)
+    # the cut's factor stays differentiable: the last step's differences depend on t1 through it (a
+    # stopped factor lost that part of dy(t1)/dt1)
+    rescale = rescale * xp.where(cut, h * direction / common.positive(xp, h_abs), 1.0)
+    D = xp.where(sg(rescale) != 1, _change_traced(xp, D, order, rescale), D)
     n_equal = xp.where(cut, 0, n_equal)
     lu_valid = lu_valid & ~cut
     h_abs = xp.abs(hs)
