@@ -73,7 +73,9 @@ def _change_traced(xp, D, order, factor):
     each is a product down its column), the identity beyond it. ``factor`` 1 changes nothing (``U U =
     I`` exactly)."""
     j = xp.asarray(list(range(MAX_ORDER + 1)), dtype=D.dtype, device=D.device)
-    i = xp.reshape(j[1:], (-1, 1))
+    # its own array, not a view of j: reverse mode under vmap failed to make such a view writeable again
+    # once released while j's array was still held (polyad.transforms.reverse.release)
+    i = xp.asarray([[float(r)] for r in range(1, MAX_ORDER + 1)], dtype=D.dtype, device=D.device)
     M = xp.where(j == 0, 0.0, (i - 1 - xp.reshape(factor, (1, 1)) * j) / i)  # rows 1..MAX_ORDER
     rows = [xp.ones_like(j)]
     for r in range(MAX_ORDER):
