@@ -100,18 +100,35 @@ def as_state(value, y, fun):
 
 
 def rms(xp, x):
-    return xp.sqrt(xp.mean(x * x))
+    """SciPy's norm, ``||x||_2 / sqrt(size)``, in its order of operations (the root before the division)."""
+    return xp.sqrt(xp.sum(x * x)) / math.prod(x.shape) ** 0.5
 
 
 def float_rms(xp, x):
-    """``rms`` as a float (NumPy's mean: the sum divided by the count)."""
-    return math.sqrt(float(xp.sum(x * x)) / math.prod(x.shape))
+    """``rms`` as a float, rounded as SciPy's ``norm``: ``np.linalg.norm`` (the square root of the dot
+    product of the flattened ``x`` with itself) divided by ``size ** 0.5``. The mean's order (the sum
+    divided by the count, then the root) rounded otherwise: step times a few ulps apart, drifting."""
+    flat = xp.reshape(x, (-1,))
+    return math.sqrt(float(flat @ flat)) / math.prod(x.shape) ** 0.5
+
+
+def sum_squares(xp, x):
+    """``np.linalg.norm(x) ** 2`` as SciPy's DOP853 rounds it (the root of the dot product, squared)."""
+    flat = xp.reshape(x, (-1,))
+    return math.sqrt(float(flat @ flat)) ** 2
 
 
 def float_pow(x, e):
-    """``x ** e`` of a float as NumPy's power computes it (its last bit differs from the C library's for
-    some arguments): the step sizes of the eager attempts."""
-    return float(np.asarray(x) ** e)
+    """``x ** e`` of a float as SciPy's controllers compute it on a NumPy scalar: the C library's
+    ``pow`` (a 0-d array's power, NumPy's own loop, differs in the last bit for about 5 % of arguments:
+    step sizes an ulp apart, then step times drifting)."""
+    return float(x) ** e
+
+
+def array_pow(x, e):
+    """``x ** e`` of floats as NumPy's power of an array computes it (SciPy's BDF raises its three error
+    norms to their powers as one array)."""
+    return float(np.asarray(x, dtype=np.float64) ** e)
 
 
 def positive(xp, x):
@@ -127,7 +144,7 @@ def initial_step(problem, t0, y0, f0):
     t, y, f = stop_gradient(t0), stop_gradient(y0), stop_gradient(f0)
     interval = xp.abs(stop_gradient(problem.t_bound) - t)
     scale = problem.atol + xp.abs(y) * problem.rtol
-    norm = rms
+    norm = rms if xp is polyad_xp else _rms_array  # outside transforms: SciPy's rounding
     d0, d1 = norm(xp, y / scale), norm(xp, f / scale)
     h0 = xp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / positive(xp, d1))
     h0 = xp.minimum(h0, interval)
@@ -139,6 +156,11 @@ def initial_step(problem, t0, y0, f0):
         flat, xp.maximum(1e-6, h0 * 1e-3), (0.01 / positive(xp, xp.maximum(d1, d2))) ** (1 / (order + 1))
     )
     return xp.minimum(xp.minimum(100 * h0, h1), xp.minimum(interval, problem.max_step))
+
+
+def _rms_array(xp, x):
+    """``float_rms`` as a 0-d array of ``x``'s namespace (outside transforms)."""
+    return xp.asarray(float_rms(xp, x), dtype=x.dtype, device=x.device)
 
 
 def base_state(problem, t0, y0, int_dtype, first_step=None):
@@ -184,6 +206,11 @@ def next_time(xp, tf, h_abs, direction, t_bound, y):
     return t_new_arr, t_new, t_new - tf
 
 
+def constant_jacobian(problem):
+    """Whether ``jac`` is a matrix (SciPy then never evaluates it again, nor counts it in ``njev``)."""
+    return problem.jac is not None and not callable(problem.jac)
+
+
 def jacobian(problem, t, y):
     """``df/dy`` at ``(t, y)``, not differentiated (the Newton matrices only): the user's ``jac`` (a
     callable of ``(t, y, *args)`` or a constant matrix) where given; else by ``pa.jacfwd``, or outside
@@ -203,3 +230,39 @@ def jacobian(problem, t, y):
             problem.sparse_jacobian = sparse_jacfwd(lambda v, t: problem.rhs(t, v), sparsity=pattern)
         return xp.asarray(problem.sparse_jacobian(y, t).toarray())
     return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
+
+
+def simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit, maxiter):
+    """SciPy's simplified Newton iteration (Radau's and BDF's) and its convergence test, at most
+    ``maxiter`` iterations: ``(Z, converged, iterations, rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv``
+    the inverse Newton matrix. With ``early_exit`` (plain arrays) it stops when it has converged or
+    failed; else (a batch) it runs every iteration, each example's result frozen when it stops."""
+    shape = tuple(Z0.shape)
+    size = math.prod(shape)
+    Z = Z0
+    active = xp.asarray(True, device=Z0.device)
+    converged = xp.asarray(False, device=Z0.device)
+    iterations = xp.zeros((), dtype=xp.int64, device=Z0.device)
+    rate = xp.zeros((), dtype=Z0.dtype, device=Z0.device)
+    norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
+    for k in range(maxiter):
+        G = residual(Z)
+        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
+        finite = xp.all(xp.isfinite(G))
+        dnorm = rms(xp, dZ / scale)
+        has_rate = norm_old > 0
+        new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
+        safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
+        diverging = has_rate & ((new_rate >= 1) | (new_rate ** (maxiter - k) / safe * dnorm > tol))
+        stop_fail = active & (~finite | diverging)
+        step = active & ~stop_fail
+        Z = xp.where(step, Z + dZ, Z)
+        done = step & ((dnorm == 0) | (has_rate & (new_rate / safe * dnorm < tol)))
+        iterations = iterations + xp.astype(active, iterations.dtype)
+        rate = xp.where(active, new_rate, rate)
+        converged = converged | done
+        active = step & ~done
+        norm_old = xp.where(active, dnorm, norm_old)
+        if early_exit and not bool(active):
+            break
+    return Z, converged, iterations, rate

@@ -108,7 +108,8 @@ def _time(value, dtype, device, name):
     return xp.asarray(t, dtype=dtype, device=device)
 
 
-def prepared(fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_step, jac_sparsity=None):
+def prepared(fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_step, jac_sparsity=None,
+             jac=None):  # fmt: skip
     """The ``Problem``, the initial time and state, from the arguments (checked)."""
     if not isinstance(y0, Tensor):
         y0 = xp.asarray(y0)
@@ -152,7 +153,19 @@ def prepared(fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_
     if namespace is None:  # fun sees values of the transforms of all it depends on from its first call
         y0 = lifted(y0, (args, t0, t1, t_eval, cell_tensors(fun)))
     problem = Problem(
-        fun, args, method, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace, jac_sparsity
+        fun,
+        args,
+        method,
+        t1,
+        direction,
+        rtol,
+        atol,
+        max_step,
+        t_eval,
+        y0.shape[0],
+        namespace,
+        jac_sparsity,
+        jac,
     )
     return problem, t0, y0, invalid
 
@@ -180,14 +193,14 @@ def _check_t_eval(t_eval, t0, t1):
 
 
 def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, first_step, max_steps,
-              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None):  # fmt: skip
+              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None, jac=None):  # fmt: skip
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
     if not transform_active():
         refuse_pre_dispatch_capture("solve_ivp", "an ODE solver's steps")
     problem, t0, y0, invalid = prepared(
-        fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_step, jac_sparsity
+        fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_step, jac_sparsity, jac
     )
     if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
         raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")

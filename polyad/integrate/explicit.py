@@ -216,8 +216,7 @@ def eager_attempt(problem, state, max_steps):
     if E3 is None:
         err = float_rms(xp, (E @ K) * h / scale)
     else:
-        e5 = float(xp.sum(((E @ K) / scale) ** 2))
-        e3 = float(xp.sum(((E3 @ K) / scale) ** 2))
+        e5, e3 = common.sum_squares(xp, (E @ K) / scale), common.sum_squares(xp, (E3 @ K) / scale)
         denom = e5 + 0.01 * e3  # nan (a right-hand side turned nan) stays nan: a rejection, as SciPy's
         err = 0.0 if e5 == 0 and e3 == 0 else abs(h) * e5 / math.sqrt(denom * problem.n)
     exponent = -1.0 / (tab.order + 1)

@@ -22,7 +22,18 @@ from polyad.api.jacobians import jacfwd
 from polyad.control.implicit import custom_root
 from polyad.core import Tensor
 from polyad.integrate import common
-from polyad.integrate.common import EPS, FAILED, FINISHED, RUNNING, Method, Step, float_pow, float_rms, rms
+from polyad.integrate.common import (
+    EPS,
+    FAILED,
+    FINISHED,
+    RUNNING,
+    Method,
+    Step,
+    float_pow,
+    float_rms,
+    rms,
+    simplified_newton,
+)
 from polyad.integrate.common import jacobian as _jacobian
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
@@ -77,45 +88,9 @@ def _newton_matrix(xp, J, h, n, constants=None):
     return eye - h * block
 
 
-def _simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit):
-    """SciPy's simplified Newton iteration and its convergence test: ``(Z, converged, iterations,
-    rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv`` the inverse Newton matrix. With ``early_exit`` (plain
-    arrays) it stops when it has converged or failed; else (a batch) it runs every iteration, each
-    example's result frozen when it stops."""
-    shape = tuple(Z0.shape)
-    size = shape[0] * shape[1]
-    Z = Z0
-    active = xp.asarray(True, device=Z0.device)
-    converged = xp.asarray(False, device=Z0.device)
-    iterations = xp.zeros((), dtype=xp.int64, device=Z0.device)
-    rate = xp.zeros((), dtype=Z0.dtype, device=Z0.device)
-    norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
-    for k in range(NEWTON_MAXITER):
-        G = residual(Z)
-        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
-        finite = xp.all(xp.isfinite(G))
-        dnorm = rms(xp, dZ / scale)
-        has_rate = norm_old > 0
-        new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
-        safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
-        diverging = has_rate & ((new_rate >= 1) | (new_rate ** (NEWTON_MAXITER - k) / safe * dnorm > tol))
-        stop_fail = active & (~finite | diverging)
-        step = active & ~stop_fail
-        Z = xp.where(step, Z + dZ, Z)
-        done = step & ((dnorm == 0) | (has_rate & (new_rate / safe * dnorm < tol)))
-        iterations = iterations + xp.astype(active, iterations.dtype)
-        rate = xp.where(active, new_rate, rate)
-        converged = converged | done
-        active = step & ~done
-        norm_old = xp.where(active, dnorm, norm_old)
-        if early_exit and not bool(active):
-            break
-    return Z, converged, iterations, rate
-
-
 def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
     """The stage increments ``Z`` (the root of ``G``) by ``pa.custom_root``, with the Newton iteration's
-    ``(converged, iterations, rate)``. The solve (``_simplified_newton`` on plain arrays) is not
+    ``(converged, iterations, rate)``. The solve (``common.simplified_newton`` on plain arrays) is not
     differentiated; ``Z`` is, by the implicit function theorem: ``dZ = -(dG/dZ)^{-1} (dG/dc) dc`` for
     whatever ``G`` depends on (``t``, ``y``, ``h``, ``fun``'s parameters), each order of derivative one more
     tangent solve. The convergence report rides along as a second unknown ``info`` whose residual is
@@ -131,8 +106,8 @@ def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
     def solve(f, x0):
         Z_start, info = x0
         early_exit = not any(isinstance(v, Tensor) for v in (Z_start, M_inv, scale))  # else a batch
-        Z, converged, iterations, rate = _simplified_newton(
-            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit
+        Z, converged, iterations, rate = simplified_newton(
+            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit, NEWTON_MAXITER
         )
         report = xp.stack([xp.astype(converged, Z.dtype), xp.astype(iterations, Z.dtype), rate])
         return Z, report
@@ -188,7 +163,8 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     state = common.base_state(problem, t0, y0, int_dtype, first_step)
     zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
-    state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)
+    njev = count + (0 if common.constant_jacobian(problem) else 1)
+    state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=njev, nlu=count)
     state.update(Q=xp.zeros((3, problem.n), dtype=y0.dtype, device=y0.device), h_prev=zero)
     state["J"] = _jacobian(problem, t0, y0)
     state["jac_current"] = xp.asarray(True, device=y0.device)
@@ -245,7 +221,8 @@ def attempt(problem, state, max_steps, eager):
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
     factor = _predict_factor(xp, h_abs, h_abs_old, err, err_old)
     accept = converged & (err <= 1) & ~too_small
-    recompute = accept & (iterations > 2) & (rate > 1e-3)
+    # SciPy's: a slowly converging step refreshes the Jacobian (never a matrix jac=)
+    recompute = accept & (iterations > 2) & (rate > 1e-3) & (not common.constant_jacobian(problem))
     retry = ~converged & ~current & ~too_small  # a fresh Jacobian, the same step
     grow = xp.minimum(MAX_FACTOR, safety * factor)
     grow = xp.where(~recompute & (grow < 1.2), 1.0, grow)
@@ -257,7 +234,8 @@ def attempt(problem, state, max_steps, eager):
     nfev = nfev + one
     # the Jacobian for the next attempt: at the new point after a slowly converging step, at this one
     # after a failure with a stale one, else kept
-    need = recompute | retry
+    constant = common.constant_jacobian(problem)  # a matrix jac=: never evaluated again
+    need = (recompute | retry) & (not constant)
     njev = state["njev"]
     at_t = xp.where(accept, stop_gradient(t_new), ts)
     J = xp.where(need, _jacobian(problem, at_t, xp.where(accept, yn, ys)), J)
@@ -279,7 +257,7 @@ def attempt(problem, state, max_steps, eager):
         "njev": njev,
         "nlu": state["nlu"] + 2 * one,
         "J": J,
-        "jac_current": need | (current & ~accept),
+        "jac_current": need | (current & ~accept) | constant,
         "Q": xp.where(accept, _dense_coefficients(problem, Z_star), stop_gradient(state["Q"])),
         "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
     }
@@ -300,7 +278,7 @@ def interpolate(problem, step, te):
 
 
 def _newton_eager(xp, residual, Z, M_inv, scale, tol):
-    """``_simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
+    """``common.simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
     in float64, so the same result; an array's ``where`` costs microseconds): ``(Z, converged,
     iterations, rate)``."""
     shape = tuple(Z.shape)
@@ -385,7 +363,7 @@ def eager_attempt(problem, state, max_steps):
     else:
         factor = MAX_FACTOR
     accept = converged and err <= 1
-    recompute = accept and iterations > 2 and rate > 1e-3
+    recompute = accept and iterations > 2 and rate > 1e-3 and not common.constant_jacobian(problem)
     retry = not converged and not current  # a fresh Jacobian, the same step
     if accept:
         grow = min(MAX_FACTOR, safety * factor)
@@ -394,10 +372,16 @@ def eager_attempt(problem, state, max_steps):
         new_h_abs = abs(h) * max(MIN_FACTOR, safety * factor)
     else:
         new_h_abs = abs(h) * (1.0 if retry else 0.5)
+    constant = common.constant_jacobian(problem)  # a matrix jac=: never evaluated again
     new.update(
-        h_abs=new_h_abs, nfev=nfev, nlu=nlu, jac_current=recompute or retry or (current and not accept)
+        h_abs=new_h_abs,
+        nfev=nfev,
+        nlu=nlu,
+        jac_current=recompute or retry or (current and not accept) or constant,
     )
-    if recompute or retry:  # the Jacobian at the new point after a slowly converging step, else here
+    if (
+        recompute or retry
+    ) and not constant:  # the Jacobian at the new point after a slowly converging step, else here
         J = _jacobian(problem, t_new_arr, y_new) if accept else _jacobian(problem, t_arr, y)
         new.update(J=J, njev=njev + 1)
     if not accept:

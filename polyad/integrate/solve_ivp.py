@@ -14,6 +14,11 @@ from polyad.integrate.sensitivity import solve as sensitivity_solve
 def _checked_method(method):
     if isinstance(method, str) and method in METHODS:
         return METHODS[method]
+    if method == "LSODA":
+        raise ValueError(
+            "solve_ivp: method='LSODA' is not supported (ODEPACK's Fortran solver, which polyad cannot "
+            "differentiate); use 'BDF' or 'Radau' for a stiff problem, 'RK45' or 'DOP853' otherwise"
+        )
     raise ValueError(f"solve_ivp: method must be one of {sorted(METHODS)}, got {method!r}")
 
 
@@ -38,6 +43,7 @@ def solve_ivp(
     max_steps=100_000,
     progress=False,
     jac_sparsity=None,
+    jac=None,
 ):
     """Solve ``y' = fun(t, y, *args)``, ``y(t0) = y0`` on ``t_span = (t0, t1)``, as
     ``scipy.integrate.solve_ivp``: the same methods, step-size control and output, differentiable.
@@ -62,17 +68,21 @@ def solve_ivp(
             float64; complex is refused: integrate the real and imaginary parts as one real state);
             finite (as SciPy requires: else ValueError); the state keeps its dtype and device.
         method: "RK45" (Dormand-Prince 5(4)), "DOP853" (Hairer's 8(5,3)), both with SciPy's step
-            control (the same steps as SciPy's), or "Radau" (Radau IIA of order 5, for stiff problems:
-            Newton matrices from ``pa.jacfwd`` of ``fun``, the Newton solve through ``pa.custom_root``
-            (differentiated implicitly); SciPy's error estimate and controller, steps close to SciPy's).
+            control (the same steps as SciPy's), "Radau" (Radau IIA of order 5, for stiff problems:
+            Newton matrices from ``jac`` or ``pa.jacfwd`` of ``fun``, the Newton solve through
+            ``pa.custom_root`` (differentiated implicitly); SciPy's error estimate and controller, steps
+            close to SciPy's) or "BDF" (SciPy's variable-order NDF/BDF, orders 1 to 5, for stiff
+            problems: its steps, given the same ``jac``; the Newton solve as Radau's). "LSODA" is
+            refused (ValueError).
         t_eval: times at which to report the solution (sorted in the direction of integration, within
             ``t_span``: else ValueError, under every transform where the values are known; for values
             ``pa.jit`` traces, at each call status -1 with no step taken), from each method's dense
             output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
             ``t1`` only.
-        dense_output, events, vectorized: SciPy's; only their defaults are supported (``fun`` may be
-            vectorised or not: it is called on one state).
+        dense_output, events: SciPy's; only their defaults are supported.
+        vectorized: SciPy's; either value works: ``fun`` is called on one state (which a vectorised
+            ``fun`` accepts), and the Jacobians come from ``pa.jacfwd``, not finite differences of ``fun``.
         args: extra positional arguments of ``fun`` (a tuple), differentiable.
         rtol, atol: relative and absolute tolerances (``atol`` a scalar or one per component).
         max_step, first_step: SciPy's options (``first_step`` None: SciPy's initial step selection).
@@ -88,8 +98,11 @@ def solve_ivp(
             many states as ``max_memory`` holds, default ``pa.config.max_memory``), an int (at most that
             many states, the online binomial schedule), None (every state).
         max_steps: the most attempted steps (accepted or rejected); then the status is -1.
-        jac_sparsity: Radau only: the pattern of ``df/dy`` (a 2-D boolean array or scipy.sparse matrix,
-            as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
+        jac: Radau and BDF only: ``df/dy`` for their Newton matrices, as SciPy's: a callable
+            ``jac(t, y, *args)`` returning an ``(n, n)`` array (or a scipy.sparse matrix, made dense), or a
+            constant matrix (never evaluated again); not differentiated. None: ``pa.jacfwd`` of ``fun``.
+        jac_sparsity: Radau and BDF only: the pattern of ``df/dy`` (a 2-D boolean array or a scipy.sparse
+            matrix, as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
             come from ``pa.sparse_jacfwd`` (one JVP per colour of the pattern, coloured once), under a
             transform from ``pa.jacfwd`` (the Newton matrix is not differentiated: the same values).
             The Newton systems stay dense.
@@ -133,14 +146,22 @@ def solve_ivp(
     if rtol < 100 * EPS:
         warnings.warn(f"solve_ivp: rtol={rtol} is too small; setting it to {100 * EPS}", stacklevel=2)
         rtol = 100 * EPS
+    stiff = [name for name, m in METHODS.items() if m.stiff]
+    for name, value in (("jac_sparsity", jac_sparsity), ("jac", jac)):
+        if value is not None and not chosen.stiff:
+            raise ValueError(f"solve_ivp: {name} is for method={' or '.join(map(repr, stiff))} (df/dy of the "
+                             f"Newton iterations), got method={method!r}")  # fmt: skip
+    if jac is not None and not callable(jac) and not hasattr(jac, "shape") and not isinstance(jac, list):
+        raise TypeError(
+            f"solve_ivp: jac must be callable, jac(t, y, *args), or a matrix, got {type(jac).__name__}"
+        )
     if jac_sparsity is not None:
-        if method != "Radau":
-            raise ValueError(f"solve_ivp: jac_sparsity is for method='Radau', got method={method!r}")
         if isinstance(jac_sparsity, str) and jac_sparsity != "detect":
             raise ValueError(f"solve_ivp: jac_sparsity must be a pattern or 'detect', got {jac_sparsity!r}")
     options = dict(
         method=chosen, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
         checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
+        jac=jac,
     )  # fmt: skip
     if sensitivity == "discrete":
         return integrate(fun, t_span[0], t_span[1], y0, t_eval, args, **options)
