@@ -13,6 +13,7 @@ from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
 from polyad.integrate import explicit, radau
+from polyad.integrate.events import TERMINATED, EagerRecorder
 from polyad.integrate.tableaus import DOP853, RK45
 from polyad.ops.common import bottom, dtype_kind, dtype_name
 from polyad.ops.elementwise import stop_gradient
@@ -22,6 +23,7 @@ SENSITIVITIES = ("discrete", "forward", "adjoint")
 MESSAGES = {
     0: "The solver successfully reached the end of the integration interval.",
     -1: "Required step size is less than spacing between numbers.",
+    1: "A termination event occurred.",
 }
 MAX_STEPS_MESSAGE = "The solver took max_steps attempted steps without reaching the end of the interval."
 EPS = 2.220446049250313e-16
@@ -182,7 +184,8 @@ def _check_t_eval(t_eval, t0, t1):
 
 
 def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, first_step, max_steps,
-              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None):  # fmt: skip
+              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None, dense_output=False,
+              events=None):  # fmt: skip
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
@@ -194,11 +197,17 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
         raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
     stepper = radau if tableau is radau.RADAU else explicit
+    problem.keep_stages = dense_output or events is not None
     state = stepper.initial_state(
         problem, t0, y0, xp.int64, None if first_step is None else float(first_step)
     )
     if not transform_active():
-        return _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only)
+        recorder = EagerRecorder(problem, t0, y0, dense_output, events)
+        return _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only, recorder)
+    if dense_output or events is not None:
+        raise NotImplementedError(
+            "solve_ivp: dense_output=True and events are supported outside transforms only (for now)"
+        )
     if invalid is not None:  # refused at each call of a compiled function: no step, status -1
         state["status"] = xp.where(invalid, xp.full_like(state["status"], explicit.FAILED), state["status"])
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
@@ -235,16 +244,20 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     return max(1, min(max_steps, JIT_SLOTS, schedules.auto_slots(None, size, budget, 2 * size))), None
 
 
-def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only):
-    """The integration outside every transform: SciPy's loop, every accepted step recorded."""
+def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only, recorder):
+    """The integration outside every transform: SciPy's loop, every accepted step recorded (and handed
+    to ``recorder``: dense output, events)."""
     ts, ys = [t0], [y0]
     bar = _progress_bar(problem, t0) if progress else None
     last = float(t0)
     while int(state["status"]) == explicit.RUNNING:
+        old = state
         state = stepper.attempt(problem, state, max_steps, eager=True)
         # lazy arrays (Dask) computed once an attempt: the next attempt's control reads values, which
         # would otherwise compute every attempt before it again
         state = dict(zip(state, dispatch.persisted(list(state.values()))))
+        if problem.keep_stages and not bool(state["rejected"]):
+            state = recorder.accepted(old, state)
         if not ends_only and not bool(state["rejected"]):
             ts.append(state["t"])
             ys.append(state["y"])
@@ -264,8 +277,13 @@ def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only):
         t_out, y_out = xp.stack(ts), xp.stack(ys, axis=1)
     else:
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
+        if status == TERMINATED:  # the points up to the terminal event only, as SciPy
+            reached = (problem.direction * (t_out - state["t"])) <= 0
+            count = int(xp.sum(xp.astype(reached, xp.int64)))
+            t_out, y_out = t_out[:count], y_out[:, :count]
+    sol, t_events, y_events = recorder.result()
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=int(state["nfev"]),
+        t=t_out, y=y_out, sol=sol, t_events=t_events, y_events=y_events, nfev=int(state["nfev"]),
         njev=int(state.get("njev", 0)), nlu=int(state.get("nlu", 0)),
         status=status, message=message, success=status >= 0,
     )  # fmt: skip

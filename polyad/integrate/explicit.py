@@ -43,6 +43,7 @@ class Problem:
         self.sparse_jacobian = None  # its pa.sparse_jacfwd, made at the first use (coloured once)
         self.radau_constants = None  # Radau's coefficients as the backend's arrays (outside transforms)
         self.stage_buffer = None  # outside transforms: the stages' array and weights (False: none)
+        self.keep_stages = False  # dense output, events: an attempt leaves its stages (``dense.py``)
         self.t_bound, self.direction = t_bound, direction
         self.rtol, self.atol, self.max_step = rtol, atol, max_step
         self.t_eval, self.n = t_eval, n
@@ -222,6 +223,8 @@ def attempt(problem, state, max_steps, eager):
         "attempts": attempts,
         "nfev": nfev,
     }
+    if problem.keep_stages:
+        new["K"] = xp.stack(K)
     if "out" in state:
         te = problem.t_eval
         # a point at a step's start takes that step's interpolant at x = 0 (the state itself): so points at
@@ -364,6 +367,8 @@ def eager_attempt(problem, state, max_steps):
     if status == RUNNING and attempts >= max_steps:
         status = FAILED
     new.update(t=t_new_arr, y=y_new, f=f_new, rejected=False, status=status)
+    if problem.keep_stages:
+        new["K"] = xp.asarray(K, copy=True)  # the buffer is the next attempt's
     if "out" in state:
         te = problem.t_eval
         inside = (direction * (te - t) >= 0) & (direction * (te - t_new_arr) <= 0)

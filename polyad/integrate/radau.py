@@ -310,6 +310,8 @@ def attempt(problem, state, max_steps, eager):
         "Q": xp.where(accept, _dense_coefficients(problem, Z_star), stop_gradient(state["Q"])),
         "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
     }
+    if problem.keep_stages:  # the step's polynomial with its derivative (dense output, events)
+        new["Q_step"] = _dense_coefficients(problem, Z)
     if "out" in state:
         te = problem.t_eval
         inside = accept & (direction * (te - t) >= 0) & (direction * (te - t_new) <= 0)
@@ -436,6 +438,8 @@ def eager_attempt(problem, state, max_steps):
     Q_new = _dense_coefficients(problem, Z)
     new.update(t=t_new_arr, y=y_new, f=f_new, h_abs_old=h_abs, err_old=err, rejected=False, status=status)
     new.update(Q=Q_new, h_prev=h)
+    if problem.keep_stages:
+        new["Q_step"] = Q_new
     if "out" in state:
         te = problem.t_eval
         inside = (direction * (te - t) >= 0) & (direction * (te - t_new_arr) <= 0)

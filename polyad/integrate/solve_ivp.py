@@ -7,6 +7,7 @@ import math
 import warnings
 
 from polyad.integrate.driver import EPS, METHODS, SENSITIVITIES, integrate
+from polyad.integrate.events import checked_events
 from polyad.integrate.sensitivity import solve as sensitivity_solve
 
 
@@ -113,11 +114,10 @@ def solve_ivp(
     tableau = _checked_method(method)
     if not callable(fun):
         raise TypeError(f"solve_ivp: fun must be callable, got {type(fun).__name__}")
-    if dense_output or events is not None:
-        raise NotImplementedError(
-            "solve_ivp: dense_output=True and events are not supported; pass t_eval for the solution at "
-            "given times"
-        )
+    if not isinstance(dense_output, bool):
+        raise TypeError(f"solve_ivp: dense_output must be True or False, got {dense_output!r}")
+    if events is not None:
+        checked_events(events)
     if sensitivity not in SENSITIVITIES:
         raise ValueError(f"solve_ivp: sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
@@ -140,6 +140,7 @@ def solve_ivp(
     options = dict(
         tableau=tableau, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
         checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
+        dense_output=dense_output, events=events,
     )  # fmt: skip
     if sensitivity == "discrete":
         return integrate(fun, t_span[0], t_span[1], y0, t_eval, args, **options)
