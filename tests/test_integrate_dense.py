@@ -105,3 +105,52 @@ def test_dense_output_bad_input():
     sol = solve_ivp(duffing, (0.0, 1.0), arr(Y0), dense_output=True, args=(K,)).sol
     with pytest.raises(ValueError, match="t must be a scalar or 1-D"):
         sol(arr([[0.5]]))
+
+
+def scipy_sol(method, k, **tol):
+    return scipy_integrate.solve_ivp(
+        np_duffing, (0.0, 10.0), Y0, method=method, dense_output=True, args=(k,), **tol
+    ).sol
+
+
+SLOW_RADAU = pytest.param("Radau", marks=pytest.mark.slow)  # minutes on two cores: a tangent solve per step
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853", SLOW_RADAU])
+def test_dense_output_derivatives_equal_central_differences_of_scipys(method):
+    tight = dict(rtol=1e-8, atol=1e-10)
+    tq = np.array([3.3, 0.7, 9.1])
+
+    def sol(k):
+        return solve_ivp(
+            duffing, (0.0, 10.0), arr(Y0), method=method, dense_output=True, args=(k,), **tight
+        ).sol
+
+    def weighted(k):  # a weighted sum over states and times (the points unsorted)
+        return xp.sum(sol(k)(arr(tq)) * arr([[1.0, -0.5, 2.0], [0.3, 1.0, -1.0]]))
+
+    def np_weighted(k):
+        return np.sum(scipy_sol(method, k, **tight)(tq) * np.array([[1.0, -0.5, 2.0], [0.3, 1.0, -1.0]]))
+
+    eps = 1e-5
+    central = (np_weighted(K + eps) - np_weighted(K - eps)) / (2 * eps)
+    np.testing.assert_allclose(to_numpy(pa.grad(weighted)(arr(K))), central, rtol=1e-6)
+    # with respect to t (a scalar point): the interpolant's slope
+    ref = scipy_sol(method, K, **tight)
+    d_t = pa.jacfwd(lambda t: sol(K)(t))(arr(3.3))
+    central_t = (ref(3.3 + 1e-6) - ref(3.3 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(to_numpy(d_t), central_t, rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853", SLOW_RADAU])
+def test_dense_output_under_vmap_equals_the_loop(method):
+    tq, ks = np.array([3.3, 0.7, 9.1]), [1.0, 1.3, 2.0]
+
+    def values(k):
+        return solve_ivp(
+            duffing, (0.0, 10.0), arr(Y0), method=method, dense_output=True, args=(k,), **TOL
+        ).sol(arr(tq))
+
+    batched = pa.vmap(values)(arr(ks))
+    loop = np.stack([to_numpy(values(k)) for k in ks])
+    np.testing.assert_allclose(to_numpy(batched), loop, rtol=0, atol=1e-10)

@@ -133,3 +133,27 @@ def eager_solution(kind, t0, y0, steps):
     t_old, h = xp.stack([s[0] for s in steps]), xp.stack([s[1] for s in steps])
     y_old, coeffs = xp.stack([s[2] for s in steps]), xp.stack([s[3] for s in steps])
     return OdeSolution(kind, ts, t_old, h, y_old, coeffs)
+
+
+class ResolvedSolution:
+    """``sol`` of a ``solve_ivp`` called under a transform: ``sol(t)`` solves again with ``t_eval=t``
+    (sorted in the direction of integration, then put back in ``t``'s order). The steps do not depend on
+    ``t_eval``, so this is the interpolant of the same steps, with the derivatives ``t_eval`` carries
+    (with respect to ``t`` and everything the solve depends on) and each example's own steps under vmap;
+    it costs a solve per call (call it once with every time needed). ``t`` must lie within ``t_span``
+    (no extrapolation)."""
+
+    def __init__(self, resolve, t0, t1):
+        self.resolve, self.t0, self.t1 = resolve, t0, t1
+
+    def __call__(self, t):
+        xp = polyad_xp
+        t = xp.asarray(t)
+        if len(t.shape) > 1:
+            raise ValueError(f"OdeSolution: t must be a scalar or 1-D, got shape {tuple(t.shape)}")
+        flat = xp.reshape(t, (-1,))
+        direction = xp.sign(stop_gradient(xp.asarray(self.t1) - xp.asarray(self.t0)))
+        order = xp.argsort(stop_gradient(flat) * xp.where(direction == 0, 1.0, direction), stable=True)
+        y = self.resolve(xp.take(flat, order, axis=0))
+        y = xp.take(y, xp.argsort(order, stable=True), axis=1)
+        return y[:, 0] if len(t.shape) == 0 else y

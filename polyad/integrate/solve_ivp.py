@@ -6,6 +6,8 @@ reverse mode by forward sensitivities or the adjoint)."""
 import math
 import warnings
 
+from polyad.core import transform_active
+from polyad.integrate.dense import ResolvedSolution
 from polyad.integrate.driver import EPS, METHODS, SENSITIVITIES, integrate
 from polyad.integrate.events import checked_events
 from polyad.integrate.sensitivity import solve as sensitivity_solve
@@ -142,6 +144,15 @@ def solve_ivp(
         checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
         dense_output=dense_output, events=events,
     )  # fmt: skip
-    if sensitivity == "discrete":
-        return integrate(fun, t_span[0], t_span[1], y0, t_eval, args, **options)
-    return sensitivity_solve(fun, t_span[0], t_span[1], y0, t_eval, args, sensitivity, **options)
+
+    def run(times, dense):
+        if sensitivity == "discrete":
+            return integrate(fun, t_span[0], t_span[1], y0, times, args, **dict(options, dense_output=dense))
+        opts = dict(options, dense_output=dense)
+        return sensitivity_solve(fun, t_span[0], t_span[1], y0, times, args, sensitivity, **opts)
+
+    if not (dense_output and transform_active()):
+        return run(t_eval, dense_output)
+    result = run(t_eval, False)  # under a transform sol(t) solves again with t_eval=t
+    result["sol"] = ResolvedSolution(lambda times: run(times, False).y, t_span[0], t_span[1])
+    return result
