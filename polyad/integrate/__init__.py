@@ -1,5 +1,6 @@
 """Differentiable integration of ordinary differential equations: ``solve_ivp`` with SciPy's signature,
-written in polyad ops (``explicit``: the Runge-Kutta steps; ``radau``: the stiff method; ``driver``: the loop;
+written in polyad ops (``common``: the ``Method`` protocol and what the methods share; ``explicit``: the
+Runge-Kutta steps; ``radau``: the stiff method; ``methods``: the table by name; ``driver``: the loop;
 ``sensitivity``: reverse mode by forward sensitivities or the adjoint)."""
 
 from polyad.integrate.driver import OdeResult

@@ -18,25 +18,27 @@ from polyad.ops.elementwise import stop_gradient
 KINDS = {"RK45": "rk", "DOP853": "dop853", "Radau": "radau"}
 
 
-def kind_of(tableau):
-    return KINDS[tableau.name]
+def kind_of(method):
+    """The interpolant's form of ``method`` (a ``common.Method``); None: a method this module does not
+    know (its steps are kept whole and evaluated by its own ``interpolate``)."""
+    return KINDS.get(method.name)
 
 
-def step_coefficients(problem, t, y, f, new):
-    """The interpolant's ``coeffs`` of the step from ``(t, y)`` (``f = fun(t, y)``) to the state ``new``
-    (accepted): read from the stages the attempt left in ``new["K"]`` (explicit methods) or its
-    collocation polynomial ``new["Q_step"]`` (Radau), and the number of evaluations of ``fun`` it took."""
+def step_coefficients(problem, step):
+    """The interpolant's ``coeffs`` of ``step`` (a ``common.Step`` accepted), and the number of
+    evaluations of ``fun`` it took (DOP853's three extra stages)."""
     xp, tab = problem.xp, problem.tableau
-    if tab.name == "Radau":
-        return new["Q_step"], 0
-    K = [new["K"][i, ...] for i in range(new["K"].shape[0])]
+    if problem.method.name == "Radau":
+        return step.data[1], 0
+    K, y, y_new, f, f_new = step.data
+    K = list(K)
     if tab.P:
         return xp.stack([explicit.combo([row[j] for row in tab.P], K) for j in range(len(tab.P[0]))]), 0
-    h = new["t"] - t
+    t, h = step.t_old, step.h
     for a, c in zip(tab.A_EXTRA, tab.C_EXTRA):
         K.append(problem.rhs(t + c * h, y + explicit.combo(a, K) * h))
-    delta = new["y"] - y
-    rows = [delta, h * f - delta, 2 * delta - h * (new["f"] + f)]
+    delta = y_new - y
+    rows = [delta, h * f - delta, 2 * delta - h * (f_new + f)]
     return xp.stack(rows + [h * explicit.combo(row, K) for row in tab.D]), len(tab.C_EXTRA)
 
 

@@ -12,13 +12,11 @@ from polyad.control.custom_derivatives import cell_tensors
 from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
-from polyad.integrate import explicit, radau
+from polyad.integrate.common import FAILED, RUNNING, Problem
 from polyad.integrate.events import TERMINATED, EagerRecorder
-from polyad.integrate.tableaus import DOP853, RK45
 from polyad.ops.common import bottom, dtype_kind, dtype_name
 from polyad.ops.elementwise import stop_gradient
 
-METHODS = {"RK45": RK45, "DOP853": DOP853, "Radau": radau.RADAU}
 SENSITIVITIES = ("discrete", "forward", "adjoint")
 MESSAGES = {
     0: "The solver successfully reached the end of the integration interval.",
@@ -26,7 +24,7 @@ MESSAGES = {
     1: "A termination event occurred.",
 }
 MAX_STEPS_MESSAGE = "The solver took max_steps attempted steps without reaching the end of the interval."
-EPS = 2.220446049250313e-16
+EPS = 2.220446049250313e-16  # common.EPS
 OUTSIDE = "solve_ivp: t_eval must lie within t_span"
 UNSORTED = "solve_ivp: t_eval must be sorted in the direction of integration"
 JIT_SLOTS = 256
@@ -112,7 +110,7 @@ def _time(value, dtype, device, name):
     return xp.asarray(t, dtype=dtype, device=device)
 
 
-def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step, jac_sparsity=None):
+def prepared(fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_step, jac_sparsity=None):
     """The ``Problem``, the initial time and state, from the arguments (checked)."""
     if not isinstance(y0, Tensor):
         y0 = xp.asarray(y0)
@@ -155,8 +153,8 @@ def prepared(fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first
     namespace = None if transform_active() else dispatch.backend_of_array(y0).xp
     if namespace is None:  # fun sees values of the transforms of all it depends on from its first call
         y0 = lifted(y0, (args, t0, t1, t_eval, cell_tensors(fun)))
-    problem = explicit.Problem(
-        fun, args, tableau, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace, jac_sparsity
+    problem = Problem(
+        fun, args, method, t1, direction, rtol, atol, max_step, t_eval, y0.shape[0], namespace, jac_sparsity
     )
     return problem, t0, y0, invalid
 
@@ -183,7 +181,7 @@ def _check_t_eval(t_eval, t0, t1):
         raise ValueError(UNSORTED)
 
 
-def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, first_step, max_steps,
+def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, first_step, max_steps,
               checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None, dense_output=False,
               events=None):  # fmt: skip
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
@@ -192,28 +190,27 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, tableau, rtol, atol, max_step, f
     if not transform_active():
         refuse_pre_dispatch_capture("solve_ivp", "an ODE solver's steps")
     problem, t0, y0, invalid = prepared(
-        fun, t0, t1, y0, t_eval, args, tableau, rtol, atol, max_step, first_step, jac_sparsity
+        fun, t0, t1, y0, t_eval, args, method, rtol, atol, max_step, first_step, jac_sparsity
     )
     if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
         raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
-    stepper = radau if tableau is radau.RADAU else explicit
-    problem.keep_stages = dense_output or events is not None
-    state = stepper.initial_state(
-        problem, t0, y0, xp.int64, None if first_step is None else float(first_step)
-    )
+    state = method.initial_state(problem, t0, y0, xp.int64, None if first_step is None else float(first_step))
+    if problem.t_eval is not None:  # the output rows: y0 until a step reaches them
+        m = problem.t_eval.shape[0]
+        state["out"] = problem.xp.broadcast_to(problem.xp.reshape(y0, (1, -1)), (m, problem.n))
     if not transform_active():
         recorder = EagerRecorder(problem, t0, y0, dense_output, events)
-        return _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only, recorder)
+        return _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder)
     if dense_output or events is not None:
         raise NotImplementedError(
             "solve_ivp: dense_output=True and events are supported outside transforms only (for now)"
         )
     if invalid is not None:  # refused at each call of a compiled function: no step, status -1
-        state["status"] = xp.where(invalid, xp.full_like(state["status"], explicit.FAILED), state["status"])
+        state["status"] = xp.where(invalid, xp.full_like(state["status"], FAILED), state["status"])
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
     state = while_loop(
-        lambda s: s["status"] == explicit.RUNNING,
-        lambda s: stepper.attempt(problem, s, max_steps, eager=False),
+        lambda s: s["status"] == RUNNING,
+        lambda s: attempt(problem, s, max_steps, eager=False)[0],
         state,
         checkpoints=checkpoints,
         max_memory=max_memory,
@@ -244,20 +241,49 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     return max(1, min(max_steps, JIT_SLOTS, schedules.auto_slots(None, size, budget, 2 * size))), None
 
 
-def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only, recorder):
+def attempt(problem, state, max_steps, eager):
+    """The method's attempt, and the points of ``t_eval`` its step holds filled from its interpolant (a
+    point at a step's start takes that step's interpolant at its start, the state itself: so points at
+    ``t0`` are filled by the first step, with their derivative with respect to the time). Outside
+    transforms the interpolant is evaluated only for a step holding a point (as SciPy's). Returns the new
+    state and the ``Step`` tried."""
+    method = problem.method
+    new, step = method.attempt(problem, state, max_steps, eager)
+    if "out" not in state:
+        return new, step
+    xp, te, direction = problem.xp, problem.t_eval, problem.direction
+    new["out"] = state["out"]
+    if step is None:
+        return new, step
+    inside = (direction * (te - step.t_old) >= 0) & (direction * (te - step.t_new) <= 0)
+    accept = True if eager else ~new["rejected"]  # an eager step is one accepted
+    if not eager:
+        inside = accept & inside
+    elif not bool(xp.any(inside)):
+        return new, step
+    extra = method.dense_evaluations
+    if extra:
+        nfev = new["nfev"]
+        new["nfev"] = nfev + (extra if eager else xp.where(accept, xp.full_like(nfev, extra), 0))
+    values = method.interpolate(problem, step, te)
+    new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
+    return new, step
+
+
+def _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder):
     """The integration outside every transform: SciPy's loop, every accepted step recorded (and handed
     to ``recorder``: dense output, events)."""
     ts, ys = [t0], [y0]
     bar = _progress_bar(problem, t0) if progress else None
     last = float(t0)
-    while int(state["status"]) == explicit.RUNNING:
+    while int(state["status"]) == RUNNING:
         old = state
-        state = stepper.attempt(problem, state, max_steps, eager=True)
+        state, step = attempt(problem, state, max_steps, eager=True)
+        if recorder.active and step is not None:  # before the next attempt overwrites the step's buffers
+            state = recorder.accepted(old, state, step)
         # lazy arrays (Dask) computed once an attempt: the next attempt's control reads values, which
         # would otherwise compute every attempt before it again
         state = dict(zip(state, dispatch.persisted(list(state.values()))))
-        if problem.keep_stages and not bool(state["rejected"]):
-            state = recorder.accepted(old, state)
         if not ends_only and not bool(state["rejected"]):
             ts.append(state["t"])
             ys.append(state["y"])
@@ -269,7 +295,7 @@ def _eager(stepper, problem, state, t0, y0, max_steps, progress, ends_only, reco
         bar.close()
     status = int(state["status"])
     message = MESSAGES[status]
-    if status == explicit.FAILED and int(state["attempts"]) >= max_steps:
+    if status == FAILED and int(state["attempts"]) >= max_steps:
         message = MAX_STEPS_MESSAGE
     if problem.t_eval is None:
         if ends_only:

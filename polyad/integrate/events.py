@@ -95,7 +95,11 @@ class EagerRecorder:
 
     def __init__(self, problem, t0, y0, dense_output, events):
         self.problem, self.t0, self.y0 = problem, t0, y0
-        self.kind = dense.kind_of(problem.tableau)
+        self.kind = dense.kind_of(problem.method)
+        if self.kind is None and dense_output:
+            raise NotImplementedError(
+                f"solve_ivp: dense_output=True is not supported for {problem.method.name}"
+            )
         self.steps = [] if dense_output else None
         self.events = None
         if events is not None:
@@ -115,23 +119,28 @@ class EagerRecorder:
                 f"{getattr(event, '__name__', event)!r}"
             ) from None
 
-    def accepted(self, old, new):
-        """The state after the accepted step from ``old`` to ``new``: ``new``, or stopped at a terminal
-        event's zero (status 1)."""
+    @property
+    def active(self):
+        return self.steps is not None or self.events is not None
+
+    def accepted(self, old, new, step):
+        """The state after the accepted ``step`` (a ``common.Step``) from ``old`` to ``new``: ``new``, or
+        stopped at a terminal event's zero (status 1)."""
         problem, xp = self.problem, self.problem.xp
-        t, y = old["t"], old["y"]
-        h = new["t"] - t
-        step = []
+        t, y, h = step.t_old, old["y"], step.h
+        made = []
 
         def coefficients():
-            if not step:
-                coeffs, extra = dense.step_coefficients(problem, t, y, old["f"], new)
+            if not made:
+                coeffs, extra = dense.step_coefficients(problem, step)
                 new["nfev"] = int(new["nfev"]) + extra
-                step.append(coeffs)
-            return step[0]
+                made.append(coeffs)
+            return made[0]
 
         def interpolant(at):
             at = xp.asarray(at, dtype=y.dtype, device=y.device)
+            if self.kind is None:  # a method this module does not know: its own interpolant
+                return problem.method.interpolate(problem, step, xp.reshape(at, (1,)))[0, ...]
             return dense.interpolate(xp, self.kind, at, t, h, y, coefficients())
 
         end = new["t"]

@@ -16,14 +16,14 @@ root to the Newton tolerance, and every order differentiates again (hessian).
 """
 
 import math
-from typing import NamedTuple
 
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
-from polyad.api.sparse import sparse_jacfwd
 from polyad.control.implicit import custom_root
 from polyad.core import Tensor
-from polyad.integrate import explicit
+from polyad.integrate import common
+from polyad.integrate.common import EPS, FAILED, FINISHED, RUNNING, Method, Step, float_pow, float_rms, rms
+from polyad.integrate.common import jacobian as _jacobian
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
 S6 = 6**0.5
@@ -43,27 +43,6 @@ P = (
 P_T = tuple(tuple(P[i][j] for i in range(3)) for j in range(3))
 NEWTON_MAXITER = 6
 MIN_FACTOR, MAX_FACTOR = 0.2, 10.0
-EPS = 2.220446049250313e-16
-
-
-class RadauMethod(NamedTuple):
-    name: str = "Radau"
-    order: int = 3  # of the error estimator: SciPy's initial step uses it
-    C_EXTRA: tuple = ()
-
-
-RADAU = RadauMethod()
-
-
-def _jacobian(problem, t, y):
-    """``df/dy`` at ``(t, y)`` by ``pa.jacfwd``, not differentiated (the Newton matrix only); outside
-    transforms with ``jac_sparsity``, by ``pa.sparse_jacfwd`` (one JVP per colour), made dense."""
-    if problem.jac_sparsity is not None and problem.xp is not polyad_xp:
-        if problem.sparse_jacobian is None:
-            pattern = None if isinstance(problem.jac_sparsity, str) else problem.jac_sparsity
-            problem.sparse_jacobian = sparse_jacfwd(lambda v, t: problem.rhs(t, v), sparsity=pattern)
-        return problem.xp.asarray(problem.sparse_jacobian(y, t).toarray())
-    return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
 
 
 def _constants(problem, like):
@@ -71,13 +50,13 @@ def _constants(problem, like):
     (the dense output's, ``Q = P^T Z``), ``E`` (1, 3); outside transforms made once per solve, with the
     identities of sizes ``3n`` and ``n`` after them."""
     xp = problem.xp
-    if problem.xp is not polyad_xp and problem.radau_constants is not None:
-        return problem.radau_constants
+    if problem.xp is not polyad_xp and "radau" in problem.constants:
+        return problem.constants["radau"]
     made = tuple(xp.asarray(c, dtype=like.dtype, device=like.device) for c in (A, P_T, (E,)))
     if problem.xp is not polyad_xp:
         n = problem.n
         eyes = tuple(xp.eye(k, dtype=like.dtype, device=like.device) for k in (3 * n, n))
-        problem.radau_constants = made = made + eyes
+        problem.constants["radau"] = made = made + eyes
     return made
 
 
@@ -115,7 +94,7 @@ def _simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit):
         G = residual(Z)
         dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
         finite = xp.all(xp.isfinite(G))
-        dnorm = explicit.rms(xp, dZ / scale)
+        dnorm = rms(xp, dZ / scale)
         has_rate = norm_old > 0
         new_rate = xp.where(has_rate, dnorm / xp.where(has_rate, norm_old, 1.0), rate)
         safe = xp.where(new_rate < 1, 1 - new_rate, 1.0)
@@ -206,7 +185,7 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     """The explicit methods' state, the controller's history (-1: none), the Jacobian at ``(t0, y0)``
     and whether it is current (computed at the state it is used at), the counters."""
     xp = problem.xp
-    state = explicit.initial_state(problem, t0, y0, int_dtype, first_step)
+    state = common.base_state(problem, t0, y0, int_dtype, first_step)
     zero = xp.zeros((), dtype=y0.dtype, device=y0.device)
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     state.update(h_abs_old=zero - 1.0, err_old=zero - 1.0, njev=count + 1, nlu=count)
@@ -256,12 +235,12 @@ def attempt(problem, state, max_steps, eager):
     error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
     yn = stop_gradient(y_new)
     scale_new = stop_gradient(problem.atol + xp.maximum(xp.abs(ys), xp.abs(yn)) * problem.rtol)
-    err = explicit.rms(xp, error / scale_new)
+    err = rms(xp, error / scale_new)
     again = converged & rejected & (err > 1)
     one = xp.ones_like(state["njev"])
     nfev = state["nfev"] + 3 * iterations
     error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
-    err = xp.where(again, explicit.rms(xp, error2 / scale_new), err)
+    err = xp.where(again, rms(xp, error2 / scale_new), err)
     nfev = nfev + one
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))
     factor = _predict_factor(xp, h_abs, h_abs_old, err, err_old)
@@ -285,13 +264,7 @@ def attempt(problem, state, max_steps, eager):
     njev = njev + xp.where(need, one, 0 * one)
     attempts = state["attempts"] + 1
     finished = accept & (direction * (t_new - problem.t_bound) >= 0)
-    codes = state["status"]
-    status = xp.where(
-        too_small,
-        explicit.FAILED,
-        xp.where(finished, xp.full_like(codes, explicit.FINISHED), explicit.RUNNING),
-    )
-    status = xp.where((status == explicit.RUNNING) & (attempts >= max_steps), explicit.FAILED, status)
+    status = common.status_after(xp, too_small, finished, attempts, max_steps, state["status"])
     new = {
         "t": xp.where(accept, t_new, t),
         "y": xp.where(accept, y_new, y),
@@ -310,16 +283,17 @@ def attempt(problem, state, max_steps, eager):
         "Q": xp.where(accept, _dense_coefficients(problem, Z_star), stop_gradient(state["Q"])),
         "h_prev": xp.where(accept, hs, stop_gradient(state["h_prev"])),
     }
-    if problem.keep_stages:  # the step's polynomial with its derivative (dense output, events)
-        new["Q_step"] = _dense_coefficients(problem, Z)
-    if "out" in state:
-        te = problem.t_eval
-        inside = accept & (direction * (te - t) >= 0) & (direction * (te - t_new) <= 0)
-        x = xp.reshape((te - t) / xp.where(h == 0, 1.0, h), (-1, 1))
-        Q = _dense_coefficients(problem, Z)
-        values = y + x * Q[0, ...] + x * x * Q[1, ...] + x * x * x * Q[2, ...]
-        new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
-    return new
+    return new, Step(t, t_new, h, (y, _dense_coefficients(problem, Z)))
+
+
+def interpolate(problem, step, te):
+    """The collocation polynomial of ``step`` (its ``data``: ``y`` at its start and ``Q``) at the times
+    ``te``: ``y + sum_j Q_j x^(j+1)``, ``x = (te - t_old) / h``; shape ``(m, n)``."""
+    xp = problem.xp
+    y, Q = step.data
+    # a zero step (an example vmap runs on after it finished) divides by 1: its values are masked
+    x = xp.reshape((te - step.t_old) / xp.where(step.h == 0, 1.0, step.h), (-1, 1))
+    return y + x * Q[0, ...] + x * x * Q[1, ...] + x * x * x * Q[2, ...]
 
 
 # ------------------------------------------------------------------------------ outside every transform
@@ -335,14 +309,14 @@ def _newton_eager(xp, residual, Z, M_inv, scale, tol):
     for k in range(NEWTON_MAXITER):
         G = residual(Z)
         dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
-        dnorm = explicit.float_rms(xp, dZ / scale)
+        dnorm = float_rms(xp, dZ / scale)
         has_rate = norm_old > 0
         if has_rate:
             rate = dnorm / norm_old
         safe = 1 - rate if rate < 1 else 1.0
         # a non-finite G makes dnorm non-finite: G is tested only then
         if (not math.isfinite(dnorm) and not bool(xp.all(xp.isfinite(G)))) or (
-            has_rate and (rate >= 1 or explicit.float_pow(rate, NEWTON_MAXITER - k) / safe * dnorm > tol)
+            has_rate and (rate >= 1 or float_pow(rate, NEWTON_MAXITER - k) / safe * dnorm > tol)
         ):
             return Z, False, k + 1, rate
         Z = Z + dZ
@@ -370,9 +344,9 @@ def eager_attempt(problem, state, max_steps):
         h_abs = min(max(h_abs, min_step), max_step)
     new = dict(state, attempts=attempts, h_abs_old=h_abs_old, err_old=err_old, rejected=True)
     if rejected and h_abs < min_step:
-        new.update(status=explicit.FAILED, h_abs=h_abs)
-        return new
-    t_new_arr, t_new, h = explicit.next_time(xp, tf, h_abs, direction, t_bound, y)
+        new.update(status=FAILED, h_abs=h_abs)
+        return new, None
+    t_new_arr, t_new, h = common.next_time(xp, tf, h_abs, direction, t_bound, y)
     scale = problem.atol + xp.abs(y) * problem.rtol
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
     Q, h_prev = state["Q"], float(state["h_prev"])
@@ -397,17 +371,17 @@ def eager_attempt(problem, state, max_steps):
     ZE = _error_stages(problem, Z, h_div)
     error = xp.linalg.solve(M_real, (f + ZE)[:, None])[:, 0]
     scale_new = problem.atol + xp.maximum(xp.abs(y), xp.abs(y_new)) * problem.rtol
-    err = explicit.float_rms(xp, error / scale_new)
+    err = float_rms(xp, error / scale_new)
     if converged and rejected and err > 1:
         error = xp.linalg.solve(M_real, (problem.rhs(t_arr, y + error) + ZE)[:, None])[:, 0]
-        err = explicit.float_rms(xp, error / scale_new)
+        err = float_rms(xp, error / scale_new)
         nfev += 1
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + iterations)
     if err > 0:
         multiplier = 1.0
         if err_old > 0 and h_abs_old > 0:
-            multiplier = h_abs / h_abs_old * explicit.float_pow(err_old / err, 0.25)
-        factor = min(1.0, multiplier) * explicit.float_pow(err, -0.25)
+            multiplier = h_abs / h_abs_old * float_pow(err_old / err, 0.25)
+        factor = min(1.0, multiplier) * float_pow(err, -0.25)
     else:
         factor = MAX_FACTOR
     accept = converged and err <= 1
@@ -427,24 +401,18 @@ def eager_attempt(problem, state, max_steps):
         J = _jacobian(problem, t_new_arr, y_new) if accept else _jacobian(problem, t_arr, y)
         new.update(J=J, njev=njev + 1)
     if not accept:
-        new["status"] = explicit.FAILED if attempts >= max_steps else explicit.RUNNING
-        return new
+        new["status"] = FAILED if attempts >= max_steps else RUNNING
+        return new, None
     f_new = problem.rhs(t_new_arr, y_new)
     new["nfev"] = nfev + 1
     finished = direction * (t_new - t_bound) >= 0
-    status = explicit.FINISHED if finished else explicit.RUNNING
-    if status == explicit.RUNNING and attempts >= max_steps:
-        status = explicit.FAILED
+    status = FINISHED if finished else RUNNING
+    if status == RUNNING and attempts >= max_steps:
+        status = FAILED
     Q_new = _dense_coefficients(problem, Z)
     new.update(t=t_new_arr, y=y_new, f=f_new, h_abs_old=h_abs, err_old=err, rejected=False, status=status)
     new.update(Q=Q_new, h_prev=h)
-    if problem.keep_stages:
-        new["Q_step"] = Q_new
-    if "out" in state:
-        te = problem.t_eval
-        inside = (direction * (te - t) >= 0) & (direction * (te - t_new_arr) <= 0)
-        if bool(xp.any(inside)):
-            x = xp.reshape((te - t) / h_div, (-1, 1))
-            values = y + x * Q_new[0, ...] + x * x * Q_new[1, ...] + x * x * x * Q_new[2, ...]
-            new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
-    return new
+    return new, Step(t, t_new_arr, t_new_arr - t, (y, Q_new))
+
+
+RADAU = Method("Radau", 3, initial_state, attempt, interpolate, stiff=True)

@@ -152,7 +152,7 @@ def _adjoint_cotangents(g_t, g_y, out, primals, rhs, tree, n_inputs, options):
     a = xp.zeros_like(y0)
     q = xp.zeros((sum(sizes),), dtype=dtype, device=y0.device)
     ct_t_out = [None] * m
-    solver = {k: options[k] for k in ("tableau", "rtol", "atol", "max_step", "max_steps")}
+    solver = {k: options[k] for k in ("method", "rtol", "atol", "max_step", "max_steps")}
     for i in range(m - 1, -1, -1):
         t_i, y_i = t_out[i], y_out[:, i]
         a = a + g_y[:, i]

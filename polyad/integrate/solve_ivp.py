@@ -8,8 +8,9 @@ import warnings
 
 from polyad.core import transform_active
 from polyad.integrate.dense import ResolvedSolution
-from polyad.integrate.driver import EPS, METHODS, SENSITIVITIES, integrate
+from polyad.integrate.driver import EPS, SENSITIVITIES, integrate
 from polyad.integrate.events import checked_events
+from polyad.integrate.methods import METHODS
 from polyad.integrate.sensitivity import solve as sensitivity_solve
 
 
@@ -113,7 +114,7 @@ def solve_ivp(
         >>> round(float(pa.grad(final)(np.float64(0.5))), 9)  # -3 * 2 exp(-1.5)
         -1.338780961
     """
-    tableau = _checked_method(method)
+    chosen = _checked_method(method)
     if not callable(fun):
         raise TypeError(f"solve_ivp: fun must be callable, got {type(fun).__name__}")
     if not isinstance(dense_output, bool):
@@ -140,7 +141,7 @@ def solve_ivp(
         if isinstance(jac_sparsity, str) and jac_sparsity != "detect":
             raise ValueError(f"solve_ivp: jac_sparsity must be a pattern or 'detect', got {jac_sparsity!r}")
     options = dict(
-        tableau=tableau, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
+        method=chosen, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
         checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
         dense_output=dense_output, events=events,
     )  # fmt: skip
