@@ -137,3 +137,96 @@ def test_bad_events_name_the_argument():
     g.terminal, g.direction = True, "up"
     with pytest.raises(ValueError, match=r"events\[0\].direction must be a number"):
         solve_ivp(lambda t, y: -y, (0.0, 1.0), arr([1.0]), events=g)
+
+
+# ------------------------------------------------------------------------------ under transforms
+
+
+def impact(method, h, g):
+    """``(t*, v*)``: the time and velocity at which a ball dropped from ``h`` (at rest) hits the ground."""
+    sol = solve_ivp(fall, (0.0, 10.0), xp.stack([h, 0.0 * h]), method=method, events=ground, args=(g,))
+    return sol.t_events[0][0], sol.y[1, -1], sol.t[-1]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_free_fall_event_time_derivatives_equal_the_closed_form(method):
+    h, g = 10.0, 9.81
+    t_star = math.sqrt(2 * h / g)
+    dt_dh, dt_dg = 1 / math.sqrt(2 * g * h), -math.sqrt(2 * h) / (2 * g**1.5)
+    dv_dh, dv_dg = -g / math.sqrt(2 * g * h), -h / math.sqrt(2 * g * h)  # v* = -sqrt(2 g h)
+    ref = scipy_integrate.solve_ivp(np_fall, (0.0, 10.0), [h, 0.0], method=method, events=ground, args=(g,))
+    t_events = impact(method, arr(h), arr(g))[0]
+    np.testing.assert_allclose(to_numpy(t_events), ref.t_events[0][0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(t_events), t_star, rtol=0, atol=1e-12)
+    # the event time, the final state (through the event time), the final time (one for DOP853 and Radau)
+    for k in range(3) if method == "RK45" else (1,):
+        grads = pa.grad(lambda h, g, k=k: impact(method, h, g)[k], argnums=(0, 1))(arr(h), arr(g))
+        expected = (dv_dh, dv_dg) if k == 1 else (dt_dh, dt_dg)
+        np.testing.assert_allclose([float(to_numpy(d)) for d in grads], expected, rtol=0, atol=1e-8)
+    tangent = pa.jvp(lambda h: impact(method, h, arr(g))[0], (arr(h),), (arr(1.0),))[1]
+    np.testing.assert_allclose(to_numpy(tangent), dt_dh, rtol=0, atol=1e-8)
+
+
+def test_free_fall_under_vmap_each_example_stops_at_its_own_time():
+    heights, g = np.array([1.0, 5.0, 10.0, 20.0]), 9.81
+    t_star, v_star, t_end = pa.vmap(lambda h: impact("RK45", h, arr(g)))(arr(heights))
+    np.testing.assert_allclose(to_numpy(t_star), np.sqrt(2 * heights / g), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(t_end), np.sqrt(2 * heights / g), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(v_star), -np.sqrt(2 * g * heights), rtol=0, atol=1e-11)
+    grads = pa.vmap(pa.grad(lambda h: impact("RK45", h, arr(g))[0]))(arr(heights))
+    np.testing.assert_allclose(to_numpy(grads), 1 / np.sqrt(2 * g * heights), rtol=0, atol=1e-8)
+
+
+def pendulum(t, y, k):
+    return xp.stack([y[1], -k * xp.sin(y[0])])
+
+
+def np_pendulum(t, y, k):
+    return np.array([y[1], -k * np.sin(y[0])])
+
+
+def crossing(t, y, k):  # the pendulum passing the vertical
+    return y[0]
+
+
+def np_crossing(t, y, k):
+    return y[0]
+
+
+crossing.capacity = 4
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+def test_non_terminal_event_times_under_grad_equal_central_differences_of_scipys(method):
+    opts = dict(method=method, rtol=1e-10, atol=1e-12)
+
+    def times(k):
+        return solve_ivp(pendulum, (0.0, 7.0), arr([1.0, 0.0]), events=crossing, args=(k,), **opts).t_events[
+            0
+        ]
+
+    def np_times(k):
+        return scipy_integrate.solve_ivp(
+            np_pendulum, (0.0, 7.0), [1.0, 0.0], events=np_crossing, args=(k,), **opts
+        ).t_events[0]
+
+    k, eps = 2.0, 1e-6
+    ref = np_times(k)
+    np.testing.assert_allclose(to_numpy(times(arr(k))), ref, rtol=0, atol=1e-9)  # as SciPy outside transforms
+    traced, jac = pa.jvp(times, (arr(k),), (arr(1.0),))
+    traced, jac = to_numpy(traced), to_numpy(jac)
+    assert len(ref) == 3 and traced.shape == (4,) and np.isnan(traced[3])  # three zeros in four slots
+    np.testing.assert_allclose(traced[:3], ref, rtol=0, atol=1e-9)
+    central = (np_times(k + eps) - np_times(k - eps)) / (2 * eps)
+    np.testing.assert_allclose(jac[:3], central, rtol=1e-5)
+    weights = arr([1.0, -2.0, 0.5, 0.0])
+    grad = pa.grad(lambda k: xp.sum(xp.where(xp.isnan(times(k)), 0.0, times(k)) * weights))(arr(k))
+    np.testing.assert_allclose(to_numpy(grad), central @ np.array([1.0, -2.0, 0.5]), rtol=1e-5)
+
+
+def test_events_under_a_transform_need_a_fixed_shape():
+    def g(t, y):
+        return y[0] - 0.5
+
+    with pytest.raises(NotImplementedError, match="capacity"):
+        pa.grad(lambda y0: solve_ivp(lambda t, y: -y, (0.0, 1.0), y0, events=g).y[0, -1])(arr([1.0]))

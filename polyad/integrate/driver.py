@@ -13,7 +13,8 @@ from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
 from polyad.integrate.common import FAILED, RUNNING, Problem
-from polyad.integrate.events import TERMINATED, EagerRecorder
+from polyad.integrate.events import TERMINATED, EagerRecorder, initial_carry
+from polyad.integrate.events import traced as traced_events
 from polyad.ops.common import bottom, dtype_kind, dtype_name
 from polyad.ops.elementwise import stop_gradient
 
@@ -201,16 +202,16 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, fi
     if not transform_active():
         recorder = EagerRecorder(problem, t0, y0, dense_output, events)
         return _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder)
-    if dense_output or events is not None:
-        raise NotImplementedError(
-            "solve_ivp: dense_output=True and events are supported outside transforms only (for now)"
-        )
+    if dense_output:  # solve_ivp makes sol a ResolvedSolution under a transform
+        raise NotImplementedError("solve_ivp: dense_output=True under a transform is solve_ivp's")
+    if events is not None:
+        state.update(initial_carry(problem, events, t0, state["y"]))
     if invalid is not None:  # refused at each call of a compiled function: no step, status -1
         state["status"] = xp.where(invalid, xp.full_like(state["status"], FAILED), state["status"])
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
     state = while_loop(
         lambda s: s["status"] == RUNNING,
-        lambda s: attempt(problem, s, max_steps, eager=False)[0],
+        lambda s: _traced_attempt(problem, s, max_steps, events),
         state,
         checkpoints=checkpoints,
         max_memory=max_memory,
@@ -221,10 +222,16 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, fi
     else:
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
     status = state["status"]
+    t_events = y_events = None
+    if events is not None:
+        count = state["event_g"].shape[0]
+        t_events = [state[f"t_events{i}"] for i in range(count)]
+        y_events = [state[f"y_events{i}"] for i in range(count)]
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=state["nfev"],
+        t=t_out, y=y_out, sol=None, t_events=t_events, y_events=y_events, nfev=state["nfev"],
         njev=state.get("njev", 0), nlu=state.get("nlu", 0),
-        status=status, message="see status: 0 reached the end, -1 failed", success=status >= 0,
+        status=status, message="see status: 0 reached the end, 1 a terminal event, -1 failed",
+        success=status >= 0,
     )  # fmt: skip
 
 
@@ -239,6 +246,11 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     size = carry_bytes(leaves)
     budget = config.max_memory if max_memory is None else max_memory
     return max(1, min(max_steps, JIT_SLOTS, schedules.auto_slots(None, size, budget, 2 * size))), None
+
+
+def _traced_attempt(problem, state, max_steps, events):
+    new, step = attempt(problem, state, max_steps, eager=False)
+    return new if events is None else traced_events(problem, events, state, new, step)
 
 
 def attempt(problem, state, max_steps, eager):

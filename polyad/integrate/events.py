@@ -11,7 +11,9 @@ same steps to rounding. Several events in one step are taken in time order for t
 
 import math
 
+from polyad.control.implicit import custom_root
 from polyad.integrate import dense
+from polyad.ops.elementwise import stop_gradient
 
 EPS = 2.220446049250313e-16
 TERMINATED = 1  # SciPy's status of a termination event
@@ -198,3 +200,141 @@ class EagerRecorder:
             xp.stack(ye) if ye else xp.zeros((0,), dtype=y0.dtype, device=y0.device) for ye in self.y_events
         ]
         return sol, t_events, y_events
+
+
+# ------------------------------------------------------------------------------ under a transform
+
+BIG_COUNT = 2**62  # a count no event reaches: "never terminal"
+
+
+def capacities(functions, counts):
+    """The slots of each event's ``t_events`` under a transform (a traced result has a fixed shape): a
+    terminal event's count; a non-terminal event's ``capacity`` attribute (an int)."""
+    slots = []
+    for i, (event, count) in enumerate(zip(functions, counts)):
+        capacity = getattr(event, "capacity", None)
+        if capacity is None and count is None:
+            raise NotImplementedError(
+                f"solve_ivp: events[{i}] is not terminal: under a transform a result needs a fixed shape, "
+                "so give the event a capacity attribute (an int: the most zeros recorded; t_events has that "
+                "many slots, nan after the last zero; a zero beyond them fails the solve with status -1)"
+            )
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
+        ):
+            raise ValueError(f"solve_ivp: events[{i}].capacity must be a positive int, got {capacity!r}")
+        slots.append(count if capacity is None else max(capacity, count or 0))
+    return slots
+
+
+def _g(problem, event, t, y):
+    value = event(t, y, *problem.args)
+    value = value if hasattr(value, "shape") else problem.xp.asarray(value, dtype=y.dtype)
+    if tuple(value.shape) not in ((), (1,)):
+        raise TypeError(f"solve_ivp: an event must return a scalar, got shape {tuple(value.shape)}")
+    return problem.xp.astype(problem.xp.reshape(value, ()), y.dtype)
+
+
+def initial_carry(problem, events, t0, y0):
+    """The loop's event entries: each event's value at the start, its count of zeros, its recorded
+    zeros (nan-padded) and their states."""
+    xp = problem.xp
+    functions, counts, _ = checked_events(events)
+    slots = capacities(functions, counts)
+    carry = {
+        "event_g": xp.stack([_g(problem, event, t0, y0) for event in functions]),
+        "event_count": xp.zeros((len(functions),), dtype=xp.int64, device=y0.device),
+        "event_recorded": xp.zeros((len(functions),), dtype=xp.int64, device=y0.device),
+    }
+    for i, k in enumerate(slots):
+        carry[f"t_events{i}"] = xp.full((k,), xp.nan, dtype=y0.dtype, device=y0.device) + 0.0 * t0
+        carry[f"y_events{i}"] = xp.full((k, problem.n), xp.nan, dtype=y0.dtype, device=y0.device) + 0.0 * y0
+    return carry
+
+
+def _interpolant(problem, step, at):
+    return problem.method.interpolate(problem, step, problem.xp.reshape(at, (1,)))[0, ...]
+
+
+def _root(problem, event, step, active):
+    """The zero of ``event`` on ``step``'s interpolant, by ``pa.custom_root``: located by
+    ``bracketed_root`` on plain values, differentiated by the implicit function theorem,
+    ``dt* = -(dG/dtheta) dtheta / (dG/dt)``, ``G(t) = g(t, y(t))`` with ``y`` the interpolant (its data
+    carrying the solution's derivatives). Where the event is not active the residual is ``t - t_new``
+    (a zero at the step's end, masked later), so no derivative divides by a vanishing ``dG/dt``."""
+    xp = problem.xp
+
+    def residual(s):
+        value = _g(problem, event, s, _interpolant(problem, step, s))
+        return xp.where(active, value, s - step.t_new)
+
+    def solve(f, s0):
+        a, b = step.t_old, step.t_new
+        fa, fb = f(a + 0.0 * s0), f(b + 0.0 * s0)
+        if not any(hasattr(v, "_interp") for v in (fa, fb)):  # plain values: the float iteration
+            dtype = s0.dtype
+            root = bracketed_root(
+                lambda s: float(f(xp.asarray(s, dtype=dtype))), float(a), float(b), float(fa), float(fb)
+            )
+            return xp.asarray(root, dtype=dtype)
+        return _bisection(xp, f, a + 0.0 * s0, b + 0.0 * s0, fa)  # a batch: every example at once
+
+    def tangent_solve(g, rhs):
+        return rhs / g(xp.ones_like(rhs))
+
+    return custom_root(residual, step.t_new, solve, tangent_solve, residual_rtol=math.inf)
+
+
+def _bisection(xp, f, a, b, fa):
+    """Bisection on arrays (each example of a batch its own bracket) to the last bit of ``t``."""
+    for _ in range(80):
+        mid = 0.5 * (a + b)
+        fm = f(mid)
+        left = (fm > 0) == (fa > 0)  # the zero lies in (mid, b)
+        a, fa = xp.where(left, mid, a), xp.where(left, fm, fa)
+        b = xp.where(left, b, mid)
+    return 0.5 * (a + b)
+
+
+def traced(problem, events, state, new, step):
+    """The events of one attempt under a transform (``new``: the attempt's state, ``step`` its
+    ``Step``): zeros located and recorded, the count kept, a terminal zero stopping the solve there
+    (``t``, ``y`` at the zero, with their derivatives through it; status 1; ``t_eval`` points beyond
+    it nan, as SciPy's result has none there)."""
+    xp = problem.xp
+    functions, counts, directions = checked_events(events)
+    accepted = ~new["rejected"]
+    g_old = state["event_g"]
+    g_new = xp.stack([_g(problem, event, new["t"], new["y"]) for event in functions])
+    direction = xp.asarray(directions, dtype=g_new.dtype, device=g_new.device)
+    active = accepted & crossed(g_old, g_new, direction)
+    count = state["event_count"] + xp.astype(active, xp.int64)
+    roots = xp.stack([_root(problem, event, step, active[i]) for i, event in enumerate(functions)])
+    limit = xp.asarray([BIG_COUNT if c is None else c for c in counts], dtype=xp.int64, device=g_new.device)
+    hits = active & (count >= limit)
+    stop = xp.any(hits)
+    key = problem.direction * stop_gradient(roots)  # time order in the direction of integration
+    first = xp.argmin(xp.where(hits, key, math.inf))
+    t_stop = xp.take(roots, xp.reshape(first, (1,)), axis=0)[0]
+    recorded = active & (~stop | (key <= xp.take(key, xp.reshape(first, (1,)), axis=0)[0]))
+    out = dict(new, event_g=xp.where(accepted, g_new, g_old), event_count=count)
+    slots_used = state["event_recorded"]
+    overflow = xp.zeros((), dtype=xp.bool, device=g_new.device)
+    for i in range(len(functions)):
+        buffer_t, buffer_y = state[f"t_events{i}"], state[f"y_events{i}"]
+        slot = slots_used[i]
+        here = recorded[i] & (xp.arange(buffer_t.shape[0], device=g_new.device) == slot)
+        y_root = _interpolant(problem, step, roots[i])
+        out[f"t_events{i}"] = xp.where(here, roots[i], buffer_t)
+        out[f"y_events{i}"] = xp.where(xp.reshape(here, (-1, 1)), y_root, buffer_y)
+        overflow = overflow | (recorded[i] & (slot >= buffer_t.shape[0]))
+    out["event_recorded"] = slots_used + xp.astype(recorded, xp.int64)
+    y_stop = _interpolant(problem, step, t_stop)
+    out["t"] = xp.where(stop, t_stop, new["t"])
+    out["y"] = xp.where(stop, y_stop, new["y"])
+    status = xp.where(stop, xp.full_like(new["status"], TERMINATED), new["status"])
+    out["status"] = xp.where(overflow, xp.full_like(status, -1), status)
+    if "out" in new:
+        beyond = stop & (problem.direction * (problem.t_eval - t_stop) > 0)
+        out["out"] = xp.where(xp.reshape(beyond, (-1, 1)), xp.nan, new["out"])
+    return out
