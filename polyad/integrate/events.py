@@ -12,6 +12,7 @@ same steps to rounding. Several events in one step are taken in time order for t
 import math
 
 from polyad.control.implicit import custom_root
+from polyad.core import Tensor
 from polyad.integrate import dense
 from polyad.ops.elementwise import stop_gradient
 
@@ -271,7 +272,7 @@ def _root(problem, event, step, active):
     def solve(f, s0):
         a, b = step.t_old, step.t_new
         fa, fb = f(a + 0.0 * s0), f(b + 0.0 * s0)
-        if not any(hasattr(v, "_interp") for v in (fa, fb)):  # plain values: the float iteration
+        if not isinstance(s0, Tensor):  # plain values (not a vmap's batch): the float iteration
             dtype = s0.dtype
             root = bracketed_root(
                 lambda s: float(f(xp.asarray(s, dtype=dtype))), float(a), float(b), float(fa), float(fb)
@@ -287,7 +288,7 @@ def _root(problem, event, step, active):
 
 def _bisection(xp, f, a, b, fa):
     """Bisection on arrays (each example of a batch its own bracket) to the last bit of ``t``."""
-    for _ in range(80):
+    for _ in range(64):  # the bracket, a step, shrunk 2^64 times: below the spacing of t
         mid = 0.5 * (a + b)
         fm = f(mid)
         left = (fm > 0) == (fa > 0)  # the zero lies in (mid, b)
