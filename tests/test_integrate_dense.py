@@ -116,7 +116,7 @@ def scipy_sol(method, k, **tol):
 SLOW_RADAU = pytest.param("Radau", marks=pytest.mark.slow)  # minutes on two cores: a tangent solve per step
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853", SLOW_RADAU])
+@pytest.mark.parametrize("method", ["RK45", pytest.param("DOP853", marks=pytest.mark.slow), SLOW_RADAU])
 def test_dense_output_derivatives_equal_central_differences_of_scipys(method):
     tight = dict(rtol=1e-8, atol=1e-10)
     tq = np.array([3.3, 0.7, 9.1])

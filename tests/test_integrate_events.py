@@ -196,7 +196,7 @@ def np_crossing(t, y, k):
 crossing.capacity = 4
 
 
-@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+@pytest.mark.parametrize("method", ["RK45", pytest.param("DOP853", marks=pytest.mark.slow)])
 def test_non_terminal_event_times_under_grad_equal_central_differences_of_scipys(method):
     opts = dict(method=method, rtol=1e-8, atol=1e-10)
 

@@ -291,7 +291,7 @@ def _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder):
     while int(state["status"]) == RUNNING:
         old = state
         state, step = attempt(problem, state, max_steps, eager=True)
-        if recorder.active and step is not None:  # before the next attempt overwrites the step's buffers
+        if recorder.active and step is not None and not bool(state["rejected"]):  # before the next attempt
             state = recorder.accepted(old, state, step)
         # lazy arrays (Dask) computed once an attempt: the next attempt's control reads values, which
         # would otherwise compute every attempt before it again
