@@ -230,3 +230,8 @@ def test_events_under_a_transform_need_a_fixed_shape():
 
     with pytest.raises(NotImplementedError, match="capacity"):
         pa.grad(lambda y0: solve_ivp(lambda t, y: -y, (0.0, 1.0), y0, events=g).y[0, -1])(arr([1.0]))
+    g.terminal = True
+    with pytest.raises(NotImplementedError, match="sensitivity='discrete'"):
+        pa.grad(
+            lambda y0: solve_ivp(lambda t, y: -y, (0.0, 1.0), y0, events=g, sensitivity="forward").y[0, -1]
+        )(arr([1.0]))

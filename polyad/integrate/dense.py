@@ -79,8 +79,8 @@ class OdeSolution:
         >>> import numpy as np
         >>> from polyad.integrate import solve_ivp
         >>> sol = solve_ivp(lambda t, y: -y, (0.0, 2.0), np.array([1.0]), dense_output=True, rtol=1e-8).sol
-        >>> round(float(sol(1.0)[0]), 6)  # exp(-1)
-        0.367879
+        >>> round(float(sol(1.0)[0]), 5)  # exp(-1)
+        0.36788
     """
 
     def __init__(self, kind, ts, t_old, h, y_old, coeffs):

@@ -74,8 +74,17 @@ def solve_ivp(
             output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
             ``t1`` only.
-        dense_output, events, vectorized: SciPy's; only their defaults are supported (``fun`` may be
-            vectorised or not: it is called on one state).
+        dense_output: True: the result's ``sol`` is an ``OdeSolution`` (each method's interpolant per
+            accepted step, SciPy's); under a transform ``sol(t)`` solves again with ``t_eval=t`` (the
+            same steps: differentiable with respect to ``t`` and the parameters, per example under vmap;
+            ``t`` within ``t_span``).
+        events: SciPy's: a callable ``g(t, y, *args)`` returning a scalar, or a list of them, with the
+            optional attributes ``terminal`` (a bool, or a positive int: stop at that many zeros) and
+            ``direction``. Zeros are located on the step's interpolant to 4 eps and, under a transform,
+            differentiated implicitly (``pa.custom_root``); a terminal zero stops the solve there (status
+            1). Under a transform ``t_events[i]`` has fixed slots, nan-padded: a terminal event's count,
+            else the event's ``capacity`` attribute (an int, required there).
+        vectorized: SciPy's; accepted, no effect (``fun`` is called on one state).
         args: extra positional arguments of ``fun`` (a tuple), differentiable.
         rtol, atol: relative and absolute tolerances (``atol`` a scalar or one per component).
         max_step, first_step: SciPy's options (``first_step`` None: SciPy's initial step selection).
@@ -99,8 +108,9 @@ def solve_ivp(
         progress: show a tqdm progress bar of ``t`` (outside transforms only: under one the loop is one op).
 
     Returns:
-        An ``OdeResult`` with ``t``, ``y`` (shape ``(n, n_points)``), ``status``, ``message``,
-        ``success``, ``nfev``, ``njev``, ``nlu``.
+        An ``OdeResult`` with ``t``, ``y`` (shape ``(n, n_points)``), ``status`` (0 the end, 1 a terminal
+        event, -1 failed), ``message``, ``success``, ``nfev``, ``njev``, ``nlu``, ``sol`` (None without
+        ``dense_output``), ``t_events`` and ``y_events`` (None without ``events``).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -121,6 +131,11 @@ def solve_ivp(
         raise TypeError(f"solve_ivp: dense_output must be True or False, got {dense_output!r}")
     if events is not None:
         checked_events(events)
+        if sensitivity != "discrete" and transform_active():
+            raise NotImplementedError(
+                f"solve_ivp: events with sensitivity={sensitivity!r} under a transform are not supported: "
+                "use sensitivity='discrete'"
+            )
     if sensitivity not in SENSITIVITIES:
         raise ValueError(f"solve_ivp: sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
