@@ -235,3 +235,31 @@ def test_events_under_a_transform_need_a_fixed_shape():
         pa.grad(
             lambda y0: solve_ivp(lambda t, y: -y, (0.0, 1.0), y0, events=g, sensitivity="forward").y[0, -1]
         )(arr([1.0]))
+
+
+def test_event_time_under_jit_and_hessian_and_t_eval_beyond_the_stop():
+    h, g = 10.0, 9.81
+
+    def t_star(h):
+        return impact("RK45", h, arr(g))[0]
+
+    np.testing.assert_allclose(to_numpy(pa.jit(t_star)(arr(h))), math.sqrt(2 * h / g), rtol=0, atol=1e-12)
+    grad = pa.jit(pa.grad(t_star))(arr(h))
+    np.testing.assert_allclose(to_numpy(grad), 1 / math.sqrt(2 * g * h), rtol=0, atol=1e-10)
+    second = pa.hessian(t_star)(arr(h))  # d2 sqrt(2h/g) / dh2
+    np.testing.assert_allclose(to_numpy(second), -0.25 * math.sqrt(2 / g) * h**-1.5, rtol=1e-8)
+
+    times = np.linspace(0.0, 3.0, 7)  # the ball lands at 1.43: the last four points lie beyond the stop
+
+    def heights(h):
+        sol = solve_ivp(
+            fall, (0.0, 10.0), xp.stack([h, 0.0 * h]), events=ground, args=(arr(g),), t_eval=arr(times)
+        )
+        return sol.y[0]
+
+    eager = to_numpy(heights(arr(h)))
+    np.testing.assert_allclose(eager, h - g * times[:3] ** 2 / 2, rtol=0, atol=1e-12)  # SciPy's: up to t*
+    traced, tangent = pa.jvp(heights, (arr(h),), (arr(1.0),))
+    np.testing.assert_allclose(to_numpy(traced)[:3], eager, rtol=0, atol=1e-12)
+    assert np.all(np.isnan(to_numpy(traced)[3:]))  # a fixed shape: nan beyond the stop
+    np.testing.assert_allclose(to_numpy(tangent)[:3], 1.0, atol=1e-12)
