@@ -255,7 +255,7 @@ def test_event_time_under_jit_and_hessian_and_t_eval_beyond_the_stop():
         sol = solve_ivp(
             fall, (0.0, 10.0), xp.stack([h, 0.0 * h]), events=ground, args=(arr(g),), t_eval=arr(times)
         )
-        return sol.y[0]
+        return sol.y[0, :]
 
     eager = to_numpy(heights(arr(h)))
     np.testing.assert_allclose(eager, h - g * times[:3] ** 2 / 2, rtol=0, atol=1e-12)  # SciPy's: up to t*
