@@ -1,8 +1,9 @@
 """Random nestings of the loop constructs under random stacks of transforms, against the same program
 written as plain Python loops and branches (issue 33): a seeded generator of programs (scan, fori_loop,
-while_loop, cond, map, with pytree carries), each run under one stack of transforms (grad, jvp, vmap, jit,
-linearize, jacrev, hessian and their compositions) and compared with the same stack applied to the
-unrolled program. ``make test`` runs ``N_PROGRAMS``; ``-m slow`` runs many more."""
+while_loop, cond, map, checkpoint, with pytree carries and random checkpointing schedules), each run
+under one stack of transforms (grad, jvp, vmap, jit, linearize, jacrev, hessian and their compositions)
+and compared with the same stack applied to the unrolled program. ``make test`` runs ``N_PROGRAMS``;
+``-m slow`` runs many more."""
 
 import random
 
@@ -39,7 +40,11 @@ def _program(rng, depth):
     """A random program: a tree of (construct, children...) whose leaves are element-wise steps."""
     if depth == 0 or rng.random() < 0.3:
         return ("leaf", rng.choice(LEAVES), rng.randint(0, 5))
-    kind = rng.choice(["scan", "scan_pair", "fori", "while", "cond", "map", "seq"])
+    kind = rng.choice(["scan", "scan_pair", "fori", "while", "cond", "map", "seq", "checkpoint"])
+    if kind == "checkpoint":
+        return ("checkpoint", _program(rng, depth - 1))
+    if kind in ("scan", "scan_pair", "fori"):  # with a checkpointing schedule: what reverse mode stores
+        return (kind, rng.randint(1, 3), _program(rng, depth - 1), rng.choice([None, 1, 2, "sqrt"]))
     if kind == "cond":
         return ("cond", _program(rng, depth - 1), _program(rng, depth - 1))
     if kind == "seq":
@@ -56,9 +61,14 @@ def structured(prog, v):
         return structured(prog[2], structured(prog[1], v))
     if kind == "cond":
         return pa.cond(xp.sum(v) > 0, lambda c: structured(prog[1], c), lambda c: structured(prog[2], c), v)
+    if kind == "checkpoint":
+        return pa.checkpoint(lambda c: structured(prog[1], c))(v)
     length, inner = prog[1], prog[2]
+    checkpoints = prog[3] if len(prog) > 3 else None
     if kind == "scan":
-        out, ys = pa.scan(lambda c, _: (structured(inner, c), xp.sum(c)), v, length=length)
+        out, ys = pa.scan(
+            lambda c, _: (structured(inner, c), xp.sum(c)), v, length=length, checkpoints=checkpoints
+        )
         return out + 0.01 * xp.sum(ys)
     if kind == "scan_pair":  # a pytree carry: (vector, scalar)
 
@@ -66,10 +76,10 @@ def structured(prog, v):
             w = structured(inner, c[0])
             return (w, c[1] + xp.sum(w) * 0.1), None
 
-        (w, s), _ = pa.scan(body, (v, xp.sum(v) * 0.0), length=length)
+        (w, s), _ = pa.scan(body, (v, xp.sum(v) * 0.0), length=length, checkpoints=checkpoints)
         return w + 0.1 * s
     if kind == "fori":
-        return pa.fori_loop(0, length, lambda i, c: structured(inner, c), v)
+        return pa.fori_loop(0, length, lambda i, c: structured(inner, c), v, checkpoints=checkpoints)
     if kind == "while":
 
         def body(c):
@@ -90,6 +100,8 @@ def unrolled(prog, v):
         return unrolled(prog[2], unrolled(prog[1], v))
     if kind == "cond":
         return pa.cond(xp.sum(v) > 0, lambda c: unrolled(prog[1], c), lambda c: unrolled(prog[2], c), v)
+    if kind == "checkpoint":
+        return unrolled(prog[1], v)
     length, inner = prog[1], prog[2]
     if kind == "scan":
         ys = []

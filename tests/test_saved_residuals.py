@@ -36,11 +36,18 @@ def _loop_bytes(res):
 @pytest.mark.parametrize("s", [2, 5])
 def test_a_checkpointed_scan_keeps_at_most_s_carries(s):
     k = xp.asarray(0.3)
+    recordings = []
     for steps in (40, 160):
         res = pa.saved_residuals(_diffusion, k, steps, s)
-        kept = [r for r in res if r.where.startswith("op 'scan' residuals")]
+        kept = [r for r in res if r.where == "op 'scan' residuals"]
         assert 1 <= len(kept) <= s and all(r.shape == (N,) for r in kept)
-        assert _loop_bytes(res) <= s * N * 8
+        # and the last step's recording (Revolve's taped last primal step: the reverse sweep's first turn),
+        # the inputs of its ops: one step's values whatever the number of steps
+        recording = sum(r.nbytes for r in res if r.where.startswith("op 'scan' residuals: op "))
+        assert 0 < recording <= 10 * N * 8  # the step has 8 ops on arrays of N
+        assert _loop_bytes(res) <= s * N * 8 + recording
+        recordings.append(recording)
+    assert recordings[0] == recordings[1]
 
 
 def test_a_scan_without_checkpoints_keeps_every_step():

@@ -125,12 +125,12 @@ def recorded(body, args, keep=False):
         out_ids = [o._aux if isinstance(o, Tensor) and o._interp is interp else None for o in outs]
         values = [o._value if isinstance(o, Tensor) and o._interp is interp else o for o in outs]
 
-    def pullback(cotangents):
+    def pullback(cotangents, last=False):  # last: the final call of a kept recording, which it frees
         seeds = {}
         for i, g in zip(out_ids, cotangents):
             if i is not None and g is not None:
                 seeds[i] = g if i not in seeds else seeds[i] + g
-        ct = interp.backward(seeds, consume=not keep)
+        ct = interp.backward(seeds, consume=not keep or last)
         return [None if i is None else ct.get(i) for i in ids]
 
     return values, pullback

@@ -2,11 +2,12 @@
 again (recorded) and pulls the cotangent back, as ``jax.checkpoint``.
 
 The function is traced once (``polyad.control.closure``) and its call is one op, ``CHECKPOINT``. Reverse
-mode's primal pass runs it at the levels below (nothing recorded at this level: one op to them) and keeps
-only its inputs and the random generators' state; the backward pass restores that state, so random draws
-inside replay the same numbers, runs the function recorded and pulls back. jvp and vmap transform the
-function as a whole; ``pa.jit`` holds the call as one node (an optimisation does not merge the recomputed
-ops with the forward's: the forward is that one node).
+mode's primal pass replays the trace's graph at the levels below (``Replay``: nothing recorded at this
+level, one op to them, and the user's function not called again: under ``grad`` it runs twice, traced
+and recomputed) and keeps only its inputs and the random generators' state; the backward pass restores
+that state, so random draws inside replay the same numbers, runs the function recorded and pulls back.
+jvp and vmap transform the function as a whole; ``pa.jit`` holds the call as one node (an optimisation
+does not merge the recomputed ops with the forward's: the forward is that one node).
 """
 
 import functools
@@ -15,7 +16,7 @@ import optree
 
 import polyad.random as random
 from polyad.control.bodies import BatchedBody, DualBody, recorded
-from polyad.control.closure import own_copy, trace
+from polyad.control.closure import Body, own_copy, trace
 from polyad.control.loops import as_array, func_name
 from polyad.core import Op, bind, transform_active
 from polyad.ops.common import ShapeDtype, dtype_kind, is_floating
@@ -54,12 +55,35 @@ def _jvp(tangents, out, *primals, body, **params):
 _jvp.computes_primal = True
 
 
+class Replay:
+    """A traced body run from its graph (``Body.graph``, the abstract trace's record of its ops) rather
+    than by calling the user's function: the primal pass of a checkpoint under reverse mode, so that ``f``
+    runs twice in all under ``grad``, its trace and its recomputation in the backward pass (not a third
+    time on values that trace already describes). A body the graph cannot stand for (no graph; random
+    draws, which the trace records as placeholders) is called as it is."""
+
+    closures = ()
+
+    def __init__(self, body):
+        self.body, self.graph = body, body.graph
+        self.out_avals, self.where, self.draws_random = body.out_avals, body.where, body.draws_random
+
+    def __call__(self, *args):
+        if self.graph is None or self.draws_random:
+            return self.body(*args)
+        return optree.tree_leaves(self.graph.run(list(args), {}), none_is_leaf=False)
+
+    def compile_with(self, compile_fn):  # pa.jit: the same graph compiled, as the body's
+        return self.body.compile_with(compile_fn)
+
+
 def _vjp_forward(*primals, body, policy=None, **params):
     state = random.snapshot_states()
     if policy == "everything":  # keep the recording: no recomputation (a switch for comparisons)
         out, pullback = recorded(body, list(primals), keep=True)
         return tuple(out), (state, pullback)
-    return bind(CHECKPOINT, *primals, body=body, policy=policy, **params), (state, None)
+    forward = Replay(body) if isinstance(body, Body) else body
+    return bind(CHECKPOINT, *primals, body=forward, policy=policy, **params), (state, None)
 
 
 def _vjp(g, out, *primals, body, residuals, policy=None, **params):

@@ -1,9 +1,10 @@
 """Conditionals as ops: ``switch`` (``branches[index](*operands)``, the index clamped) and ``cond`` (two
 branches on a boolean), with JAX's ``lax`` signatures and semantics.
 
-Outside every transform the chosen branch is called, and only it. Under a transform each branch is
-traced once (``polyad.control.closure``: what it closes over becomes explicit) and the choice is one op,
-``SWITCH``, whose rules transform it as a whole:
+Outside every transform the chosen branch is called, and only it runs on values; the others are traced
+abstractly (no values) to check that every branch returns the same structure, shapes and dtypes. Under a
+transform each branch is traced once (``polyad.control.closure``: what it closes over becomes explicit)
+and the choice is one op, ``SWITCH``, whose rules transform it as a whole:
 
 - vmap: with an unbatched index, one switch of the vmapped branches; with a batched one (each example its
   own branch), every branch runs on the whole batch and each example takes its own branch's result
@@ -18,7 +19,7 @@ import optree
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, recorded
 from polyad.control.closure import trace
-from polyad.control.loops import as_array, func_name
+from polyad.control.loops import as_array, check_carry, func_name
 from polyad.core import Op, Tensor, bind, transform_active
 from polyad.ops.base import astype, reshape, where
 from polyad.ops.common import ShapeDtype, dtype_kind, dtype_name, is_floating, ndim_of, shape_of
@@ -214,13 +215,16 @@ def _switch(index, branches, operands, where, names):
     flat, tree = optree.tree_flatten(operands, none_is_leaf=False)
     flat = [as_array(v, where, "operands") for v in flat]
     if not transform_active() and not isinstance(index, Tensor):
-        return branches[_concrete_index(index, len(branches))](*operands)
+        k = _concrete_index(index, len(branches))
+        out = branches[k](*operands)
+        _check_eager(out, k, branches, tree, flat, where, names)
+        return out
     traced = [
         _trace_branch(b, tree, flat, f"{where} {name} ({func_name(b)})") for b, name in zip(branches, names)
     ]
     out_tree = traced[0][1]
     for k, (body, t) in enumerate(traced[1:], 1):
-        _check_same(traced[0][0], body, out_tree, t, where, names[0], names[k])
+        check_carry(body.out_avals, traced[0][0].out_avals, where, names[k], names[0], (t, out_tree), OUTPUT)
     bodies = tuple(body for body, _ in traced)
     index = astype(xp.asarray(index), xp.int64) if not isinstance(index, Tensor) else index
     closure = [c for b in bodies for c in b.closures]
@@ -259,19 +263,69 @@ BRANCH_ADVICE = (
 )
 
 
-def _check_same(first, body, first_tree, tree, where, first_name, name):
-    if tree != first_tree:
-        raise TypeError(
-            f"{where}: {name} returns {tree}, {first_name} {first_tree}: the branches must return the same "
-            "structure"
-        )
-    for a, b in zip(first.out_avals, body.out_avals):
-        if a.shape != b.shape or dtype_name(a.dtype) != dtype_name(b.dtype):
-            raise TypeError(
-                f"{where}: {name} returns shape {b.shape} and dtype {dtype_name(b.dtype)} where {first_name} "
-                f"returns {a.shape} and {dtype_name(a.dtype)}: the branches must return the same types "
-                "(shapes and dtypes: cast with xp.astype, broadcast with xp.broadcast_to)"
-            )
+OUTPUT = "an output"
+
+
+def _check_eager(out, k, branches, tree, flat, where, names):
+    """Outside transforms only the chosen branch ``k`` runs; each other one is traced abstractly (shapes and
+    dtypes, no values) and its output compared with ``out``, as under a transform, so that branches that
+    disagree fail eagerly too, not first under ``grad`` or ``pa.jit``. A branch that cannot be traced
+    (Python control flow on the operands' values, a NumPy-only function) is checked only where it runs.
+    A trace that agreed is remembered (``_AGREED``) for the same code, closure and operand types, so an
+    eager loop calling ``cond`` at every step traces each branch once, not once a step."""
+    o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
+    for j, branch in enumerate(branches):
+        if j == k:
+            continue
+        key = _branch_key(branch, tree, flat)
+        seen = _AGREED.get(key) if key is not None else None
+        if seen is not None and _agree(o_flat, o_tree, *seen):
+            continue
+        try:
+            body, t = _trace_branch(branch, tree, flat, f"{where} {names[j]} ({func_name(branch)})")
+        except Exception:  # noqa: BLE001  (eagerly, a branch not taken need not be traceable)
+            continue
+        check_carry(o_flat, body.out_avals, where, names[k], names[j], (o_tree, t), OUTPUT)
+        if key is not None:
+            if len(_AGREED) >= 1024:  # a bound: keys hold code objects and closure signatures
+                _AGREED.clear()
+            _AGREED[key] = (t, body.out_avals)
+
+
+_AGREED = {}
+
+
+def _agree(o_flat, o_tree, tree, avals):
+    try:
+        check_carry(o_flat, avals, "", "", "", (o_tree, tree))
+    except TypeError:
+        return False
+    return True
+
+
+def _signature(v):
+    """What of a value can change a traced branch's output types: an array's shape and dtype, a plain
+    scalar's value; anything else by identity."""
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return ("array", tuple(shape_of(v)), dtype_name(v.dtype))
+    if v is None or isinstance(v, bool | int | float | complex | str):
+        return (type(v), v)
+    return ("object", id(v))
+
+
+def _branch_key(branch, tree, flat):
+    """A branch's code, closure and defaults and the operands' types: the same key, the same trace."""
+    code = getattr(branch, "__code__", None)
+    if code is None:
+        return None
+    cells = []
+    for cell in getattr(branch, "__closure__", None) or ():
+        try:
+            cells.append(_signature(cell.cell_contents))
+        except ValueError:  # an empty cell
+            cells.append(None)
+    defaults = tuple(_signature(d) for d in getattr(branch, "__defaults__", None) or ())
+    return (code, tuple(cells), defaults, tree, tuple(_signature(x) for x in flat))
 
 
 def cond(pred, true_fun, false_fun, *operands):
@@ -305,5 +359,5 @@ def cond(pred, true_fun, false_fun, *operands):
     ):
         raise TypeError(f"{where}: pred must be a boolean scalar (a 0-d bool array or a bool), got {pred!r}")
     if not transform_active() and not isinstance(pred, Tensor):
-        return (true_fun if bool(pred) else false_fun)(*operands)
+        return _switch(int(bool(pred)), (false_fun, true_fun), operands, where, names)
     return _switch(astype(pred, xp.int64), (false_fun, true_fun), operands, where, names)

@@ -54,19 +54,44 @@ def as_array(v, where, what):
     raise TypeError(f"{where}: {what} must hold arrays or Python numbers, got a {type(v).__name__}")
 
 
-def check_carry(leaves, init, where, what="the body", of="init"):
-    """A body's carry (arrays, or their abstract values when traced) against the initial one: the same
-    shape and dtype per array leaf, checked at each eager step and once for a traced body (its compiled
-    shapes are fixed). A Python number is taken in the initial leaf's dtype, as under a transform; eagerly
-    a changed carry only ran on before (issue 33)."""
+def check_carry(leaves, init, where, what="the body", of="init", trees=None, noun="a carry"):
+    """What a function returned (arrays, or their abstract values when traced) against a reference of
+    the same kind: the same structure (``trees``, a pair: the returned pytree structure and the
+    reference's; None where the caller checks it) and, per array leaf, the same shape and dtype. A loop's
+    carry against its initial one (checked at each eager step and once for a traced body, whose compiled
+    shapes are fixed), a branch's output against the other branches'. A Python number is taken in the
+    reference's dtype, as under a transform; eagerly a changed carry only ran on before (issue 33).
+
+    Args:
+        leaves: the returned leaves; init: the reference's, in the same order.
+        where: the construct, named in the message ("pa.scan(step)", "pa.cond").
+        what, of: how the message names the function that returned ``leaves`` and the reference.
+        trees: ``(returned structure, reference structure)`` to compare first, or None.
+        noun: what is compared ("a carry", "an output").
+
+    Raises:
+        TypeError: naming ``where``, what differs (structure, or a leaf's shape or dtype) and both values.
+
+    Example:
+        >>> import numpy as np
+        >>> check_carry([np.zeros(2)], [np.zeros(3)], "pa.scan(step)")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        TypeError: pa.scan(step): the body must return a carry ...; leaf 0 is (3,) float64 in init and ...
+    """
+    if trees is not None and trees[0] != trees[1]:
+        raise TypeError(
+            f"{where}: {what} must return {noun} of the same structure as {of}; {of} has {trees[1]} and "
+            f"{what} returned {trees[0]}"
+        )
     for k, (c, i) in enumerate(zip(leaves, init)):
         if not hasattr(c, "dtype") or not hasattr(i, "dtype"):  # a Python number (eager fori_loop's init)
             continue
         if tuple(shape_of(c)) != tuple(shape_of(i)) or dtype_name(c.dtype) != dtype_name(i.dtype):
             raise TypeError(
-                f"{where}: {what} must return a carry of the same shapes and dtypes as {of}; leaf {k} is "
+                f"{where}: {what} must return {noun} of the same shapes and dtypes as {of}; leaf {k} is "
                 f"{tuple(shape_of(i))} {dtype_name(i.dtype)} in {of} and {tuple(shape_of(c))} "
-                f"{dtype_name(c.dtype)} in what it returned (cast it, e.g. with xp.astype)"
+                f"{dtype_name(c.dtype)} in {what} (cast it with xp.astype, broadcast it with "
+                "xp.broadcast_to)"
             )
 
 

@@ -11,9 +11,12 @@ the step's slices of ``xs`` and the closure's values, and returns the new carry 
 - vmap: one scan of the vmapped body (``BatchedBody``), every carry batched.
 - jvp: one scan of the body under jvp (``DualBody``), carrying primal and tangent together; no storage.
 - grad/vjp: the primal pass stores the checkpoints ``checkpoints=`` asks for (``schedules.plan``) as one
-  scan with ``save``, and the last step's carry; the backward pass is one op (``SCAN_REVERSE``) that
-  replays the schedule's reverse actions: advances as scans, turns as one recorded step each, pulled
-  back at once. Its own rules (vmap, jvp) bind it again with the body transformed, so a jitted Hessian
+  scan with ``save`` over all steps but the last, which it runs recorded (the reverse sweep's first turn:
+  the body runs ``length + p(length, s)`` times, Revolve's count, and once more for the abstract trace);
+  the backward pass replays the schedule's reverse actions: advances as scans, turns as one recorded
+  step each, pulled back at once. Under a capture (``pa.jit``) the primal pass keeps the last step's
+  carry instead, and the backward pass is one op (``SCAN_REVERSE``), whose own rules (vmap, jvp) bind it
+  again with the body transformed, so a jitted Hessian
   or per-example gradient holds one sweep, whatever the number of steps.
 
 Rules bind scans again on the values underneath, so the levels below see one op each time.
@@ -30,6 +33,7 @@ from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, movea
 from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.indexing import getitem
+from polyad.ops.manipulation import concat
 
 
 def _split(args, n_carry, n_xs):
@@ -241,13 +245,16 @@ def captured():
 def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=None, max_memory=None,
                  save=(), keep_ys=True, **params):  # fmt: skip
     """The primal pass under reverse mode: ``(outputs, residuals)``. ``checkpoints=None`` keeps every
-    step's recording (under a capture: every state); otherwise one scan saves the plan's checkpoints and
-    the carry before the last step, the reverse sweep's first turn (Revolve's working state: the body
-    runs once more than ``length + p(length, s)``, and no step's recording outlives the op)."""
+    step's recording (under a capture: every state); otherwise one scan saves the plan's checkpoints, and
+    the last step runs recorded, its recording kept for the reverse sweep's first turn (Revolve's count:
+    the body runs ``length + p(length, s)`` times). Under a capture, which cannot hold that recording, the
+    scan runs all ``length`` steps and saves the carry before the last one, the first turn's working
+    state: one body run more."""
     carry, xs, consts = _split(primals, n_carry, n_xs)
     loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
-    if length == 0 or (checkpoints is None and not captured()):
+    capture = captured()
+    if length == 0 or (checkpoints is None and not capture):
         return _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_ys, save)
     if checkpoints is not None:
         refuse_random_recomputation(body, "pa.scan", checkpoints)
@@ -259,14 +266,16 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
         reserved_bytes=2 * carry_bytes(carry) + 2 * step_bytes(body, carry),
     )
     stores = {a.step for a in plan.primal() if type(a) is schedules.Store}
-    kept = tuple(sorted(stores | {length - 1}))
-    saves = tuple(sorted(set(kept) | set(save)))
+    # the carry before the last step: the first turn's working state where that step is not recorded here
+    kept = tuple(sorted(stores if not capture else stores | {length - 1}))
+    head_length = length if capture else length - 1
+    saves = tuple(sorted((set(kept) | set(save)) - {head_length}))
     head = bind(
         SCAN,
         *carry,
-        *xs,
+        *(xs if capture else _segment(xs, 0, head_length, length, reverse)),
         *consts,
-        length=length,
+        length=head_length,
         n_carry=n_carry,
         n_xs=n_xs,
         save=saves,
@@ -275,10 +284,19 @@ def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=Non
     )
     flat = head[n_carry + n_y :]
     states = {s: list(flat[j * n_carry : (j + 1) * n_carry]) for j, s in enumerate(saves)}
-    carry, stacked = head[:n_carry], head[n_carry : n_carry + n_y]
+    carry, stacked = list(head[:n_carry]), list(head[n_carry : n_carry + n_y])
+    first = None
+    if not capture:  # the last step, recorded: the reverse sweep's first turn pulls back through it
+        states[length - 1] = carry
+        args = _step_args(carry, xs, consts, length - 1, length, reverse)
+        out, pullback = recorded(body, args, keep=True)
+        first = [pullback]
+        carry = out[:n_carry]
+        last = [expand_dims(y, axis=0) for y in out[n_carry : n_carry + n_y]]
+        stacked = [concat([y, s] if reverse else [s, y]) for s, y in zip(stacked, last)]
     checkpoints_flat = [leaf for s in kept for leaf in states[s]]
     saved = [leaf for s in save for leaf in states[s]]
-    residuals = ("plan", plan, kept, checkpoints_flat)
+    residuals = ("plan", plan, kept, checkpoints_flat, first)
     return (*carry, *(stacked if keep_ys else ()), *saved), residuals
 
 
@@ -308,27 +326,35 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
     if residuals[0] == "steps":
         cts = reverse_sweep((*g, *primals), pullbacks=residuals[1], **sweep)
     else:
-        _, plan, kept, stacks = residuals
+        _, plan, kept, stacks, first = residuals
         loop = dict(checkpoints=checkpoints, max_memory=max_memory, **params)
-        if last_use and not active_interpreters():
-            # grad's backward pass, no transform around it: the sweep takes the only references to the
-            # stored states, so each is freed at its schedule's Free (held as op arguments, the primal
-            # pass's s states would stay alive beside the sweep's own: up to twice the budget)
+        direct = last_use and not active_interpreters()
+        if first is not None or direct:
+            # the sweep on the stored states themselves: grad's backward pass with no transform around it
+            # takes the only references, so each is freed at its schedule's Free (held as op arguments,
+            # the primal pass's s states would stay alive beside the sweep's own: up to twice the budget);
+            # a first turn recorded in the primal pass is a Python closure, which no op can hold
             stored = {s: stacks[j * n_carry : (j + 1) * n_carry] for j, s in enumerate(kept)}
-            stacks.clear()
-            cts = reverse_sweep((*g, *primals), plan=plan, kept=kept, loop=loop, stored=stored, **sweep)
+            if direct:  # the recording of the first turn too: freed once pulled back
+                stacks.clear()
+            first = first if direct or first is None else [(first[0], False)]
+            sweep.update(plan=plan, kept=kept, loop=loop, stored=stored, first=first)
+            cts = reverse_sweep((*g, *primals), **sweep)
         else:
             cts = bind(SCAN_REVERSE, *g, *primals, *stacks, plan=plan, kept=kept, loop=loop, **sweep)
     return tuple(c if is_floating(p) else None for c, p in zip(cts, primals))
 
 
 def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pullbacks=None, plan=None,
-                  kept=(), loop=None, stored=None):  # fmt: skip
+                  kept=(), loop=None, stored=None, first=None):  # fmt: skip
     """A scan's backward pass on whatever its arguments are: the output cotangents (carry, ys, the
     checkpoints an enclosing rule asked for), the primals (carry, xs, closure) and, with a ``plan``, the
     stored states (the carry's leaves at each of the steps ``kept``, the last step's among them), or
     ``stored``, those states as ``{step: leaves}``, which the sweep empties as it frees them.
-    ``pullbacks``: every step's recording (``checkpoints=None``). Returns the cotangents of the primals."""
+    ``pullbacks``: every step's recording (``checkpoints=None``); ``first``: a list holding the last
+    step's pullback, recorded in the primal pass (the first turn's, then not run again), which the sweep
+    takes out, or ``(pullback, False)``: one to keep for a later call. Returns the cotangents of the
+    primals."""
     n_g = n_carry + n_y + n_carry * len(save)
     g, primals = args[:n_g], args[n_g:]
     in_args = plan is not None and stored is None
@@ -368,6 +394,14 @@ def reverse_sweep(args, *, body, length, reverse, n_carry, n_xs, n_y, save, pull
         for action in plan.reverse():
             kind = type(action)
             if kind is Turn:
+                if first and action.step == length - 1:
+                    pullback = first.pop()
+                    if type(pullback) is tuple:  # kept for another call of the vjp function
+                        turn(action.step, pullback[0])
+                    else:  # the last use: its recording is freed as it is pulled back
+                        turn(action.step, lambda cts, pullback=pullback: pullback(cts, last=True))
+                    working = pullback = None
+                    continue
                 args = _step_args(working, xs, consts, action.step, length, reverse)
                 turn(action.step, step_pullback(body, args)[1])
                 working = None
