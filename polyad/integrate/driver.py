@@ -35,11 +35,12 @@ class OdeResult(dict):
     """The solution, as SciPy's ``OdeResult``: a dict whose keys are also attributes.
 
     Fields: ``t`` (times, shape ``(n_points,)``), ``y`` (states, shape ``(n, n_points)``), ``status``
-    (0: reached the end; -1: failed: a step size below the spacing of floating-point numbers, or
-    ``max_steps`` attempts), ``message``, ``success`` (``status >= 0``), ``nfev`` (right-hand-side
-    evaluations), ``njev`` and ``nlu`` (Jacobian evaluations and LU factorisations: 0 for explicit
-    methods), ``sol``, ``t_events``, ``y_events`` (None: no dense output object, no events). Under a
-    transform ``status``, ``success`` and ``nfev`` are arrays (one per example under vmap).
+    (0: reached the end; 1: a terminal event; -1: failed: a step size below the spacing of floating-point
+    numbers, or ``max_steps`` attempts), ``message``, ``success`` (``status >= 0``), ``nfev``
+    (right-hand-side evaluations), ``njev`` and ``nlu`` (Jacobian evaluations and LU factorisations: 0
+    for explicit methods), ``sol`` (``dense_output=True``: an ``OdeSolution``, else None), ``t_events``,
+    ``y_events`` (with ``events``: one array per event, of its zeros and the states there, else None).
+    Under a transform ``status``, ``success`` and ``nfev`` are arrays (one per example under vmap).
     """
 
     def __getattr__(self, name):
