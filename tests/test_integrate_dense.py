@@ -154,3 +154,20 @@ def test_dense_output_under_vmap_equals_the_loop(method):
     batched = pa.vmap(values)(arr(ks))
     loop = np.stack([to_numpy(values(k)) for k in ks])
     np.testing.assert_allclose(to_numpy(batched), loop, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("dense_output", [False, True])
+def test_dop853_evaluates_its_interpolant_once_a_step_as_scipy(dense_output):
+    """t_eval, dense output and events share the step's interpolant: DOP853's three extra evaluations
+    are made (and counted in nfev) once a step, as SciPy's."""
+
+    def crossing(t, y, k):
+        return y[0]
+
+    t_eval = np.linspace(0.0, 10.0, 50)
+    opts = dict(method="DOP853", t_eval=t_eval, dense_output=dense_output, args=(K,), **TOL)
+    ours = solve_ivp(duffing, (0.0, 10.0), arr(Y0), events=crossing, **dict(opts, t_eval=arr(t_eval)))
+    ref = scipy_integrate.solve_ivp(np_duffing, (0.0, 10.0), Y0, events=crossing, **opts)
+    assert ours.nfev == ref.nfev
+    np.testing.assert_allclose(to_numpy(ours.y), ref.y, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(to_numpy(ours.t_events[0]), ref.t_events[0], rtol=0, atol=1e-9)

@@ -254,19 +254,20 @@ def _traced_attempt(problem, state, max_steps, events):
     return new if events is None else traced_events(problem, events, state, new, step)
 
 
-def attempt(problem, state, max_steps, eager):
+def attempt(problem, state, max_steps, eager, fill=True):
     """The method's attempt, and the points of ``t_eval`` its step holds filled from its interpolant (a
     point at a step's start takes that step's interpolant at its start, the state itself: so points at
     ``t0`` are filled by the first step, with their derivative with respect to the time). Outside
     transforms the interpolant is evaluated only for a step holding a point (as SciPy's). Returns the new
-    state and the ``Step`` tried."""
+    state and the ``Step`` tried. ``fill`` False: the points are left to the caller (the eager recorder,
+    which evaluates the step's interpolant once for them, the dense output and the events)."""
     method = problem.method
     new, step = method.attempt(problem, state, max_steps, eager)
     if "out" not in state:
         return new, step
     xp, te, direction = problem.xp, problem.t_eval, problem.direction
     new["out"] = state["out"]
-    if step is None:
+    if step is None or not fill:
         return new, step
     inside = (direction * (te - step.t_old) >= 0) & (direction * (te - step.t_new) <= 0)
     accept = True if eager else ~new["rejected"]  # an eager step is one accepted
@@ -291,7 +292,7 @@ def _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder):
     last = float(t0)
     while int(state["status"]) == RUNNING:
         old = state
-        state, step = attempt(problem, state, max_steps, eager=True)
+        state, step = attempt(problem, state, max_steps, eager=True, fill=not recorder.active)
         if recorder.active and step is not None and not bool(state["rejected"]):  # before the next attempt
             state = recorder.accepted(old, state, step)
         # lazy arrays (Dask) computed once an attempt: the next attempt's control reads values, which

@@ -147,6 +147,11 @@ class EagerRecorder:
             return dense.interpolate(xp, self.kind, at, t, h, y, coefficients())
 
         end = new["t"]
+        if "out" in new:  # the points of t_eval the step holds, from the same interpolant (as SciPy's)
+            te, direction = problem.t_eval, problem.direction
+            inside = (direction * (te - step.t_old) >= 0) & (direction * (te - step.t_new) <= 0)
+            if bool(xp.any(inside)):
+                new["out"] = xp.where(xp.reshape(inside, (-1, 1)), interpolant(te), new["out"])
         if self.events is not None:
             new, end = self._events(old, new, interpolant)
         if self.steps is not None:
