@@ -11,9 +11,11 @@ same steps to rounding. Several events in one step are taken in time order for t
 
 import math
 
+import polyad.dispatch as dispatch
 from polyad.control.implicit import custom_root
 from polyad.core import Tensor
 from polyad.integrate import dense
+from polyad.ops.common import bottom
 from polyad.ops.elementwise import stop_gradient
 
 EPS = 2.220446049250313e-16
@@ -302,6 +304,14 @@ def _bisection(xp, f, a, b, fa):
     return 0.5 * (a + b)
 
 
+def _none_active(active):
+    """Whether no event is active, where the values are known (grad, jvp, vmap: every example's); False
+    where they are not (a ``pa.jit`` trace: the roots are then solved for, and masked)."""
+    value = bottom(stop_gradient(active))
+    backend = dispatch.backend_of_array(value)
+    return backend is not None and not bool(backend.xp.any(value))
+
+
 def traced(problem, events, state, new, step):
     """The events of one attempt under a transform (``new``: the attempt's state, ``step`` its
     ``Step``): zeros located and recorded, the count kept, a terminal zero stopping the solve there
@@ -314,6 +324,9 @@ def traced(problem, events, state, new, step):
     g_new = xp.stack([_g(problem, event, new["t"], new["y"]) for event in functions])
     direction = xp.asarray(directions, dtype=g_new.dtype, device=g_new.device)
     active = accepted & crossed(g_old, g_new, direction)
+    if _none_active(active):  # values known and no zero in this step: nothing to locate or record
+        kept = {key: state[key] for key in state if key.startswith(("event_", "t_events", "y_events"))}
+        return dict(kept, **new, event_g=xp.where(accepted, g_new, g_old))
     count = state["event_count"] + xp.astype(active, xp.int64)
     roots = xp.stack([_root(problem, event, step, active[i]) for i, event in enumerate(functions)])
     limit = xp.asarray([BIG_COUNT if c is None else c for c in counts], dtype=xp.int64, device=g_new.device)
