@@ -252,8 +252,6 @@ def test_bad_input_names_the_argument():
         solve_ivp(lambda t, y: xp.sum(y), (0.0, 1.0), arr([1.0, 2.0]))
     with pytest.raises(ValueError, match="sensitivity"):
         solve_ivp(f, (0.0, 1.0), arr([1.0]), sensitivity="exact")
-    with pytest.raises(NotImplementedError, match="events"):
-        solve_ivp(f, (0.0, 1.0), arr([1.0]), events=lambda t, y: y[0])
 
 
 # ------------------------------------------------------------------------------ sensitivity= forward, adjoint

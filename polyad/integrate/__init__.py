@@ -3,7 +3,8 @@ written in polyad ops (``common``: the ``Method`` protocol and what the methods 
 Runge-Kutta steps; ``radau`` and ``bdf``: the stiff methods; ``methods``: the table by name; ``driver``:
 the loop; ``sensitivity``: reverse mode by forward sensitivities or the adjoint)."""
 
+from polyad.integrate.dense import OdeSolution
 from polyad.integrate.driver import OdeResult
 from polyad.integrate.solve_ivp import solve_ivp
 
-__all__ = ["OdeResult", "solve_ivp"]
+__all__ = ["OdeResult", "OdeSolution", "solve_ivp"]

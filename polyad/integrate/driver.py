@@ -13,6 +13,8 @@ from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
 from polyad.core import Tensor, transform_active
 from polyad.integrate.common import FAILED, RUNNING, Problem
+from polyad.integrate.events import TERMINATED, EagerRecorder, initial_carry
+from polyad.integrate.events import traced as traced_events
 from polyad.ops.common import bottom, dtype_kind, dtype_name
 from polyad.ops.elementwise import stop_gradient
 
@@ -20,6 +22,7 @@ SENSITIVITIES = ("discrete", "forward", "adjoint")
 MESSAGES = {
     0: "The solver successfully reached the end of the integration interval.",
     -1: "Required step size is less than spacing between numbers.",
+    1: "A termination event occurred.",
 }
 MAX_STEPS_MESSAGE = "The solver took max_steps attempted steps without reaching the end of the interval."
 EPS = 2.220446049250313e-16  # common.EPS
@@ -32,11 +35,12 @@ class OdeResult(dict):
     """The solution, as SciPy's ``OdeResult``: a dict whose keys are also attributes.
 
     Fields: ``t`` (times, shape ``(n_points,)``), ``y`` (states, shape ``(n, n_points)``), ``status``
-    (0: reached the end; -1: failed: a step size below the spacing of floating-point numbers, or
-    ``max_steps`` attempts), ``message``, ``success`` (``status >= 0``), ``nfev`` (right-hand-side
-    evaluations), ``njev`` and ``nlu`` (Jacobian evaluations and LU factorisations: 0 for explicit
-    methods), ``sol``, ``t_events``, ``y_events`` (None: no dense output object, no events). Under a
-    transform ``status``, ``success`` and ``nfev`` are arrays (one per example under vmap).
+    (0: reached the end; 1: a terminal event; -1: failed: a step size below the spacing of floating-point
+    numbers, or ``max_steps`` attempts), ``message``, ``success`` (``status >= 0``), ``nfev``
+    (right-hand-side evaluations), ``njev`` and ``nlu`` (Jacobian evaluations and LU factorisations: 0
+    for explicit methods), ``sol`` (``dense_output=True``: an ``OdeSolution``, else None), ``t_events``,
+    ``y_events`` (with ``events``: one array per event, of its zeros and the states there, else None).
+    Under a transform ``status``, ``success`` and ``nfev`` are arrays (one per example under vmap).
     """
 
     def __getattr__(self, name):
@@ -193,7 +197,8 @@ def _check_t_eval(t_eval, t0, t1):
 
 
 def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, first_step, max_steps,
-              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None, jac=None):  # fmt: skip
+              checkpoints, max_memory, progress, ends_only=False, jac_sparsity=None, jac=None,
+              dense_output=False, events=None):  # fmt: skip
     """The discrete solution: the attempts looped (a Python loop outside every transform, else
     ``pa.while_loop``), and the ``OdeResult``. ``ends_only``: with ``t_eval`` None, the solution at ``t0``
     and at the end only, outside transforms too (as under one)."""
@@ -209,13 +214,18 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, fi
         m = problem.t_eval.shape[0]
         state["out"] = problem.xp.broadcast_to(problem.xp.reshape(y0, (1, -1)), (m, problem.n))
     if not transform_active():
-        return _eager(problem, state, t0, y0, max_steps, progress, ends_only)
+        recorder = EagerRecorder(problem, t0, y0, dense_output, events)
+        return _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder)
+    if dense_output:  # solve_ivp makes sol a ResolvedSolution under a transform
+        raise NotImplementedError("solve_ivp: dense_output=True under a transform is solve_ivp's")
+    if events is not None:
+        state.update(initial_carry(problem, events, t0, state["y"]))
     if invalid is not None:  # refused at each call of a compiled function: no step, status -1
         state["status"] = xp.where(invalid, xp.full_like(state["status"], FAILED), state["status"])
     checkpoints, max_memory = _loop_checkpoints(state, checkpoints, max_memory, max_steps)
     state = while_loop(
         lambda s: s["status"] == RUNNING,
-        lambda s: attempt(problem, s, max_steps, eager=False),
+        lambda s: _traced_attempt(problem, s, max_steps, events),
         state,
         checkpoints=checkpoints,
         max_memory=max_memory,
@@ -226,10 +236,16 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, fi
     else:
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
     status = state["status"]
+    t_events = y_events = None
+    if events is not None:
+        count = state["event_g"].shape[0]
+        t_events = [state[f"t_events{i}"] for i in range(count)]
+        y_events = [state[f"y_events{i}"] for i in range(count)]
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=state["nfev"],
+        t=t_out, y=y_out, sol=None, t_events=t_events, y_events=y_events, nfev=state["nfev"],
         njev=state.get("njev", 0), nlu=state.get("nlu", 0),
-        status=status, message="see status: 0 reached the end, -1 failed", success=status >= 0,
+        status=status, message="see status: 0 reached the end, 1 a terminal event, -1 failed",
+        success=status >= 0,
     )  # fmt: skip
 
 
@@ -246,41 +262,52 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     return max(1, min(max_steps, JIT_SLOTS, schedules.auto_slots(None, size, budget, 2 * size))), None
 
 
-def attempt(problem, state, max_steps, eager):
+def _traced_attempt(problem, state, max_steps, events):
+    new, step = attempt(problem, state, max_steps, eager=False)
+    return new if events is None else traced_events(problem, events, state, new, step)
+
+
+def attempt(problem, state, max_steps, eager, fill=True):
     """The method's attempt, and the points of ``t_eval`` its step holds filled from its interpolant (a
     point at a step's start takes that step's interpolant at its start, the state itself: so points at
     ``t0`` are filled by the first step, with their derivative with respect to the time). Outside
-    transforms the interpolant is evaluated only for a step holding a point (as SciPy's)."""
+    transforms the interpolant is evaluated only for a step holding a point (as SciPy's). Returns the new
+    state and the ``Step`` tried. ``fill`` False: the points are left to the caller (the eager recorder,
+    which evaluates the step's interpolant once for them, the dense output and the events)."""
     method = problem.method
     new, step = method.attempt(problem, state, max_steps, eager)
     if "out" not in state:
-        return new
+        return new, step
     xp, te, direction = problem.xp, problem.t_eval, problem.direction
     new["out"] = state["out"]
-    if step is None:
-        return new
+    if step is None or not fill:
+        return new, step
     inside = (direction * (te - step.t_old) >= 0) & (direction * (te - step.t_new) <= 0)
     accept = True if eager else ~new["rejected"]  # an eager step is one accepted
     if not eager:
         inside = accept & inside
     elif not bool(xp.any(inside)):
-        return new
+        return new, step
     extra = method.dense_evaluations
     if extra:
         nfev = new["nfev"]
         new["nfev"] = nfev + (extra if eager else xp.where(accept, xp.full_like(nfev, extra), 0))
     values = method.interpolate(problem, step, te)
     new["out"] = xp.where(xp.reshape(inside, (-1, 1)), values, state["out"])
-    return new
+    return new, step
 
 
-def _eager(problem, state, t0, y0, max_steps, progress, ends_only):
-    """The integration outside every transform: SciPy's loop, every accepted step recorded."""
+def _eager(problem, state, t0, y0, max_steps, progress, ends_only, recorder):
+    """The integration outside every transform: SciPy's loop, every accepted step recorded (and handed
+    to ``recorder``: dense output, events)."""
     ts, ys = [t0], [y0]
     bar = _progress_bar(problem, t0) if progress else None
     last = float(t0)
     while int(state["status"]) == RUNNING:
-        state = attempt(problem, state, max_steps, eager=True)
+        old = state
+        state, step = attempt(problem, state, max_steps, eager=True, fill=not recorder.active)
+        if recorder.active and step is not None and not bool(state["rejected"]):  # before the next attempt
+            state = recorder.accepted(old, state, step)
         # lazy arrays (Dask) computed once an attempt: the next attempt's control reads values, which
         # would otherwise compute every attempt before it again
         state = dict(zip(state, dispatch.persisted(list(state.values()))))
@@ -303,8 +330,13 @@ def _eager(problem, state, t0, y0, max_steps, progress, ends_only):
         t_out, y_out = xp.stack(ts), xp.stack(ys, axis=1)
     else:
         t_out, y_out = problem.t_eval, xp.matrix_transpose(state["out"])
+        if status == TERMINATED:  # the points up to the terminal event only, as SciPy
+            reached = (problem.direction * (t_out - state["t"])) <= 0
+            count = int(xp.sum(xp.astype(reached, xp.int64)))
+            t_out, y_out = t_out[:count], y_out[:, :count]
+    sol, t_events, y_events = recorder.result()
     return OdeResult(
-        t=t_out, y=y_out, sol=None, t_events=None, y_events=None, nfev=int(state["nfev"]),
+        t=t_out, y=y_out, sol=sol, t_events=t_events, y_events=y_events, nfev=int(state["nfev"]),
         njev=int(state.get("njev", 0)), nlu=int(state.get("nlu", 0)),
         status=status, message=message, success=status >= 0,
     )  # fmt: skip

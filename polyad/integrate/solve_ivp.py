@@ -6,7 +6,10 @@ reverse mode by forward sensitivities or the adjoint)."""
 import math
 import warnings
 
+from polyad.core import transform_active
+from polyad.integrate.dense import ResolvedSolution
 from polyad.integrate.driver import EPS, SENSITIVITIES, integrate
+from polyad.integrate.events import checked_events
 from polyad.integrate.methods import METHODS
 from polyad.integrate.sensitivity import solve as sensitivity_solve
 
@@ -80,7 +83,16 @@ def solve_ivp(
             output. None: every accepted step outside a transform,
             as SciPy; under a transform (a traced solution needs a fixed shape) the two ends ``t0`` and
             ``t1`` only.
-        dense_output, events: SciPy's; only their defaults are supported.
+        dense_output: True: the result's ``sol`` is an ``OdeSolution`` (each method's interpolant per
+            accepted step, SciPy's); under a transform ``sol(t)`` solves again with ``t_eval=t`` (the
+            same steps: differentiable with respect to ``t`` and the parameters, per example under vmap;
+            ``t`` within ``t_span``).
+        events: SciPy's: a callable ``g(t, y, *args)`` returning a scalar, or a list of them, with the
+            optional attributes ``terminal`` (a bool, or a positive int: stop at that many zeros) and
+            ``direction``. Zeros are located on the step's interpolant to 4 eps and, under a transform,
+            differentiated implicitly (``pa.custom_root``); a terminal zero stops the solve there (status
+            1). Under a transform ``t_events[i]`` has fixed slots, nan-padded: a terminal event's count,
+            else the event's ``capacity`` attribute (an int, required there).
         vectorized: SciPy's; either value works: ``fun`` is called on one state (which a vectorised
             ``fun`` accepts), and the Jacobians come from ``pa.jacfwd``, not finite differences of ``fun``.
         args: extra positional arguments of ``fun`` (a tuple), differentiable.
@@ -109,8 +121,9 @@ def solve_ivp(
         progress: show a tqdm progress bar of ``t`` (outside transforms only: under one the loop is one op).
 
     Returns:
-        An ``OdeResult`` with ``t``, ``y`` (shape ``(n, n_points)``), ``status``, ``message``,
-        ``success``, ``nfev``, ``njev``, ``nlu``.
+        An ``OdeResult`` with ``t``, ``y`` (shape ``(n, n_points)``), ``status`` (0 the end, 1 a terminal
+        event, -1 failed), ``message``, ``success``, ``nfev``, ``njev``, ``nlu``, ``sol`` (None without
+        ``dense_output``), ``t_events`` and ``y_events`` (None without ``events``).
 
     Example:
         >>> import numpy as np, polyad as pa
@@ -127,11 +140,15 @@ def solve_ivp(
     chosen = _checked_method(method)
     if not callable(fun):
         raise TypeError(f"solve_ivp: fun must be callable, got {type(fun).__name__}")
-    if dense_output or events is not None:
-        raise NotImplementedError(
-            "solve_ivp: dense_output=True and events are not supported; pass t_eval for the solution at "
-            "given times"
-        )
+    if not isinstance(dense_output, bool):
+        raise TypeError(f"solve_ivp: dense_output must be True or False, got {dense_output!r}")
+    if events is not None:
+        checked_events(events)
+        if sensitivity != "discrete" and transform_active():
+            raise NotImplementedError(
+                f"solve_ivp: events with sensitivity={sensitivity!r} under a transform are not supported: "
+                "use sensitivity='discrete'"
+            )
     if sensitivity not in SENSITIVITIES:
         raise ValueError(f"solve_ivp: sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
@@ -161,8 +178,17 @@ def solve_ivp(
     options = dict(
         method=chosen, rtol=rtol, atol=atol, max_step=max_step, first_step=first_step, max_steps=max_steps,
         checkpoints=checkpoints, max_memory=max_memory, progress=progress, jac_sparsity=jac_sparsity,
-        jac=jac,
+        jac=jac, dense_output=dense_output, events=events,
     )  # fmt: skip
-    if sensitivity == "discrete":
-        return integrate(fun, t_span[0], t_span[1], y0, t_eval, args, **options)
-    return sensitivity_solve(fun, t_span[0], t_span[1], y0, t_eval, args, sensitivity, **options)
+
+    def run(times, dense):
+        if sensitivity == "discrete":
+            return integrate(fun, t_span[0], t_span[1], y0, times, args, **dict(options, dense_output=dense))
+        opts = dict(options, dense_output=dense)
+        return sensitivity_solve(fun, t_span[0], t_span[1], y0, times, args, sensitivity, **opts)
+
+    if not (dense_output and transform_active()):
+        return run(t_eval, dense_output)
+    result = run(t_eval, False)  # under a transform sol(t) solves again with t_eval=t
+    result["sol"] = ResolvedSolution(lambda times: run(times, False).y, t_span[0], t_span[1])
+    return result
