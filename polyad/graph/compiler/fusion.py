@@ -40,6 +40,7 @@ Example:
 """
 
 import heapq
+import math
 import numbers
 
 import polyad.dispatch as dispatch
@@ -97,8 +98,17 @@ FUSABLE = {
     ),
     # shape ops that are the identity on the elements of a group of their output's shape
     "broadcast_to": (1, "{0}", "{0}"),
+    # a choice on a boolean condition (an input of the group: comparisons make no floating value)
+    "where": (3, "({1} if {0} else {2})", "({0} ? {1} : {2})"),
 }
 REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
+# neighbour reads: ``roll`` over the flattened elements (axis None, or the one axis of a 1-D group) with a
+# static shift becomes an indexed read of an input, or the recomputation of a group value at that offset
+STENCILS = ("roll",)
+# a roll may read a value of its group only if that value depends on fewer rolls of group values than
+# this: each such roll recomputes what it reads at another offset, and a chain of them (the stages of a
+# Runge-Kutta step) would recompute the first stages at every offset the later ones reach
+STENCIL_DEPTH = 1
 FLOAT_DTYPES = ("float32", "float64")
 MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
 
@@ -106,15 +116,17 @@ MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
 class Statement:
     """One member of a group in the kernel's terms: ``target = op(args)``; each arg is ``("in", k)`` (the
     fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``. ``cpu`` and
-    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum), so that backends, which sit
-    below the compiler, need not import it."""
+    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum and a roll), so that backends,
+    which sit below the compiler, need not import it. ``shift``: a roll's shift over the flattened
+    elements (``target[i] = arg[(i - shift) mod n]``), None for other ops."""
 
-    __slots__ = ("target", "op", "args", "params", "cpu", "cuda")
+    __slots__ = ("target", "op", "args", "params", "cpu", "cuda", "shift")
 
     def __init__(self, target, op, args, params):
         self.target, self.op, self.args, self.params = target, op, args, params
         row = FUSABLE.get(op)
         self.cpu, self.cuda = (row[1], row[2]) if row is not None else (None, None)
+        self.shift = _flat_shift(params) if op in STENCILS else None
 
     def __repr__(self):
         return f"t{self.target} = {self.op}({', '.join(map(repr, self.args))})"
@@ -126,7 +138,8 @@ class FusionSpec:
     "elementwise" (a value of the group's shape) or "sum" (a reduction, ``params`` its axis/keepdims), and
     the math mode it was fused under."""
 
-    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes, math="fast"):
+    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes, math="fast",
+                 input_dtypes=None):  # fmt: skip
         self.shape = tuple(shape)
         self.dtype = dtype  # "float32" or "float64"
         self.input_shapes = [tuple(s) for s in input_shapes]
@@ -134,11 +147,46 @@ class FusionSpec:
         self.outputs = outputs
         self.out_shapes = [tuple(s) for s in out_shapes]
         self.math = math  # the CPU loop's functions: "fast" (vecmath) or "exact" (see fuse)
+        # each input's dtype: the group's, or "bool" for the condition of a where
+        self.input_dtypes = list(input_dtypes) if input_dtypes is not None else [dtype] * len(input_shapes)
 
     def summand_of(self, index):
         """The argument of the sum that produces output ``index``."""
         target = self.outputs[index][0]
         return next(s.args[0] for s in self.statements if s.target == target)
+
+    @property
+    def stencil(self):
+        """Whether the group reads neighbours (holds a roll): its kernels index their inputs."""
+        return any(st.shift is not None for st in self.statements)
+
+    def offsets(self):
+        """``(values, reads)`` of a stencil group: for each group value (var id), the sorted offsets ``d``
+        at which the kernel needs it (``value[i + d]`` at element ``i``), and for each input (its
+        number), the offsets at which it is read. The outputs are needed at 0; a roll by ``s`` needed at
+        ``d`` needs its argument at ``d - s`` (and is no code of its own: a read at that offset)."""
+        need = {}
+        for index, (target, kind, _) in enumerate(self.outputs):
+            value = target if kind == "elementwise" else self.summand_of(index)[1]
+            need.setdefault(value, set()).add(0)
+        reads = {}
+        for st in reversed(self.statements):
+            if st.target not in need or st.cuda is None and st.shift is None:
+                continue  # not needed, or a sum (its summand was added above)
+            for d in need[st.target]:
+                at = d - st.shift if st.shift is not None else d
+                for kind, v in st.args:
+                    if kind == "t":
+                        need.setdefault(v, set()).add(at)
+                    elif kind == "in":
+                        reads.setdefault(v, set()).add(at)
+        return {v: sorted(ds) for v, ds in need.items()}, {k: sorted(ds) for k, ds in reads.items()}
+
+
+def _flat_shift(params):
+    """The shift of a roll over the flattened elements (its axis is None, or the only axis)."""
+    shift = params.get("shift")
+    return int(shift[0] if isinstance(shift, tuple) else shift)
 
 
 def _backend_name(backend):
@@ -273,12 +321,16 @@ def _fusable(node, allowed=None):
         return None
     if len(node.outputs) != 1 or node.op.multiple_results or _dtype_of(node.outputs[0].dtype) is None:
         return None
-    for r in node.inputs:
+    for k, r in enumerate(node.inputs):
         if isinstance(r, Var | Const):
-            if _name_of(r.dtype if isinstance(r, Var) else r.value.dtype) != _name_of(node.outputs[0].dtype):
+            # where's condition is boolean; every other array input has the group's dtype
+            wanted = "bool" if name == "where" and k == 0 else _name_of(node.outputs[0].dtype)
+            if _name_of(r.dtype if isinstance(r, Var) else r.value.dtype) != wanted:
                 return None
-        elif isinstance(r, bool) or not isinstance(r, numbers.Real):
+        elif isinstance(r, bool) or not isinstance(r, numbers.Real) or name == "where" and k == 0:
             return None
+    if name in STENCILS:
+        return "roll" if _stencil_roll(node) else None
     if name in REDUCTIONS:
         if node.params.get("dtype") is not None or not isinstance(node.inputs[0], Var):
             return None
@@ -291,11 +343,28 @@ def _fusable(node, allowed=None):
     return "elementwise" if not node.params else None
 
 
+def _stencil_roll(node):
+    """Whether a roll node can be a read at an offset: one array input of its output's shape, not empty,
+    a static integer shift over the flattened elements (axis None, or axis 0 of a 1-D array)."""
+    (x,) = node.inputs if len(node.inputs) == 1 else (None,)
+    out = node.outputs[0]
+    if not isinstance(x, Var | Const) or tuple(x.shape if isinstance(x, Var) else x.value.shape) != out.shape:
+        return False
+    shift, axis = node.params.get("shift"), node.params.get("axis")
+    if axis is None:
+        ok = isinstance(shift, numbers.Integral) and not isinstance(shift, bool)
+    else:
+        ok = tuple(axis) == (0,) and len(out.shape) == 1 and isinstance(shift, tuple) and len(shift) == 1
+        ok = ok and isinstance(shift[0], numbers.Integral) and not isinstance(shift[0], bool)
+    return ok and all(isinstance(d, int) for d in out.shape) and math.prod(out.shape) > 0
+
+
 def _find_groups(graph, allowed=None):
     producer = {}  # var id -> node index
     group_of = {}  # node index -> _Group (resolve with _root)
     reduced = set()  # var ids that sums of a group produced: no member of that group reads them
     deps = {}  # var id -> mask of the groups its value depends on
+    depth = {}  # var id -> the rolls of group values on its longest path inside its group
     groups = []
     for i, node in enumerate(graph.nodes):
         for o in node.outputs:
@@ -304,7 +373,10 @@ def _find_groups(graph, allowed=None):
         in_vars = [r for r in node.inputs if isinstance(r, Var)]
         group = None
         if kind is not None:
-            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups)
+            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, depth)
+        if group is not None:
+            inner = [depth.get(v.id, 0) for v in in_vars if _produced_in(v, group, producer, group_of)]
+            depth[node.outputs[0].id] = max(inner, default=0) + (1 if kind == "roll" and inner else 0)
         mine = 0
         for v in in_vars:
             mine |= deps.get(v.id, 0)
@@ -319,7 +391,7 @@ def _find_groups(graph, allowed=None):
     return [g for g in groups if g.parent is None]
 
 
-def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
+def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, depth):
     """The group ``node`` joins (merging the groups of its producers where that keeps the graph acyclic),
     or a new one; None when it cannot be fused."""
     out = node.outputs[0]
@@ -330,8 +402,10 @@ def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
         g = _root(group_of[p]) if p in group_of else None
         if g is None or g in candidates or g.dtype != dtype:
             continue
-        if kind == "elementwise" and g.shape != out.shape:
+        if kind != "sum" and g.shape != out.shape:
             continue
+        if kind == "roll" and depth.get(v.id, 0) >= STENCIL_DEPTH:
+            continue  # it would recompute a roll of group values at another offset: a group of its own
         candidates.append(g)
     # a member must not read a sum of its own group, nor a value outside the group that depends on it
     candidates = [
@@ -470,6 +544,7 @@ def _fused_node(graph, group, readers, graph_outputs, math):
         outputs,
         [v.shape for v in out_vars],
         math,
+        [_name_of(r.dtype if isinstance(r, Var) else r.value.dtype) for r in inputs],
     )
     op = _fused_op(spec, members, inputs, out_vars)
     return Node(op, list(inputs), {}, out_vars)
@@ -531,4 +606,4 @@ def _fused_op(spec, members, inputs, out_vars):
     return op
 
 
-__all__ = ["FUSABLE", "MATH_MODES", "REDUCTIONS", "FusedOp", "FusionSpec", "check_math", "fuse"]
+__all__ = ["FUSABLE", "MATH_MODES", "REDUCTIONS", "STENCILS", "FusedOp", "FusionSpec", "check_math", "fuse"]
