@@ -33,6 +33,7 @@ nvrtc_check = pytest.importorskip(  # installed by `make test` (the cuda-check e
 )
 elementwise_kernels = pytest.importorskip("polyad.backends.cupy.elementwise_kernels")
 random = pytest.importorskip("polyad.backends.cupy.random")
+cuda_fusion = pytest.importorskip("polyad.backends.cupy.fusion")
 CUPY_DIR = pathlib.Path(nvrtc_check.__file__).parent
 
 
@@ -82,6 +83,16 @@ def with_where(x):
     return xp.where(x > 0.5, xp.sin(x) * 2, xp.cos(x) + 1) * x
 
 
+def stencil_step(u, mask, k=0.1):  # neighbour reads and a boolean where in one kernel (issue 34)
+    lap = xp.roll(u, 1) + xp.roll(u, -1) - 2 * u
+    return xp.where(mask, u + k * lap - 0.01 * u**3, 0.5 * xp.roll(u, 7))
+
+
+def stencil_gradient(u, mask):  # with respect to u and to k (a sum over the elements)
+    loss = lambda u, k: xp.sum(stencil_step(u, mask, k) ** 2)  # noqa: E731
+    return pa.grad(loss, argnums=(0, 1))(u, xp.sum(u) * 0.01)
+
+
 def backward_pass(x):
     return pa.grad(lambda x: xp.sum(xp.sin(x) * xp.exp(-x) / (1 + x**2)))(x)
 
@@ -97,6 +108,8 @@ def _graphs(dtype):
         "where": (with_where, x),
         "backward_pass": (backward_pass, x),
         "grad_of_scan_then_sum": (pa.grad(scan_then_sum), x),
+        "stencil_where": (stencil_step, x, x > 0.5),
+        "grad_of_stencil_where": (stencil_gradient, x, x > 0.5),
     }
 
 
@@ -131,6 +144,23 @@ def test_the_scan_then_sum_reduction_declares_the_types_of_cupys_cub_path():
     for source in sources[1:]:
         assert "typedef double type_in0_raw;" in source.source, source.label
         assert "typedef double type_out0_raw;" in source.source, source.label
+
+
+def test_stencil_kernels_read_raw_inputs_at_wrapped_offsets_and_compile():
+    # the step and its gradient are one kernel each (sums reduce a summand the kernel stores); the
+    # rolled input is a raw array read at i - 1, i + 1, i - 7 (wrapped), the condition a raw bool
+    x = np.linspace(0.1, 1.0, 24)
+    sources = []
+    for f in (stencil_step, stencil_gradient):
+        (spec,) = specs_of(f, x, x > 0.5)
+        assert spec.stencil and spec.input_dtypes.count("bool") == 1
+        elementwise = cuda_fusion.sources(spec)[0]
+        assert "raw T in" in elementwise.in_params and "raw bool in" in elementwise.in_params
+        assert "while (j" in elementwise.operation and "_ind.size()" in elementwise.operation
+        sources += nvrtc_check.fused_sources(spec)
+    assert any("polyad_summed_" in s.label for s in sources)  # the gradient's sum of its summand
+    failures = nvrtc_check.compile_all(sources)
+    assert not failures, nvrtc_check.summary(failures)
 
 
 def test_complex_graphs_make_no_cuda_source():
