@@ -255,3 +255,28 @@ def test_the_first_call_of_a_jitted_1000_step_loop_runs_no_eager_step(monkeypatc
     traced = calls[0]
     assert_close(first, pa.grad(loss)(k, u0), rtol=1e-12)
     assert calls[0] >= traced + 1000  # the eager reference runs every step: the counter counts
+
+
+# ------------------------------------------------------------------------------------------ W10's other ops
+
+
+def test_maximum_minimum_and_stop_gradient_fuse_with_numpys_nans_and_signed_zeros():
+    # an RK45 attempt's error norm: max(|y|, |y_new|) * rtol + atol under stop_gradient, in the group
+    def f(a, b):
+        m = pxp.maximum(pxp.abs(a), b) * 1e-6 + 1e-6
+        return pa.stop_gradient(m) * a, pxp.maximum(a, b) * 1.0, pxp.minimum(a, b) * 1.0
+
+    a = arr([0.0, -0.0, np.nan, 1.0, np.nan, 2.0, -np.inf, -3.0])
+    b = arr([-0.0, 0.0, 1.0, np.nan, np.nan, np.inf, 3.0, -3.5])
+    nodes = fuse(pa.make_graph(f, a, b), BACKEND.name).nodes
+    assert all(isinstance(n.op, FusedOp) for n in nodes)  # three groups, no op left outside
+    assert {"abs", "maximum", "minimum", "stop_gradient"} <= {
+        m for n in nodes for m in n.op.name[6:-1].split(",")
+    }
+    for got, want in zip(pa.jit(f, math="exact")(a, b), f(a, b)):
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(want))  # NaNs where NumPy has them
+        np.testing.assert_array_equal(np.signbit(to_numpy(got)), np.signbit(to_numpy(want)))
+    # stop_gradient keeps stopping inside a group: the derivative of stop(m) * a is stop(m)
+    x, y = arr([0.5, -2.0, 3.0]), arr([1.0, 1.0, 1.0])
+    grad = pa.jit(pa.grad(lambda a: pxp.sum(f(a, y)[0])))(x)
+    assert_close(to_numpy(grad), np.maximum(np.abs([0.5, -2.0, 3.0]), 1.0) * 1e-6 + 1e-6, rtol=1e-15)

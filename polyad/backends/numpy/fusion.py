@@ -42,7 +42,7 @@ MATH_MODES = ("fast", "exact")
 # element-wise ops of a CPU group under math="exact"
 EXACT = frozenset(
     {"add", "subtract", "multiply", "divide", "negative", "positive", "abs", "square", "reciprocal", "sign",
-     "sqrt", "broadcast_to", "where", "roll"}
+     "sqrt", "broadcast_to", "where", "roll", "maximum", "minimum", "stop_gradient"}
 )  # fmt: skip
 _COMPILED = {}  # (source, cache) -> Numba dispatcher
 _MODULES = {}  # source -> the name of the module that holds its loop (in sys.modules, for Numba's cache)

@@ -100,6 +100,11 @@ FUSABLE = {
     "broadcast_to": (1, "{0}", "{0}"),
     # a choice on a boolean condition (an input of the group: comparisons make no floating value)
     "where": (3, "({1} if {0} else {2})", "({0} ? {1} : {2})"),
+    # NumPy's: a NaN in either wins, and of equal values (0.0 and -0.0) the second
+    "maximum": (2, "({0} if ({0} > {1} or {0} != {0}) else {1})", "(({0} > {1} || {0} != {0}) ? {0} : {1})"),
+    "minimum": (2, "({0} if ({0} < {1} or {0} != {0}) else {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"),
+    # the identity when it runs (transforms of the group see the op itself, and stop there)
+    "stop_gradient": (1, "{0}", "{0}"),
 }
 REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
 # neighbour reads: ``roll`` over the flattened elements (axis None, or the one axis of a 1-D group) with a
