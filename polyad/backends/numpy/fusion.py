@@ -150,82 +150,83 @@ def stencil_source(spec, libm=False):
     interior (where every offset read stays inside the array) and, if ``edges``, the few elements near
     both ends, whose reads wrap around (a roll is periodic). Inputs and outputs are whole flat arrays (the
     chunks of threads share them); an input read at offset ``d`` is a view starting ``d`` further, so the
-    interior loop indexes from 0 as ``source`` does (LLVM then vectorises it). Values a roll reads from
-    the group are computed again at its offset (``FusionSpec.offsets``); ``libm`` as for ``source``."""
+    loop indexes from 0 as ``source``'s does (LLVM then vectorises it). The ends run through the same
+    loop (its code once: Numba's compile time grows with it) on small arrays gathered with wrapped
+    indices, whose results are then put in place. Values a roll reads from the group are computed again
+    at its offset (``FusionSpec.offsets``); ``libm`` as for ``source``."""
     modes = [_mode(s, spec.shape) for s in spec.input_shapes]
     stored = _stored(spec)
     constants = {value: f"c{j}" for j, value in enumerate(literals(spec))}
     values, reads = spec.offsets()
-    offsets = [d for k, ds in reads.items() if modes[k] != "one" for d in ds]
-    low, high = max(0, -min(offsets, default=0)), max(0, max(offsets, default=0))
+    pairs = [(k, d) for k, ds in sorted(reads.items()) if modes[k] != "one" for d in ds]
+    low = max(0, -min((d for _, d in pairs), default=0))
+    high = max(0, max((d for _, d in pairs), default=0))
     params = [
         "start", "stop", "n", "edges",
         *[f"in{k}" for k in range(len(modes) + len(constants))],
         *[f"out{k}" for k in range(len(stored))],
     ]  # fmt: skip
+    view = {(k, d): f"v{k}_{_offset_name(d)}" for k, d in pairs}
     lines = [
         f"def fused({', '.join(params)}):",
         f"    # math={spec.math!r}, stencil",
         f"    one = np.{spec.dtype}(1.0)",
         "    outside = 0",
-    ]
-    for name in constants.values():
-        lines.append(f"    {name} = in{len(modes) + int(name[1:])}[0]")
-    lines += [f"    s{k} = in{k}[0]" for k, mode in enumerate(modes) if mode == "one"]
-    lines += [
+        *[f"    {name} = in{len(modes) + int(name[1:])}[0]" for name in constants.values()],
+        *[f"    s{k} = in{k}[0]" for k, mode in enumerate(modes) if mode == "one"],
         f"    lo = {low} if {low} < n else n",  # the interior: lo <= i < hi
         f"    hi = n - {high} if n - {high} > lo else lo",
         "    a = start if start > lo else lo",
         "    b = stop if stop < hi else hi",
-        "    if b > a:",
+        "    for part in range(2):",
+        "        if part == 0:  # the interior: views of the inputs at their offsets",
+        "            count = b - a if b > a else 0",
+        *[f"            {view[(k, d)]} = in{k}[a + {d}:]" for k, d in pairs],
+        *[f"            w{k} = out{k}[a:]" for k in range(len(stored))],
+        "        else:  # the ends: their reads gathered, wrapped",
+        "            count = lo + n - hi if edges else 0",
+        "            if count == 0:",
+        "                break",
+        *[f"            {view[(k, d)]} = np.empty(count, in{k}.dtype)" for k, d in pairs],
+        *[f"            w{k} = np.empty(count, out{k}.dtype)" for k in range(len(stored))],
+        "            for e in range(count):",
+        "                i = e if e < lo else hi + e - lo",
+        *[f"                {view[(k, d)]}[e] = in{k}[(i + {d}) % n]" for k, d in pairs],
+        "        for j in range(count):",
     ]
-    for k, ds in sorted(reads.items()):
-        if modes[k] != "one":
-            lines += [f"        v{k}_{_offset_name(d)} = in{k}[a + {d}:]" for d in ds]
-    lines += [f"        w{k} = out{k}[a:]" for k in range(len(stored))]
-    lines.append("        for j in range(b - a):")
+    body = [f"s{k}_{_offset_name(d)} = {view[(k, d)]}[j]" for k, d in pairs]
+    names, local, checked = {}, {}, set()
 
-    def body(read, write):
-        text = []
-        for k, ds in sorted(reads.items()):
-            if modes[k] != "one":
-                text += [f"s{k}_{_offset_name(d)} = {read(k, d)}" for d in ds]
-        names, local, checked = {}, {}, set()
+    def name(arg, d):
+        kind, v = arg
+        if kind == "in":
+            return f"s{v}" if modes[v] == "one" else f"s{v}_{_offset_name(d)}"
+        return names[(v, d)] if kind == "t" else constants[v]
 
-        def name(arg, d):
-            kind, v = arg
-            if kind == "in":
-                return f"s{v}" if modes[v] == "one" else f"s{v}_{_offset_name(d)}"
-            return names[(v, d)] if kind == "t" else constants[v]
-
-        for st in spec.statements:
-            if st.cpu is None and st.shift is None:
-                continue  # a sum: NumPy reduces the stored summand
-            local[st.target] = len(local)
-            for d in values.get(st.target, ()):
-                if st.shift is not None:  # a roll: its argument, read at another offset
-                    names[(st.target, d)] = name(st.args[0], d - st.shift)
-                    continue
-                args = [name(arg, d) for arg in st.args]
-                expr, check = _expression(st, args, spec, libm)
-                names[(st.target, d)] = f"t{local[st.target]}_{_offset_name(d)}"
-                text.append(f"{names[(st.target, d)]} = {expr}")
-                if check is not None and args[0] not in checked:
-                    checked.add(args[0])
-                    text.append(f"outside += {check}")
-        text += [f"{write(k)} = {names[(target, 0)]}" for k, target in enumerate(stored)]
-        return text
-
+    for st in spec.statements:
+        if st.cpu is None and st.shift is None:
+            continue  # a sum: NumPy reduces the stored summand
+        local[st.target] = len(local)
+        for d in values.get(st.target, ()):
+            if st.shift is not None:  # a roll: its argument, read at another offset
+                names[(st.target, d)] = name(st.args[0], d - st.shift)
+                continue
+            args = [name(arg, d) for arg in st.args]
+            expr, check = _expression(st, args, spec, libm)
+            names[(st.target, d)] = f"t{local[st.target]}_{_offset_name(d)}"
+            body.append(f"{names[(st.target, d)]} = {expr}")
+            if check is not None and args[0] not in checked:
+                checked.add(args[0])
+                body.append(f"outside += {check}")
+    body += [f"w{k}[j] = {names[(target, 0)]}" for k, target in enumerate(stored)]
+    lines += ["            " + t for t in body]
     lines += [
-        "            " + t for t in body(lambda k, d: f"v{k}_{_offset_name(d)}[j]", lambda k: f"w{k}[j]")
+        "        if part == 1:",
+        "            for e in range(count):",
+        "                i = e if e < lo else hi + e - lo",
+        *[f"                out{k}[i] = w{k}[e]" for k in range(len(stored))],
+        "    return outside",
     ]
-    lines += [
-        "    if edges:",
-        "        for e in range(lo + n - hi):",
-        "            i = e if e < lo else hi + e - lo",
-    ]
-    lines += ["            " + t for t in body(lambda k, d: f"in{k}[(i + {d}) % n]", lambda k: f"out{k}[i]")]
-    lines.append("    return outside")
     return "\n".join(lines) + "\n"
 
 
