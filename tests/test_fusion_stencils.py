@@ -211,9 +211,10 @@ def test_the_cpu_loop_reads_offsets_inside_one_loop():
     u, k, mask = state(64)
     (node,) = [n for n in pa.jit(step).lower(u, k, mask).fused_graph.nodes if isinstance(n.op, FusedOp)]
     source = node.op.kernels["cpu"].source
-    # u read at i-1, i and i+1 through views (the interior), and wrapped at the ends
+    # u read at i-1, i and i+1 through views (the interior), and wrapped at the ends, which run through
+    # the same loop (its code once) on the gathered reads
     assert "in0[a + -1:]" in source and "in0[a + 1:]" in source and "in0[(i + -1) % n]" in source
-    assert source.count("for j in range(b - a):") == 1
+    assert source.count("for j in range(count):") == 1 and source.count(" = (") == 11  # the 11 members
 
 
 # ------------------------------------------------------------------------------------------ first call
