@@ -13,7 +13,7 @@ import polyad as pa
 from polyad import dispatch
 from polyad import xp as pxp
 from polyad.graph.compiler import fuse
-from polyad.graph.compiler.fusion import STENCIL_DEPTH, FusedOp
+from polyad.graph.compiler.fusion import STENCIL_DEPTH, STENCIL_RECOMPUTE, FusedOp
 
 BACKEND = dispatch.default_backend()
 xb = BACKEND.xp
@@ -93,6 +93,25 @@ def test_a_roll_of_a_rolled_group_value_starts_a_group():
         "fused[roll,add]",
     ]
     assert_close(to_numpy(fused.compile()(u)), to_numpy(f(u)), rtol=1e-15, atol=0)
+
+
+def test_a_roll_of_a_costly_group_value_reads_it_from_memory():
+    # recomputing a value of STENCIL_RECOMPUTE members or more at each offset would multiply the loop's
+    # code (and Numba's compile time): the roll starts a group that reads the stored value
+    def f(u):
+        v = u
+        for _ in range(STENCIL_RECOMPUTE + 1):
+            v = v * 1.5 + u
+        cheap = u * 2.0 + 1.0
+        return pxp.roll(v, 1) - v + pxp.roll(cheap, -1)
+
+    u = state(30)[0]
+    fused = fuse(pa.make_graph(f, u), BACKEND.name)
+    groups = [n.op.name for n in fused.nodes]
+    assert len(groups) == 2 and all(g.startswith("fused[") for g in groups), groups
+    # the costly chain writes v; the second group reads it at i - 1 and computes the cheap value at i + 1
+    assert "roll" not in groups[0] and groups[1] == "fused[multiply,add,roll,subtract,roll,add]"
+    assert_close(to_numpy(fused.compile()(u)), to_numpy(f(u)), rtol=1e-14, atol=0)
 
 
 def test_rolls_the_kernel_cannot_index_stay_ops():

@@ -114,6 +114,10 @@ STENCILS = ("roll",)
 # this: each such roll recomputes what it reads at another offset, and a chain of them (the stages of a
 # Runge-Kutta step) would recompute the first stages at every offset the later ones reach
 STENCIL_DEPTH = 1
+# nor if that value costs more than this many members to compute: each offset is a copy of its code,
+# and Numba's compile time grows with the loop's code (the stages of W10's RK45 step, recomputed at
+# three offsets each, compiled for 34 s of CPU against 14 s unfused: a cold first call)
+STENCIL_RECOMPUTE = 8
 FLOAT_DTYPES = ("float32", "float64")
 MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
 
@@ -370,6 +374,7 @@ def _find_groups(graph, allowed=None):
     reduced = set()  # var ids that sums of a group produced: no member of that group reads them
     deps = {}  # var id -> mask of the groups its value depends on
     depth = {}  # var id -> the rolls of group values on its longest path inside its group
+    cone = {}  # var id -> the members its value needs inside its group (shared ones counted per use)
     groups = []
     for i, node in enumerate(graph.nodes):
         for o in node.outputs:
@@ -378,10 +383,13 @@ def _find_groups(graph, allowed=None):
         in_vars = [r for r in node.inputs if isinstance(r, Var)]
         group = None
         if kind is not None:
-            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, depth)
+            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, (depth, cone))
         if group is not None:
-            inner = [depth.get(v.id, 0) for v in in_vars if _produced_in(v, group, producer, group_of)]
-            depth[node.outputs[0].id] = max(inner, default=0) + (1 if kind == "roll" and inner else 0)
+            inner = [v.id for v in in_vars if _produced_in(v, group, producer, group_of)]
+            out = node.outputs[0].id
+            depth[out] = max((depth[v] for v in inner), default=0) + (1 if kind == "roll" and inner else 0)
+            own = 0 if kind == "roll" else 1  # a roll is a read at an offset: no code of its own
+            cone[out] = min(own + sum(cone[v] for v in inner), STENCIL_RECOMPUTE + 1)
         mine = 0
         for v in in_vars:
             mine |= deps.get(v.id, 0)
@@ -396,9 +404,11 @@ def _find_groups(graph, allowed=None):
     return [g for g in groups if g.parent is None]
 
 
-def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, depth):
+def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, costs):
     """The group ``node`` joins (merging the groups of its producers where that keeps the graph acyclic),
-    or a new one; None when it cannot be fused."""
+    or a new one; None when it cannot be fused. ``costs``: the ``(depth, cone)`` of the group values
+    (``_find_groups``), which decide whether a roll may recompute its argument."""
+    depth, cone = costs
     out = node.outputs[0]
     dtype = _dtype_of(out.dtype)
     candidates = []
@@ -409,8 +419,8 @@ def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, depth
             continue
         if kind != "sum" and g.shape != out.shape:
             continue
-        if kind == "roll" and depth.get(v.id, 0) >= STENCIL_DEPTH:
-            continue  # it would recompute a roll of group values at another offset: a group of its own
+        if kind == "roll" and (depth[v.id] >= STENCIL_DEPTH or cone[v.id] > STENCIL_RECOMPUTE):
+            continue  # recomputing its argument at another offset would cost too much: it reads memory
         candidates.append(g)
     # a member must not read a sum of its own group, nor a value outside the group that depends on it
     candidates = [
@@ -611,4 +621,15 @@ def _fused_op(spec, members, inputs, out_vars):
     return op
 
 
-__all__ = ["FUSABLE", "MATH_MODES", "REDUCTIONS", "STENCILS", "FusedOp", "FusionSpec", "check_math", "fuse"]
+__all__ = [
+    "FUSABLE",
+    "MATH_MODES",
+    "REDUCTIONS",
+    "STENCIL_DEPTH",
+    "STENCIL_RECOMPUTE",
+    "STENCILS",
+    "FusedOp",
+    "FusionSpec",
+    "check_math",
+    "fuse",
+]
