@@ -6,8 +6,13 @@ check it anywhere); ``build(spec)`` makes the CuPy kernel objects from it (CuPy 
 launch; ``polyad.backends.cupy.nvrtc_check`` expands and compiles them with NVRTC in CI, where there is
 no GPU); ``kernel(spec)`` launches them on the first call on CUDA arrays (CuPy is imported there, not here).
 
-Every input and output is declared ``T``, the group's one dtype, so CuPy instantiates the kernels for
-float32 or float64 as the arrays are; literals are cast to ``T``.
+A stencil group (one holding rolls) is one ``ElementwiseKernel`` whose rolled inputs are ``raw`` arrays
+read at wrapped offsets of the element index ``i``; it also writes each sum's summand, which a
+``ReductionKernel`` of that one array then reduces (a reduction's map sees one element, not its
+neighbours).
+
+Every input and output is declared ``T``, the group's one dtype (a where's condition ``bool``), so CuPy
+instantiates the kernels for float32 or float64 as the arrays are; literals are cast to ``T``.
 
 A reduction's kernel parameters are named ``x<k>`` and ``y<k>``, never ``in0``/``out0``: for a reduction
 of one contiguous input CuPy takes its CUB path, whose template reads the types ``type_in0_raw`` and

@@ -12,6 +12,10 @@ functions for those three. With "exact" the loop only holds the ops listed in ``
 NumPy's bit for bit (the compiler leaves the others out of CPU groups: NumPy's own transcendental
 functions differ from libm's in the last bit here and there).
 
+Stencils (a group holding rolls, ``stencil_source``): the loop takes whole arrays and a range, reads each
+rolled input through a view at its offset in the interior, and runs the few elements at both ends, whose
+reads wrap around, through the same loop on small gathered arrays.
+
 Threads: large calls run in chunks on several cores when that is measured to pay (``fusion_threads.py``).
 
 Compilation: a kernel's first call hands its loop to a background thread and runs the group's ops as NumPy

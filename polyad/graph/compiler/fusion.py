@@ -19,6 +19,16 @@ outside it is never fused. A group holds one floating dtype (float32 or float64:
 every array input; Python int/float literals are cast to it, as NumPy's promotion does), so each fused
 kernel computes in the dtype eager code does, with the same correctly-rounded arithmetic. Sums keep
 eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairwise sum reduces it.
+A ``where``'s condition is the one input that may be boolean.
+
+Stencils (``STENCILS``): a ``roll`` with a static integer shift over the flattened elements (axis None,
+or the axis of a 1-D array) is a read at an offset, wrapped at the ends, so a time step of element-wise
+ops and neighbour reads (``u + c (roll(u, 1) + roll(u, -1) - 2u)``) is one kernel, and so is its VJP,
+whose rolls are the transposed shifts. A roll of an input reads memory at the offset; a roll of a value
+of the group computes that value again at the offset (``FusionSpec.offsets`` gives which values each
+kernel needs at which offsets), if it is cheap (at most ``STENCIL_RECOMPUTE`` members) and depends on no
+other such roll (``STENCIL_DEPTH``); otherwise the roll starts a group that reads the stored value.
+Rolls along an axis of an n-d array, slices, ``concat`` and ``diff`` stay ops of their own.
 
 ``math`` chooses the CPU loop's functions. "fast" (the default): vectorisable ones
 (``polyad/backends/numpy/vecmath.py``), each within an ulp or two of the exact result, so a fused result may
