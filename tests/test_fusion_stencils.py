@@ -174,6 +174,23 @@ def test_roll_along_the_axis_of_a_1d_array_and_over_a_flattened_2d_one():
     check(f, x, m)
 
 
+def test_a_2d_roll_along_the_first_axis_is_a_flat_offset_and_along_the_last_an_op():
+    # rows shift as whole blocks of the flattened array (an offset of s * 7 elements); a shift along the
+    # last axis wraps inside each row, which no single offset does
+    def f(m):
+        rows = pxp.roll(m, 1, axis=0) + pxp.roll(m, -2, axis=0) - 2.0 * m
+        return m + 0.1 * rows + 0.1 * pxp.roll(m, 1, axis=1)
+
+    m = arr(np.random.default_rng(3).standard_normal((5, 7)))
+    fused = fuse(pa.make_graph(f, m), BACKEND.name)
+    assert [n.op.name for n in fused.nodes] == [
+        "roll",
+        "fused[roll,roll,add,multiply,subtract,multiply,add,multiply,add]",
+    ]
+    check(f, m)
+    check(pa.grad(lambda m: pxp.sum(f(m) ** 3)), m)
+
+
 def test_a_scalar_condition_and_literal_branches():
     def f(x, c):
         return pxp.where(c, pxp.roll(x, 1) * 2.0, x - 1.0) + pxp.where(x > 0.5, x, 0.0) * x

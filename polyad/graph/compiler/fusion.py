@@ -22,13 +22,13 @@ eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairw
 A ``where``'s condition is the one input that may be boolean.
 
 Stencils (``STENCILS``): a ``roll`` with a static integer shift over the flattened elements (axis None,
-or the axis of a 1-D array) is a read at an offset, wrapped at the ends, so a time step of element-wise
+or axis 0: a shift by whole rows) is a read at an offset, wrapped at the ends, so a time step of element-wise
 ops and neighbour reads (``u + c (roll(u, 1) + roll(u, -1) - 2u)``) is one kernel, and so is its VJP,
 whose rolls are the transposed shifts. A roll of an input reads memory at the offset; a roll of a value
 of the group computes that value again at the offset (``FusionSpec.offsets`` gives which values each
 kernel needs at which offsets), if it is cheap (at most ``STENCIL_RECOMPUTE`` members) and depends on no
 other such roll (``STENCIL_DEPTH``); otherwise the roll starts a group that reads the stored value.
-Rolls along an axis of an n-d array, slices, ``concat`` and ``diff`` stay ops of their own.
+Rolls along another axis (they wrap inside each row), slices, ``concat`` and ``diff`` stay ops.
 
 ``math`` chooses the CPU loop's functions. "fast" (the default): vectorisable ones
 (``polyad/backends/numpy/vecmath.py``), each within an ulp or two of the exact result, so a fused result may
@@ -117,7 +117,7 @@ FUSABLE = {
     "stop_gradient": (1, "{0}", "{0}"),
 }
 REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
-# neighbour reads: ``roll`` over the flattened elements (axis None, or the one axis of a 1-D group) with a
+# neighbour reads: ``roll`` over the flattened elements (axis None, or axis 0: whole rows) with a
 # static shift becomes an indexed read of an input, or the recomputation of a group value at that offset
 STENCILS = ("roll",)
 # a roll may read a value of its group only if that value depends on fewer rolls of group values than
@@ -145,7 +145,7 @@ class Statement:
         self.target, self.op, self.args, self.params = target, op, args, params
         row = FUSABLE.get(op)
         self.cpu, self.cuda = (row[1], row[2]) if row is not None else (None, None)
-        self.shift = _flat_shift(params) if op in STENCILS else None
+        self.shift = None  # set by _fused_node for a roll (its shift needs the shape)
 
     def __repr__(self):
         return f"t{self.target} = {self.op}({', '.join(map(repr, self.args))})"
@@ -202,10 +202,13 @@ class FusionSpec:
         return {v: sorted(ds) for v, ds in need.items()}, {k: sorted(ds) for k, ds in reads.items()}
 
 
-def _flat_shift(params):
-    """The shift of a roll over the flattened elements (its axis is None, or the only axis)."""
+def _flat_shift(params, shape):
+    """The shift of a roll over the flattened elements of an array of ``shape``: its own (axis None), or
+    along axis 0 its shift times the size of a row."""
     shift = params.get("shift")
-    return int(shift[0] if isinstance(shift, tuple) else shift)
+    if params.get("axis") is None:
+        return int(shift)
+    return int(shift[0]) * math.prod(shape[1:])
 
 
 def _backend_name(backend):
@@ -364,7 +367,7 @@ def _fusable(node, allowed=None):
 
 def _stencil_roll(node):
     """Whether a roll node can be a read at an offset: one array input of its output's shape, not empty,
-    a static integer shift over the flattened elements (axis None, or axis 0 of a 1-D array)."""
+    a static integer shift over the flattened elements (axis None, or axis 0: a multiple of a row)."""
     (x,) = node.inputs if len(node.inputs) == 1 else (None,)
     out = node.outputs[0]
     if not isinstance(x, Var | Const) or tuple(x.shape if isinstance(x, Var) else x.value.shape) != out.shape:
@@ -373,7 +376,9 @@ def _stencil_roll(node):
     if axis is None:
         ok = isinstance(shift, numbers.Integral) and not isinstance(shift, bool)
     else:
-        ok = tuple(axis) == (0,) and len(out.shape) == 1 and isinstance(shift, tuple) and len(shift) == 1
+        # along the first axis of a C-ordered array, a roll by s is a roll of the flattened elements by
+        # s times a row's size; along any other axis it wraps inside each row: not one offset
+        ok = tuple(axis) == (0,) and isinstance(shift, tuple) and len(shift) == 1
         ok = ok and isinstance(shift[0], numbers.Integral) and not isinstance(shift[0], bool)
     return ok and all(isinstance(d, int) for d in out.shape) and math.prod(out.shape) > 0
 
@@ -552,6 +557,8 @@ def _fused_node(graph, group, readers, graph_outputs, math):
             else:
                 args.append(("lit", r))
         statements.append(Statement(node.outputs[0].id, node.op.name, args, dict(node.params)))
+        if node.op.name in STENCILS:
+            statements[-1].shift = _flat_shift(node.params, node.outputs[0].shape)
     outputs, out_vars = [], []
     for node in members:
         v = node.outputs[0]
