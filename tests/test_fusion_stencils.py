@@ -139,7 +139,7 @@ def check(f, *args, rtol=1e-13, atol=1e-14):
             assert_close(to_numpy(g), to_numpy(e), rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 64, 1000])
+@pytest.mark.parametrize("n", [3, 1000, *[pytest.param(n, marks=pytest.mark.slow) for n in (1, 2, 5, 64)]])
 def test_forward_grad_and_jvp_equal_eager(n):
     u, k, mask = state(n, seed=n)
     g = arr(np.cos(np.arange(n)))
@@ -149,7 +149,7 @@ def test_forward_grad_and_jvp_equal_eager(n):
     check(lambda u, k, g: pa.vjp(lambda u, k: step(u, k, mask), u, k)[1](g), u, k, g)
 
 
-@pytest.mark.parametrize("shift", [1, -7, 200])
+@pytest.mark.parametrize("shift", [-7, *[pytest.param(s, marks=pytest.mark.slow) for s in (1, 200)]])
 def test_shifts_larger_than_the_array_and_of_both_signs(shift):
     # a shift beyond n wraps as often as it takes; the interior is empty when the offsets span the array
     def f(x, c):
