@@ -200,6 +200,15 @@ def test_a_scalar_condition_and_literal_branches():
         check(f, x, xb.asarray(c))
 
 
+def test_large_arguments_of_sin_in_a_stencil_loop_take_libms_second_run():
+    # the fast sin counts arguments beyond its reduction; the loop then runs again with libm's
+    def f(x):
+        return pxp.sin(pxp.roll(x, 1)) * x + pxp.cos(x)
+
+    x = arr(np.concatenate([np.linspace(-3.0, 3.0, 40), [1e8, -3e9, 7.5e12]]))
+    check(f, x, rtol=1e-13, atol=1e-13)
+
+
 def test_float32_keeps_its_dtype():
     u, k, mask = state(33)
     u32, k32 = xb.astype(u, xb.float32), xb.astype(k, xb.float32)
