@@ -115,6 +115,7 @@ def _graphs(dtype):
         "stencil_where": (stencil_step, x, x > 0.5),
         "grad_of_stencil_where": (stencil_gradient, x, x > 0.5),
         "stencil_rows": (stencil_rows, x.reshape(4, 6)),
+        "slices": (lambda x: xp.sum((x[2:] - 2 * x[1:-1] + x[:-2]) ** 2), x),  # reads from a start, no wrap
         "sum_of_a_where": (lambda x: xp.sum(xp.where(x > 0.5, xp.sin(x), x) * x), x),  # a bool in a reduction
     }
 

@@ -191,6 +191,42 @@ def test_a_2d_roll_along_the_first_axis_is_a_flat_offset_and_along_the_last_an_o
     check(pa.grad(lambda m: pxp.sum(f(m) ** 3)), m)
 
 
+def test_slices_along_the_first_axis_read_a_longer_input_from_their_start():
+    # the non-periodic stencil u[2:] - 2 u[1:-1] + u[:-2]: one loop over the interior's elements, each
+    # slice a read of u from its start (of diff's output too); no read wraps
+    def f(u):
+        return u[2:] - 2.0 * u[1:-1] + u[:-2] + pxp.diff(u)[1:] * pxp.sin(u[1:-1])
+
+    for n in (3, 4, 50):
+        u = arr(np.random.default_rng(n).standard_normal(n))
+        groups, other = full_kernels(pa.jit(f).lower(u).fused_graph, (n - 2,))
+        assert other == [] and [g.op.name.count("getitem") for g in groups] == [4]  # diff: (n - 1,)
+        check(f, u)
+        check(pa.grad(lambda u: pxp.sum(f(u) ** 2)), u)
+
+    def rows(m):  # whole rows of a 2-D array; a roll of a sliced value reads it from memory
+        inner = m[1:, :] * 2.0 - m[:-1, ...]
+        return inner + pxp.roll(m[1:, :], 1), m[-3:-1, :] - m[:2, :]
+
+    def rolled(u):  # a roll of a value computed from a slice: recomputed at i - 1 it would read u[0 - 1 + 1]
+        # wrapped at the slice's end, not the array's; it reads the stored value instead
+        return pxp.roll(u[1:] * 3.0, 1) + u[:-1]
+
+    u = arr(np.arange(7.0) ** 2)
+    groups = [n.op.name for n in fuse(pa.make_graph(rolled, u), BACKEND.name).nodes]
+    assert groups == ["fused[getitem,multiply]", "fused[roll,getitem,add]"], groups
+    check(rolled, u)
+
+    m = arr(np.random.default_rng(7).standard_normal((5, 6)))
+    fused = fuse(pa.make_graph(rows, m), BACKEND.name)
+    assert [n.op.name for n in fused.nodes] == [
+        "getitem",  # the rolled m[1:] (a slice alone is no group), which the group reads at wrapped offsets
+        "fused[getitem,multiply,getitem,subtract,roll,add]",
+        "fused[getitem,getitem,subtract]",
+    ]
+    check(rows, m)
+
+
 def test_a_scalar_condition_and_literal_branches():
     def f(x, c):
         return pxp.where(c, pxp.roll(x, 1) * 2.0, x - 1.0) + pxp.where(x > 0.5, x, 0.0) * x

@@ -90,14 +90,14 @@ def raw_inputs(spec):
 def _stencil_body(spec):
     """The statements of a stencil group as CUDA C lines: inputs read at their offsets from raw arrays
     (wrapped at the ends: a roll is periodic), each value computed at every offset a roll needs it."""
-    values, reads = spec.offsets()
+    values, reads, plain = spec.offsets()
     raw = set(raw_inputs(spec))
     lines = ["const ptrdiff_t n_ = _ind.size();"]
     for k, ds in sorted(reads.items()):
         for d in ds if k in raw else ():
             j = f"j{k}_{_offset_name(d)}"
             lines.append(f"ptrdiff_t {j} = i + ({d});")
-            if d:  # |d| may exceed n on a tiny array: wrap as often as it takes
+            if d and (k, d) not in plain:  # |d| may exceed n on a tiny array: wrap as often as it takes
                 lines.append(f"while ({j} < 0) {j} += n_;" if d < 0 else f"while ({j} >= n_) {j} -= n_;")
             lines.append(f"const {_type(spec, k)} s{k}_{_offset_name(d)} = in{k}[{j}];")
     names = {}
@@ -255,7 +255,14 @@ def kernel(spec, fallback):
 
     def _run_stencil(cupy, elementwise, reductions, args, dtype):
         ins = [
-            cupy.ascontiguousarray(cupy.broadcast_to(a, shape)) if k in raw else a for k, a in enumerate(args)
+            (
+                cupy.ascontiguousarray(a)
+                if k in sliced
+                else cupy.ascontiguousarray(cupy.broadcast_to(a, shape))
+            )
+            if k in raw
+            else a
+            for k, a in enumerate(args)
         ]
         outs = [cupy.empty(shape, dtype) for _ in spec.outputs]
         elementwise(*ins, *outs)
@@ -267,6 +274,10 @@ def kernel(spec, fallback):
         return tuple(values) if len(values) > 1 else values[0]
 
     raw = set(raw_inputs(spec))
+    # inputs a slice reads: longer than the group, read whole from the slice's start
+    sliced = (
+        {k for k, _ in spec.offsets()[2] if tuple(spec.input_shapes[k]) != shape} if spec.stencil else set()
+    )
     return run
 
 

@@ -46,7 +46,7 @@ MATH_MODES = ("fast", "exact")
 # element-wise ops of a CPU group under math="exact"
 EXACT = frozenset(
     {"add", "subtract", "multiply", "divide", "negative", "positive", "abs", "square", "reciprocal", "sign",
-     "sqrt", "broadcast_to", "where", "roll", "maximum", "minimum", "stop_gradient"}
+     "sqrt", "broadcast_to", "where", "roll", "getitem", "maximum", "minimum", "stop_gradient"}
 )  # fmt: skip
 _COMPILED = {}  # (source, cache) -> Numba dispatcher
 _MODULES = {}  # source -> the name of the module that holds its loop (in sys.modules, for Numba's cache)
@@ -158,13 +158,14 @@ def stencil_source(spec, libm=False):
     loop (its code once: Numba's compile time grows with it) on small arrays gathered with wrapped
     indices, whose results are then put in place. Values a roll reads from the group are computed again
     at its offset (``FusionSpec.offsets``); ``libm`` as for ``source``."""
-    modes = [_mode(s, spec.shape) for s in spec.input_shapes]
+    modes = _modes(spec)
     stored = _stored(spec)
     constants = {value: f"c{j}" for j, value in enumerate(literals(spec))}
-    values, reads = spec.offsets()
+    values, reads, plain = spec.offsets()
     pairs = [(k, d) for k, ds in sorted(reads.items()) if modes[k] != "one" for d in ds]
-    low = max(0, -min((d for _, d in pairs), default=0))
-    high = max(0, max((d for _, d in pairs), default=0))
+    wrapping = [d for k, d in pairs if (k, d) not in plain]  # a slice's reads stay inside its input
+    low = max(0, -min(wrapping, default=0))
+    high = max(0, max(wrapping, default=0))
     params = [
         "start", "stop", "n", "edges",
         *[f"in{k}" for k in range(len(modes) + len(constants))],
@@ -195,7 +196,12 @@ def stencil_source(spec, libm=False):
         *[f"            w{k} = np.empty(count, out{k}.dtype)" for k in range(len(stored))],
         "            for e in range(count):",
         "                i = e if e < lo else hi + e - lo",
-        *[f"                {view[(k, d)]}[e] = in{k}[(i + {d}) % n]" for k, d in pairs],
+        *[
+            f"                {view[(k, d)]}[e] = in{k}[i + {d}]"
+            if (k, d) in plain
+            else f"                {view[(k, d)]}[e] = in{k}[(i + {d}) % n]"
+            for k, d in pairs
+        ],
         "        for j in range(count):",
     ]
     body = [f"s{k}_{_offset_name(d)} = {view[(k, d)]}[j]" for k, d in pairs]
@@ -265,6 +271,17 @@ def _size(shape):
     for s in shape:
         n *= s
     return n
+
+
+def _modes(spec):
+    """Each input's ``_mode``; in a stencil group, "sliced" for an input a slice reads (longer than the
+    group: read whole, from the slice's start)."""
+    modes = [_mode(s, spec.shape) for s in spec.input_shapes]
+    if spec.stencil:
+        for k, _ in spec.offsets()[2]:
+            if tuple(spec.input_shapes[k]) != tuple(spec.shape):
+                modes[k] = "sliced"
+    return modes
 
 
 def _mode(shape, group_shape):
@@ -381,7 +398,7 @@ def kernel(spec, fallback):
     dtypes = [np.dtype(d) for d in spec.input_dtypes]  # the group's, or bool (a where's condition)
     shape = spec.shape
     n = math.prod(shape)
-    modes = [_mode(s, shape) for s in spec.input_shapes]
+    modes = _modes(spec)
     constants = _literal_arrays(spec, dtype)  # read once per call, before the loop
     loop_modes = modes + ["one"] * len(constants)
     stored = _stored(spec)

@@ -28,7 +28,10 @@ whose rolls are the transposed shifts. A roll of an input reads memory at the of
 of the group computes that value again at the offset (``FusionSpec.offsets`` gives which values each
 kernel needs at which offsets), if it is cheap (at most ``STENCIL_RECOMPUTE`` members) and depends on no
 other such roll (``STENCIL_DEPTH``); otherwise the roll starts a group that reads the stored value.
-Rolls along another axis (they wrap inside each row), slices, ``concat`` and ``diff`` stay ops.
+A basic slice of step 1 along axis 0 (``u[2:]``, ``m[1:-1, :]``; ``SLICES``) is a read of its longer
+input from the slice's start, never wrapped; no roll recomputes a value computed from a slice (it would
+wrap at the slice's end, not the array's). Rolls along another axis (they wrap inside each row), other
+slices, ``concat`` and ``diff`` stay ops.
 
 ``math`` chooses the CPU loop's functions. "fast" (the default): vectorisable ones
 (``polyad/backends/numpy/vecmath.py``), each within an ulp or two of the exact result, so a fused result may
@@ -120,6 +123,8 @@ REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any
 # neighbour reads: ``roll`` over the flattened elements (axis None, or axis 0: whole rows) with a
 # static shift becomes an indexed read of an input, or the recomputation of a group value at that offset
 STENCILS = ("roll",)
+# and ``getitem`` of one basic slice (step 1) along axis 0: a read of a longer input from an offset on
+SLICES = ("getitem",)
 # a roll may read a value of its group only if that value depends on fewer rolls of group values than
 # this: each such roll recomputes what it reads at another offset, and a chain of them (the stages of a
 # Runge-Kutta step) would recompute the first stages at every offset the later ones reach
@@ -176,30 +181,37 @@ class FusionSpec:
 
     @property
     def stencil(self):
-        """Whether the group reads neighbours (holds a roll): its kernels index their inputs."""
+        """Whether the group reads neighbours (holds a roll or a slice): its kernels index their inputs."""
         return any(st.shift is not None for st in self.statements)
 
     def offsets(self):
-        """``(values, reads)`` of a stencil group: for each group value (var id), the sorted offsets ``d``
-        at which the kernel needs it (``value[i + d]`` at element ``i``), and for each input (its
-        number), the offsets at which it is read. The outputs are needed at 0; a roll by ``s`` needed at
-        ``d`` needs its argument at ``d - s`` (and is no code of its own: a read at that offset)."""
+        """``(values, reads, plain)`` of a stencil group: for each group value (var id), the sorted offsets
+        ``d`` at which the kernel needs it (``value[i + d]`` at element ``i``); for each input (its
+        number), the offsets at which it is read; and the ``(input, offset)`` reads of slices, which never
+        wrap (a slice's input is longer than the group). The outputs are needed at 0; a roll by ``s``
+        needed at ``d`` needs its argument at ``d - s`` (and is no code of its own: a read at that
+        offset); a slice starting at element ``b`` reads its argument at ``b`` (only ever at ``d = 0``:
+        no roll recomputes a value that depends on a slice, ``_find_groups``)."""
         need = {}
         for index, (target, kind, _) in enumerate(self.outputs):
             value = target if kind == "elementwise" else self.summand_of(index)[1]
             need.setdefault(value, set()).add(0)
-        reads = {}
+        reads, plain = {}, set()
         for st in reversed(self.statements):
             if st.target not in need or st.cuda is None and st.shift is None:
                 continue  # not needed, or a sum (its summand was added above)
             for d in need[st.target]:
                 at = d - st.shift if st.shift is not None else d
+                if st.op in SLICES and d != 0:  # a read past the slice's end: refuse, never guess
+                    raise RuntimeError(f"fusion: {st!r} is needed at offset {d}, which a slice cannot give")
                 for kind, v in st.args:
                     if kind == "t":
                         need.setdefault(v, set()).add(at)
                     elif kind == "in":
                         reads.setdefault(v, set()).add(at)
-        return {v: sorted(ds) for v, ds in need.items()}, {k: sorted(ds) for k, ds in reads.items()}
+                        if st.op in SLICES:
+                            plain.add((v, at))
+        return {v: sorted(ds) for v, ds in need.items()}, {k: sorted(ds) for k, ds in reads.items()}, plain
 
 
 def _flat_shift(params, shape):
@@ -353,6 +365,8 @@ def _fusable(node, allowed=None):
             return None
     if name in STENCILS:
         return "roll" if _stencil_roll(node) else None
+    if name in SLICES:
+        return "slice" if _slice_start(node) is not None else None
     if name in REDUCTIONS:
         if node.params.get("dtype") is not None or not isinstance(node.inputs[0], Var):
             return None
@@ -383,6 +397,27 @@ def _stencil_roll(node):
     return ok and all(isinstance(d, int) for d in out.shape) and math.prod(out.shape) > 0
 
 
+def _slice_start(node):
+    """The flat element a ``getitem`` node starts reading at, if it is one basic slice of step 1 along
+    axis 0 of one array (the rest of each row kept whole), else None."""
+    key = node.params.get("key")
+    if len(node.inputs) != 1 or not isinstance(node.inputs[0], Var | Const) or not isinstance(key, tuple):
+        return None
+    x = node.inputs[0]
+    shape = tuple(x.shape if isinstance(x, Var) else x.value.shape)
+    whole = all(k is Ellipsis or k == slice(None) for k in key[1:])  # the rest of each row, kept whole
+    if not key or not whole or not isinstance(key[0], slice) or key[0].step not in (None, 1) or not shape:
+        return None
+    if not all(isinstance(d, int) for d in shape) or not all(
+        b is None or isinstance(b, int) and not isinstance(b, bool) for b in (key[0].start, key[0].stop)
+    ):
+        return None
+    start, stop, _ = key[0].indices(shape[0])
+    if stop <= start or node.outputs[0].shape != (stop - start, *shape[1:]):
+        return None
+    return start * math.prod(shape[1:])
+
+
 def _find_groups(graph, allowed=None):
     producer = {}  # var id -> node index
     group_of = {}  # node index -> _Group (resolve with _root)
@@ -403,6 +438,8 @@ def _find_groups(graph, allowed=None):
             inner = [v.id for v in in_vars if _produced_in(v, group, producer, group_of)]
             out = node.outputs[0].id
             depth[out] = max((depth[v] for v in inner), default=0) + (1 if kind == "roll" and inner else 0)
+            if kind == "slice":  # no roll may recompute what reads a slice: it would read past its end
+                depth[out] = STENCIL_DEPTH
             own = 0 if kind == "roll" else 1  # a roll is a read at an offset: no code of its own
             cone[out] = min(own + sum(cone[v] for v in inner), STENCIL_RECOMPUTE + 1)
         mine = 0
@@ -559,6 +596,8 @@ def _fused_node(graph, group, readers, graph_outputs, math):
         statements.append(Statement(node.outputs[0].id, node.op.name, args, dict(node.params)))
         if node.op.name in STENCILS:
             statements[-1].shift = _flat_shift(node.params, node.outputs[0].shape)
+        elif node.op.name in SLICES:  # a read from the slice's start on: a shift of minus that
+            statements[-1].shift = -_slice_start(node)
     outputs, out_vars = [], []
     for node in members:
         v = node.outputs[0]
