@@ -33,6 +33,7 @@ nvrtc_check = pytest.importorskip(  # installed by `make test` (the cuda-check e
 )
 elementwise_kernels = pytest.importorskip("polyad.backends.cupy.elementwise_kernels")
 random = pytest.importorskip("polyad.backends.cupy.random")
+cuda_fusion = pytest.importorskip("polyad.backends.cupy.fusion")
 CUPY_DIR = pathlib.Path(nvrtc_check.__file__).parent
 
 
@@ -82,6 +83,20 @@ def with_where(x):
     return xp.where(x > 0.5, xp.sin(x) * 2, xp.cos(x) + 1) * x
 
 
+def stencil_step(u, mask, k=0.1):  # neighbour reads and a boolean where in one kernel (issue 34)
+    lap = xp.roll(u, 1) + xp.roll(u, -1) - 2 * u
+    return xp.where(mask, u + k * lap - 0.01 * u**3, 0.5 * xp.roll(u, 7))
+
+
+def stencil_rows(m):  # a roll along the first axis of a 2-D array: a flat offset of a row's size
+    return m + 0.1 * (xp.roll(m, 1, axis=0) + xp.roll(m, -1, axis=0) - 2 * m)
+
+
+def stencil_gradient(u, mask):  # with respect to u and to k (a sum over the elements)
+    loss = lambda u, k: xp.sum(stencil_step(u, mask, k) ** 2)  # noqa: E731
+    return pa.grad(loss, argnums=(0, 1))(u, xp.sum(u) * 0.01)
+
+
 def backward_pass(x):
     return pa.grad(lambda x: xp.sum(xp.sin(x) * xp.exp(-x) / (1 + x**2)))(x)
 
@@ -97,6 +112,11 @@ def _graphs(dtype):
         "where": (with_where, x),
         "backward_pass": (backward_pass, x),
         "grad_of_scan_then_sum": (pa.grad(scan_then_sum), x),
+        "stencil_where": (stencil_step, x, x > 0.5),
+        "grad_of_stencil_where": (stencil_gradient, x, x > 0.5),
+        "stencil_rows": (stencil_rows, x.reshape(4, 6)),
+        "slices": (lambda x: xp.sum((x[2:] - 2 * x[1:-1] + x[:-2]) ** 2), x),  # reads from a start, no wrap
+        "sum_of_a_where": (lambda x: xp.sum(xp.where(x > 0.5, xp.sin(x), x) * x), x),  # a bool in a reduction
     }
 
 
@@ -131,6 +151,27 @@ def test_the_scan_then_sum_reduction_declares_the_types_of_cupys_cub_path():
     for source in sources[1:]:
         assert "typedef double type_in0_raw;" in source.source, source.label
         assert "typedef double type_out0_raw;" in source.source, source.label
+
+
+def test_stencil_kernels_read_raw_inputs_at_wrapped_offsets_and_compile():
+    # the step is one kernel, its gradient's stencil groups sum k's summand, which the kernel stores; the
+    # rolled input is a raw array read at i - 1, i + 1, i - 7 (wrapped), the condition a raw bool
+    x = np.linspace(0.1, 1.0, 24)
+    sources = []
+    for f in (stencil_step, stencil_gradient):
+        specs = specs_of(f, x, x > 0.5)
+        assert len(specs) == 1 or f is stencil_gradient
+        spec = next(s for s in specs if s.stencil and "bool" in s.input_dtypes)
+        sources += [
+            source for other in specs if other is not spec for source in nvrtc_check.fused_sources(other)
+        ]
+        elementwise = cuda_fusion.sources(spec)[0]
+        assert "raw T in" in elementwise.in_params and "raw bool in" in elementwise.in_params
+        assert "while (j" in elementwise.operation and "_ind.size()" in elementwise.operation
+        sources += nvrtc_check.fused_sources(spec)
+    assert any("polyad_summed_" in s.label for s in sources)  # the gradient's sum of its summand
+    failures = nvrtc_check.compile_all(sources)
+    assert not failures, nvrtc_check.summary(failures)
 
 
 def test_complex_graphs_make_no_cuda_source():

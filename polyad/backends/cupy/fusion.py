@@ -6,8 +6,13 @@ check it anywhere); ``build(spec)`` makes the CuPy kernel objects from it (CuPy 
 launch; ``polyad.backends.cupy.nvrtc_check`` expands and compiles them with NVRTC in CI, where there is
 no GPU); ``kernel(spec)`` launches them on the first call on CUDA arrays (CuPy is imported there, not here).
 
-Every input and output is declared ``T``, the group's one dtype, so CuPy instantiates the kernels for
-float32 or float64 as the arrays are; literals are cast to ``T``.
+A stencil group (one holding rolls) is one ``ElementwiseKernel`` whose rolled inputs are ``raw`` arrays
+read at wrapped offsets of the element index ``i``; it also writes each sum's summand, which a
+``ReductionKernel`` of that one array then reduces (a reduction's map sees one element, not its
+neighbours).
+
+Every input and output is declared ``T``, the group's one dtype (a where's condition ``bool``), so CuPy
+instantiates the kernels for float32 or float64 as the arrays are; literals are cast to ``T``.
 
 A reduction's kernel parameters are named ``x<k>`` and ``y<k>``, never ``in0``/``out0``: for a reduction
 of one contiguous input CuPy takes its CUB path, whose template reads the types ``type_in0_raw`` and
@@ -60,10 +65,99 @@ def _digest(*parts):
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _type(spec, k):
+    """The declared type of input ``k``: ``T`` (the group's dtype), or ``bool`` for a where's condition."""
+    return "bool" if spec.input_dtypes[k] == "bool" else "T"
+
+
+def _offset_name(d):
+    return f"p{d}" if d > 0 else f"m{-d}" if d < 0 else "0"
+
+
+def _is_one(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n == 1
+
+
+def raw_inputs(spec):
+    """The inputs a stencil group's kernel declares ``raw`` (indexed at offsets): all but the one-element
+    ones, which CuPy broadcasts. The launcher passes those whole, contiguous and of the group's shape."""
+    return [k for k, s in enumerate(spec.input_shapes) if not _is_one(s)] if spec.stencil else []
+
+
+def _stencil_body(spec):
+    """The statements of a stencil group as CUDA C lines: inputs read at their offsets from raw arrays
+    (wrapped at the ends: a roll is periodic), each value computed at every offset a roll needs it."""
+    values, reads, plain = spec.offsets()
+    raw = set(raw_inputs(spec))
+    lines = ["const ptrdiff_t n_ = _ind.size();"]
+    for k, ds in sorted(reads.items()):
+        for d in ds if k in raw else ():
+            j = f"j{k}_{_offset_name(d)}"
+            lines.append(f"ptrdiff_t {j} = i + ({d});")
+            if d and (k, d) not in plain:  # |d| may exceed n on a tiny array: wrap as often as it takes
+                lines.append(f"while ({j} < 0) {j} += n_;" if d < 0 else f"while ({j} >= n_) {j} -= n_;")
+            lines.append(f"const {_type(spec, k)} s{k}_{_offset_name(d)} = in{k}[{j}];")
+    names = {}
+
+    def name(arg, d):
+        kind, v = arg
+        if kind == "in":
+            return f"s{v}_{_offset_name(d)}" if v in raw else f"in{v}"
+        return names[(v, d)] if kind == "t" else _literal(v)
+
+    for st in spec.statements:
+        if st.cuda is None and st.shift is None:
+            continue  # a sum: reduced from the stored summand
+        for d in values.get(st.target, ()):
+            if st.shift is not None:  # a roll: its argument at another offset
+                names[(st.target, d)] = name(st.args[0], d - st.shift)
+                continue
+            names[(st.target, d)] = f"t{st.target}_{_offset_name(d)}"
+            lines.append(f"T {names[(st.target, d)]} = {st.cuda.format(*[name(a, d) for a in st.args])};")
+    return lines, names
+
+
+def _stencil_sources(spec):
+    """``sources`` of a group that reads neighbours: one ``ElementwiseKernel`` over the group's elements
+    that writes the element-wise outputs, then the summand of each sum (``out<k>`` in the order of
+    ``spec.outputs``), and per sum a ``ReductionKernel`` of that summand alone (a reduction's map sees
+    one element; the shifted reads need the element-wise kernel's index)."""
+    raw = set(raw_inputs(spec))
+    inputs = ", ".join(
+        f"{'raw ' if k in raw else ''}{_type(spec, k)} in{k}" for k in range(len(spec.input_shapes))
+    )
+    lines, names = _stencil_body(spec)
+    outs = []
+    for index, (target, kind, _) in enumerate(spec.outputs):
+        value = target if kind == "elementwise" else spec.summand_of(index)[1]
+        outs.append(f"out{index} = {names[(value, 0)]};")
+    operation = "\n".join(lines + outs)
+    out_params = ", ".join(f"T out{k}" for k in range(len(spec.outputs)))
+    name = f"polyad_fused_{_digest(inputs, out_params, operation)}"
+    elementwise = ElementwiseSource(inputs, out_params, operation, name)
+    reductions = []
+    for index, (_target, kind, params) in enumerate(spec.outputs):
+        if kind != "sum":
+            reductions.append(None)
+            continue
+        reductions.append(
+            ReductionSource("T x0", f"T y{index}", "x0", "a + b", f"y{index} = a", "0",
+                            f"polyad_summed_{index}", "", params.get("axis"), bool(params.get("keepdims")))
+        )  # fmt: skip
+    return elementwise, reductions
+
+
 def sources(spec):
     """``(elementwise, reductions)``: the ``ElementwiseSource`` of the group's element-wise outputs (None
-    where it has none) and one ``ReductionSource`` per output that is a sum (None for the others)."""
-    inputs = ", ".join(f"T in{k}" for k in range(len(spec.input_shapes)))
+    where it has none) and one ``ReductionSource`` per output that is a sum (None for the others). A
+    stencil group (``spec.stencil``) has one element-wise kernel that also writes each sum's summand,
+    and reductions of those (``_stencil_sources``)."""
+    if spec.stencil:
+        return _stencil_sources(spec)
+    inputs = ", ".join(f"{_type(spec, k)} in{k}" for k in range(len(spec.input_shapes)))
     body = _body(spec)
     elementwise_outputs = [
         (k, target) for k, (target, kind, _) in enumerate(spec.outputs) if kind == "elementwise"
@@ -81,7 +175,7 @@ def sources(spec):
             continue
         summand = spec.summand_of(index)[1]
         # the kernel's parameters (x<k>, y<index>; see the module's docstring), the device function's in<k>
-        kernel_inputs = ", ".join(f"T x{k}" for k in range(len(spec.input_shapes)))
+        kernel_inputs = ", ".join(f"{_type(spec, k)} x{k}" for k in range(len(spec.input_shapes)))
         args = ", ".join(f"x{k}" for k in range(len(spec.input_shapes)))
         function = f"polyad_summand_{_digest(inputs, *body, str(summand))}"
         preamble = "\n".join(
@@ -142,7 +236,9 @@ def kernel(spec, fallback):
         if not built:
             built.extend(build(spec, cupy))
         elementwise, reductions = built
-        dtype = args[0].dtype if args else cupy.float64
+        dtype = cupy.dtype(spec.dtype)
+        if spec.stencil:
+            return _run_stencil(cupy, elementwise, reductions, args, dtype)
         full = [a if tuple(a.shape) == shape else cupy.broadcast_to(a, shape) for a in args]
         values = [None] * len(spec.outputs)
         ew = [k for k, (_, kind, _) in enumerate(spec.outputs) if kind == "elementwise"]
@@ -157,6 +253,31 @@ def kernel(spec, fallback):
                 values[k] = reduction(*full, axis=axis, keepdims=keepdims)
         return tuple(values) if len(values) > 1 else values[0]
 
+    def _run_stencil(cupy, elementwise, reductions, args, dtype):
+        ins = [
+            (
+                cupy.ascontiguousarray(a)
+                if k in sliced
+                else cupy.ascontiguousarray(cupy.broadcast_to(a, shape))
+            )
+            if k in raw
+            else a
+            for k, a in enumerate(args)
+        ]
+        outs = [cupy.empty(shape, dtype) for _ in spec.outputs]
+        elementwise(*ins, *outs)
+        values = list(outs)
+        for k, (_, kind, _) in enumerate(spec.outputs):
+            if kind == "sum":
+                reduction, axis, keepdims = reductions[k]
+                values[k] = reduction(outs[k], axis=axis, keepdims=keepdims)
+        return tuple(values) if len(values) > 1 else values[0]
+
+    raw = set(raw_inputs(spec))
+    # inputs a slice reads: longer than the group, read whole from the slice's start
+    sliced = (
+        {k for k, _ in spec.offsets()[2] if tuple(spec.input_shapes[k]) != shape} if spec.stencil else set()
+    )
     return run
 
 

@@ -264,13 +264,12 @@ def fused_sources(spec):
     """Every source of the fused group ``spec`` (``polyad.graph.compiler.fusion.FusionSpec``) as
     ``polyad.backends.cupy.fusion.build`` makes its kernels, for the group's dtype."""
     elementwise, reductions = fusion.build(spec, cupy)
-    n_inputs = len(spec.input_shapes)
-    dtypes = [spec.dtype] * n_inputs
+    dtypes = list(spec.input_dtypes)  # the group's dtype, bool for a where's condition
     ndim = max(len(spec.shape), 1)
     sources = kernel_sources(elementwise, dtypes, ndim) if elementwise is not None else []
     for built in reductions:
-        if built is not None:
-            sources += kernel_sources(built[0], dtypes, ndim)
+        if built is not None:  # a stencil group's reductions sum one stored summand
+            sources += kernel_sources(built[0], [spec.dtype] if spec.stencil else dtypes, ndim)
     return sources
 
 

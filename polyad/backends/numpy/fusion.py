@@ -12,6 +12,10 @@ functions for those three. With "exact" the loop only holds the ops listed in ``
 NumPy's bit for bit (the compiler leaves the others out of CPU groups: NumPy's own transcendental
 functions differ from libm's in the last bit here and there).
 
+Stencils (a group holding rolls, ``stencil_source``): the loop takes whole arrays and a range, reads each
+rolled input through a view at its offset in the interior, and runs the few elements at both ends, whose
+reads wrap around, through the same loop on small gathered arrays.
+
 Threads: large calls run in chunks on several cores when that is measured to pay (``fusion_threads.py``).
 
 Compilation: a kernel's first call hands its loop to a background thread and runs the group's ops as NumPy
@@ -42,7 +46,7 @@ MATH_MODES = ("fast", "exact")
 # element-wise ops of a CPU group under math="exact"
 EXACT = frozenset(
     {"add", "subtract", "multiply", "divide", "negative", "positive", "abs", "square", "reciprocal", "sign",
-     "sqrt", "broadcast_to"}
+     "sqrt", "broadcast_to", "where", "roll", "getitem", "maximum", "minimum", "stop_gradient"}
 )  # fmt: skip
 _COMPILED = {}  # (source, cache) -> Numba dispatcher
 _MODULES = {}  # source -> the name of the module that holds its loop (in sys.modules, for Numba's cache)
@@ -140,6 +144,102 @@ def source(spec, libm=False):
     return "\n".join(lines) + "\n"
 
 
+def _offset_name(d):
+    return f"p{d}" if d > 0 else f"m{-d}" if d < 0 else "0"
+
+
+def stencil_source(spec, libm=False):
+    """The Python source of the loop of a group that reads neighbours (``spec.stencil``):
+    ``fused(start, stop, n, edges, in0, ..., out0, ...)`` writes the elements ``start`` to ``stop`` of the
+    interior (where every offset read stays inside the array) and, if ``edges``, the few elements near
+    both ends, whose reads wrap around (a roll is periodic). Inputs and outputs are whole flat arrays (the
+    chunks of threads share them); an input read at offset ``d`` is a view starting ``d`` further, so the
+    loop indexes from 0 as ``source``'s does (LLVM then vectorises it). The ends run through the same
+    loop (its code once: Numba's compile time grows with it) on small arrays gathered with wrapped
+    indices, whose results are then put in place. Values a roll reads from the group are computed again
+    at its offset (``FusionSpec.offsets``); ``libm`` as for ``source``."""
+    modes = _modes(spec)
+    stored = _stored(spec)
+    constants = {value: f"c{j}" for j, value in enumerate(literals(spec))}
+    values, reads, plain = spec.offsets()
+    pairs = [(k, d) for k, ds in sorted(reads.items()) if modes[k] != "one" for d in ds]
+    wrapping = [d for k, d in pairs if (k, d) not in plain]  # a slice's reads stay inside its input
+    low = max(0, -min(wrapping, default=0))
+    high = max(0, max(wrapping, default=0))
+    params = [
+        "start", "stop", "n", "edges",
+        *[f"in{k}" for k in range(len(modes) + len(constants))],
+        *[f"out{k}" for k in range(len(stored))],
+    ]  # fmt: skip
+    view = {(k, d): f"v{k}_{_offset_name(d)}" for k, d in pairs}
+    lines = [
+        f"def fused({', '.join(params)}):",
+        f"    # math={spec.math!r}, stencil",
+        f"    one = np.{spec.dtype}(1.0)",
+        "    outside = 0",
+        *[f"    {name} = in{len(modes) + int(name[1:])}[0]" for name in constants.values()],
+        *[f"    s{k} = in{k}[0]" for k, mode in enumerate(modes) if mode == "one"],
+        f"    lo = {low} if {low} < n else n",  # the interior: lo <= i < hi
+        f"    hi = n - {high} if n - {high} > lo else lo",
+        "    a = start if start > lo else lo",
+        "    b = stop if stop < hi else hi",
+        "    for part in range(2):",
+        "        if part == 0:  # the interior: views of the inputs at their offsets",
+        "            count = b - a if b > a else 0",
+        *[f"            {view[(k, d)]} = in{k}[a + {d}:]" for k, d in pairs],
+        *[f"            w{k} = out{k}[a:]" for k in range(len(stored))],
+        "        else:  # the ends: their reads gathered, wrapped",
+        "            count = lo + n - hi if edges else 0",
+        "            if count == 0:",
+        "                break",
+        *[f"            {view[(k, d)]} = np.empty(count, in{k}.dtype)" for k, d in pairs],
+        *[f"            w{k} = np.empty(count, out{k}.dtype)" for k in range(len(stored))],
+        "            for e in range(count):",
+        "                i = e if e < lo else hi + e - lo",
+        *[
+            f"                {view[(k, d)]}[e] = in{k}[i + {d}]"
+            if (k, d) in plain
+            else f"                {view[(k, d)]}[e] = in{k}[(i + {d}) % n]"
+            for k, d in pairs
+        ],
+        "        for j in range(count):",
+    ]
+    body = [f"s{k}_{_offset_name(d)} = {view[(k, d)]}[j]" for k, d in pairs]
+    names, local, checked = {}, {}, set()
+
+    def name(arg, d):
+        kind, v = arg
+        if kind == "in":
+            return f"s{v}" if modes[v] == "one" else f"s{v}_{_offset_name(d)}"
+        return names[(v, d)] if kind == "t" else constants[v]
+
+    for st in spec.statements:
+        if st.cpu is None and st.shift is None:
+            continue  # a sum: NumPy reduces the stored summand
+        local[st.target] = len(local)
+        for d in values.get(st.target, ()):
+            if st.shift is not None:  # a roll: its argument, read at another offset
+                names[(st.target, d)] = name(st.args[0], d - st.shift)
+                continue
+            args = [name(arg, d) for arg in st.args]
+            expr, check = _expression(st, args, spec, libm)
+            names[(st.target, d)] = f"t{local[st.target]}_{_offset_name(d)}"
+            body.append(f"{names[(st.target, d)]} = {expr}")
+            if check is not None and args[0] not in checked:
+                checked.add(args[0])
+                body.append(f"outside += {check}")
+    body += [f"w{k}[j] = {names[(target, 0)]}" for k, target in enumerate(stored)]
+    lines += ["            " + t for t in body]
+    lines += [
+        "        if part == 1:",
+        "            for e in range(count):",
+        "                i = e if e < lo else hi + e - lo",
+        *[f"                out{k}[i] = w{k}[e]" for k in range(len(stored))],
+        "    return outside",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _expression(statement, names, spec, libm):
     """``(text, check)``: the statement's expression in the loop, and the text counting an argument the
     fast function leaves to libm (None if it never does)."""
@@ -171,6 +271,17 @@ def _size(shape):
     for s in shape:
         n *= s
     return n
+
+
+def _modes(spec):
+    """Each input's ``_mode``; in a stencil group, "sliced" for an input a slice reads (longer than the
+    group: read whole, from the slice's start)."""
+    modes = [_mode(s, spec.shape) for s in spec.input_shapes]
+    if spec.stencil:
+        for k, _ in spec.offsets()[2]:
+            if tuple(spec.input_shapes[k]) != tuple(spec.shape):
+                modes[k] = "sliced"
+    return modes
 
 
 def _mode(shape, group_shape):
@@ -281,11 +392,13 @@ def kernel(spec, fallback):
     "cpu" too) to ``fallback``, the straight-line kernel."""
     if not available():
         return None
-    text = source(spec)
+    stencil = spec.stencil
+    text = stencil_source(spec) if stencil else source(spec)
     dtype = np.dtype(spec.dtype)
+    dtypes = [np.dtype(d) for d in spec.input_dtypes]  # the group's, or bool (a where's condition)
     shape = spec.shape
     n = math.prod(shape)
-    modes = [_mode(s, shape) for s in spec.input_shapes]
+    modes = _modes(spec)
     constants = _literal_arrays(spec, dtype)  # read once per call, before the loop
     loop_modes = modes + ["one"] * len(constants)
     stored = _stored(spec)
@@ -305,7 +418,9 @@ def kernel(spec, fallback):
 
     compiled = []  # the loop, once ready
     _hold(text)
-    build = functools.partial(_compiled_loop, text, dtype, len(loop_modes), len(stored))
+    build = functools.partial(
+        _compiled_loop, text, [*dtypes, *[dtype] * len(constants)], dtype, len(stored), stencil
+    )
 
     flat_group = len(shape) == 1  # a 1-D group: its arrays are the loop's flat arrays, no reshape
     # a sum of a floating group by the ufunc itself (np.sum's wrapper is most of a small sum's time;
@@ -315,9 +430,9 @@ def kernel(spec, fallback):
     def run(xp, *args):
         # the common case in few Python steps: the kernel's overhead is most of a small group's time
         flat = []
-        for a, mode in zip(args, modes):
+        for a, mode, want in zip(args, modes, dtypes):
             if type(a) is np.ndarray:
-                if a.dtype != dtype:
+                if a.dtype != want:
                     return fallback(xp, *args)
                 if mode == "copy":
                     a = np.broadcast_to(a, shape)
@@ -326,7 +441,7 @@ def kernel(spec, fallback):
                 if a.ndim != 1:
                     a = a.reshape(-1)
             elif isinstance(a, np.generic):  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result)
-                if a.dtype != dtype:
+                if a.dtype != want:
                     return fallback(xp, *args)
                 a = np.asarray(a).reshape(-1)
             else:
@@ -340,13 +455,22 @@ def kernel(spec, fallback):
             compiled.append(loop)
         fused = compiled[0]
         outs = [np.empty(n, dtype) for _ in stored]
-        if n < small:  # never threads: the loop itself, no chunking closure (most of a small call's time)
+        if stencil:  # whole arrays, the range as arguments: chunks read their neighbours' elements
+            if n < small:
+                outside = fused(0, n, n, True, *flat, *outs)
+            else:
+                outside = runner(_ranges(fused, flat, outs, n), n, True)
+        elif n < small:  # never threads: the loop itself, no chunking closure (most of a small call's time)
             outside = fused(n, *flat, *outs)
         else:
             outside = runner(_chunked(fused, flat, outs, loop_modes, n), n, True)
         if checks and outside:  # arguments beyond the fast reduction: the call again, with libm's
-            exact = _compile(source(spec, libm=True))
-            fusion_threads.Runner()(_chunked(exact, flat, outs, loop_modes, n), n, False)
+            if stencil:
+                exact = _compile(stencil_source(spec, libm=True))
+                fusion_threads.Runner()(_ranges(exact, flat, outs, n), n, False)
+            else:
+                exact = _compile(source(spec, libm=True))
+                fusion_threads.Runner()(_chunked(exact, flat, outs, loop_modes, n), n, False)
         values = []
         for how, where, params in results:
             out = outs[where] if flat_group else outs[where].reshape(shape)
@@ -368,7 +492,8 @@ def kernel(spec, fallback):
     run.source = text
     run.constants = constants  # the loop's literal arguments, after its inputs (``literals``)
     run.warm = warm
-    weakref.finalize(run, _GONE.append, (text, source(spec, libm=True) if checks else None))
+    libm_text = (stencil_source if stencil else source)(spec, libm=True) if checks else None
+    weakref.finalize(run, _GONE.append, (text, libm_text))
     return run
 
 
@@ -417,12 +542,26 @@ def loops_held():
     return fusion_compile.loops_held()
 
 
-def _compiled_loop(text, dtype, inputs, outputs):
-    """The loop of source ``text`` compiled for flat ``dtype`` arrays (``inputs`` then ``outputs`` of
-    them), by a call on empty ones: what ``fusion_compile`` runs in the background."""
+def _compiled_loop(text, in_dtypes, dtype, outputs, stencil=False):
+    """The loop of source ``text`` compiled for flat arrays (inputs of ``in_dtypes``, then ``outputs`` of
+    ``dtype``), by a call on empty ones: what ``fusion_compile`` runs in the background. ``stencil``: the
+    loop takes a range and a flag first (``stencil_source``)."""
     loop = _compile(text)
-    one = [np.empty(1, dtype) for _ in range(inputs + outputs)]
-    loop(0, *one)
+    one = [np.empty(1, d) for d in in_dtypes] + [np.empty(1, dtype) for _ in range(outputs)]
+    if stencil:
+        loop(0, 0, 1, False, *one)
+    else:
+        loop(0, *one)
+    return loop
+
+
+def _ranges(fused, flat, outs, n):
+    """``loop(start, stop)``: the stencil loop ``fused`` on the elements ``start`` to ``stop`` of whole
+    arrays; the chunk that starts at 0 also writes the wrapped elements at both ends."""
+
+    def loop(start, stop):
+        return fused(start, stop, n, start == 0, *flat, *outs)
+
     return loop
 
 

@@ -19,6 +19,19 @@ outside it is never fused. A group holds one floating dtype (float32 or float64:
 every array input; Python int/float literals are cast to it, as NumPy's promotion does), so each fused
 kernel computes in the dtype eager code does, with the same correctly-rounded arithmetic. Sums keep
 eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairwise sum reduces it.
+A ``where``'s condition is the one input that may be boolean.
+
+Stencils (``STENCILS``): a ``roll`` with a static integer shift over the flattened elements (axis None,
+or axis 0: a shift by whole rows) is a read at an offset, wrapped at the ends, so a time step of element-wise
+ops and neighbour reads (``u + c (roll(u, 1) + roll(u, -1) - 2u)``) is one kernel, and so is its VJP,
+whose rolls are the transposed shifts. A roll of an input reads memory at the offset; a roll of a value
+of the group computes that value again at the offset (``FusionSpec.offsets`` gives which values each
+kernel needs at which offsets), if it is cheap (at most ``STENCIL_RECOMPUTE`` members) and depends on no
+other such roll (``STENCIL_DEPTH``); otherwise the roll starts a group that reads the stored value.
+A basic slice of step 1 along axis 0 (``u[2:]``, ``m[1:-1, :]``; ``SLICES``) is a read of its longer
+input from the slice's start, never wrapped; no roll recomputes a value computed from a slice (it would
+wrap at the slice's end, not the array's). Rolls along another axis (they wrap inside each row), other
+slices, ``concat`` and ``diff`` stay ops.
 
 ``math`` chooses the CPU loop's functions. "fast" (the default): vectorisable ones
 (``polyad/backends/numpy/vecmath.py``), each within an ulp or two of the exact result, so a fused result may
@@ -40,6 +53,7 @@ Example:
 """
 
 import heapq
+import math
 import numbers
 
 import polyad.dispatch as dispatch
@@ -97,8 +111,28 @@ FUSABLE = {
     ),
     # shape ops that are the identity on the elements of a group of their output's shape
     "broadcast_to": (1, "{0}", "{0}"),
+    # a choice on a boolean condition (an input of the group: comparisons make no floating value)
+    "where": (3, "({1} if {0} else {2})", "({0} ? {1} : {2})"),
+    # NumPy's: a NaN in either wins, and of equal values (0.0 and -0.0) the second
+    "maximum": (2, "({0} if ({0} > {1} or {0} != {0}) else {1})", "(({0} > {1} || {0} != {0}) ? {0} : {1})"),
+    "minimum": (2, "({0} if ({0} < {1} or {0} != {0}) else {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"),
+    # the identity when it runs (transforms of the group see the op itself, and stop there)
+    "stop_gradient": (1, "{0}", "{0}"),
 }
 REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
+# neighbour reads: ``roll`` over the flattened elements (axis None, or axis 0: whole rows) with a
+# static shift becomes an indexed read of an input, or the recomputation of a group value at that offset
+STENCILS = ("roll",)
+# and ``getitem`` of one basic slice (step 1) along axis 0: a read of a longer input from an offset on
+SLICES = ("getitem",)
+# a roll may read a value of its group only if that value depends on fewer rolls of group values than
+# this: each such roll recomputes what it reads at another offset, and a chain of them (the stages of a
+# Runge-Kutta step) would recompute the first stages at every offset the later ones reach
+STENCIL_DEPTH = 1
+# nor if that value costs more than this many members to compute: each offset is a copy of its code,
+# and Numba's compile time grows with the loop's code (the stages of W10's RK45 step, recomputed at
+# three offsets each, compiled for 34 s of CPU against 14 s unfused: a cold first call)
+STENCIL_RECOMPUTE = 8
 FLOAT_DTYPES = ("float32", "float64")
 MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
 
@@ -106,15 +140,17 @@ MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
 class Statement:
     """One member of a group in the kernel's terms: ``target = op(args)``; each arg is ``("in", k)`` (the
     fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``. ``cpu`` and
-    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum), so that backends, which sit
-    below the compiler, need not import it."""
+    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum and a roll), so that backends,
+    which sit below the compiler, need not import it. ``shift``: a roll's shift over the flattened
+    elements (``target[i] = arg[(i - shift) mod n]``), None for other ops."""
 
-    __slots__ = ("target", "op", "args", "params", "cpu", "cuda")
+    __slots__ = ("target", "op", "args", "params", "cpu", "cuda", "shift")
 
     def __init__(self, target, op, args, params):
         self.target, self.op, self.args, self.params = target, op, args, params
         row = FUSABLE.get(op)
         self.cpu, self.cuda = (row[1], row[2]) if row is not None else (None, None)
+        self.shift = None  # set by _fused_node for a roll (its shift needs the shape)
 
     def __repr__(self):
         return f"t{self.target} = {self.op}({', '.join(map(repr, self.args))})"
@@ -126,7 +162,8 @@ class FusionSpec:
     "elementwise" (a value of the group's shape) or "sum" (a reduction, ``params`` its axis/keepdims), and
     the math mode it was fused under."""
 
-    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes, math="fast"):
+    def __init__(self, shape, dtype, input_shapes, statements, outputs, out_shapes, math="fast",
+                 input_dtypes=None):  # fmt: skip
         self.shape = tuple(shape)
         self.dtype = dtype  # "float32" or "float64"
         self.input_shapes = [tuple(s) for s in input_shapes]
@@ -134,11 +171,56 @@ class FusionSpec:
         self.outputs = outputs
         self.out_shapes = [tuple(s) for s in out_shapes]
         self.math = math  # the CPU loop's functions: "fast" (vecmath) or "exact" (see fuse)
+        # each input's dtype: the group's, or "bool" for the condition of a where
+        self.input_dtypes = list(input_dtypes) if input_dtypes is not None else [dtype] * len(input_shapes)
 
     def summand_of(self, index):
         """The argument of the sum that produces output ``index``."""
         target = self.outputs[index][0]
         return next(s.args[0] for s in self.statements if s.target == target)
+
+    @property
+    def stencil(self):
+        """Whether the group reads neighbours (holds a roll or a slice): its kernels index their inputs."""
+        return any(st.shift is not None for st in self.statements)
+
+    def offsets(self):
+        """``(values, reads, plain)`` of a stencil group: for each group value (var id), the sorted offsets
+        ``d`` at which the kernel needs it (``value[i + d]`` at element ``i``); for each input (its
+        number), the offsets at which it is read; and the ``(input, offset)`` reads of slices, which never
+        wrap (a slice's input is longer than the group). The outputs are needed at 0; a roll by ``s``
+        needed at ``d`` needs its argument at ``d - s`` (and is no code of its own: a read at that
+        offset); a slice starting at element ``b`` reads its argument at ``b`` (only ever at ``d = 0``:
+        no roll recomputes a value that depends on a slice, ``_find_groups``)."""
+        need = {}
+        for index, (target, kind, _) in enumerate(self.outputs):
+            value = target if kind == "elementwise" else self.summand_of(index)[1]
+            need.setdefault(value, set()).add(0)
+        reads, plain = {}, set()
+        for st in reversed(self.statements):
+            if st.target not in need or st.cuda is None and st.shift is None:
+                continue  # not needed, or a sum (its summand was added above)
+            for d in need[st.target]:
+                at = d - st.shift if st.shift is not None else d
+                if st.op in SLICES and d != 0:  # a read past the slice's end: refuse, never guess
+                    raise RuntimeError(f"fusion: {st!r} is needed at offset {d}, which a slice cannot give")
+                for kind, v in st.args:
+                    if kind == "t":
+                        need.setdefault(v, set()).add(at)
+                    elif kind == "in":
+                        reads.setdefault(v, set()).add(at)
+                        if st.op in SLICES:
+                            plain.add((v, at))
+        return {v: sorted(ds) for v, ds in need.items()}, {k: sorted(ds) for k, ds in reads.items()}, plain
+
+
+def _flat_shift(params, shape):
+    """The shift of a roll over the flattened elements of an array of ``shape``: its own (axis None), or
+    along axis 0 its shift times the size of a row."""
+    shift = params.get("shift")
+    if params.get("axis") is None:
+        return int(shift)
+    return int(shift[0]) * math.prod(shape[1:])
 
 
 def _backend_name(backend):
@@ -273,12 +355,18 @@ def _fusable(node, allowed=None):
         return None
     if len(node.outputs) != 1 or node.op.multiple_results or _dtype_of(node.outputs[0].dtype) is None:
         return None
-    for r in node.inputs:
+    for k, r in enumerate(node.inputs):
         if isinstance(r, Var | Const):
-            if _name_of(r.dtype if isinstance(r, Var) else r.value.dtype) != _name_of(node.outputs[0].dtype):
+            # where's condition is boolean; every other array input has the group's dtype
+            wanted = "bool" if name == "where" and k == 0 else _name_of(node.outputs[0].dtype)
+            if _name_of(r.dtype if isinstance(r, Var) else r.value.dtype) != wanted:
                 return None
-        elif isinstance(r, bool) or not isinstance(r, numbers.Real):
+        elif isinstance(r, bool) or not isinstance(r, numbers.Real) or name == "where" and k == 0:
             return None
+    if name in STENCILS:
+        return "roll" if _stencil_roll(node) else None
+    if name in SLICES:
+        return "slice" if _slice_start(node) is not None else None
     if name in REDUCTIONS:
         if node.params.get("dtype") is not None or not isinstance(node.inputs[0], Var):
             return None
@@ -291,11 +379,52 @@ def _fusable(node, allowed=None):
     return "elementwise" if not node.params else None
 
 
+def _stencil_roll(node):
+    """Whether a roll node can be a read at an offset: one array input of its output's shape, not empty,
+    a static integer shift over the flattened elements (axis None, or axis 0: a multiple of a row)."""
+    (x,) = node.inputs if len(node.inputs) == 1 else (None,)
+    out = node.outputs[0]
+    if not isinstance(x, Var | Const) or tuple(x.shape if isinstance(x, Var) else x.value.shape) != out.shape:
+        return False
+    shift, axis = node.params.get("shift"), node.params.get("axis")
+    if axis is None:
+        ok = isinstance(shift, numbers.Integral) and not isinstance(shift, bool)
+    else:
+        # along the first axis of a C-ordered array, a roll by s is a roll of the flattened elements by
+        # s times a row's size; along any other axis it wraps inside each row: not one offset
+        ok = tuple(axis) == (0,) and isinstance(shift, tuple) and len(shift) == 1
+        ok = ok and isinstance(shift[0], numbers.Integral) and not isinstance(shift[0], bool)
+    return ok and all(isinstance(d, int) for d in out.shape) and math.prod(out.shape) > 0
+
+
+def _slice_start(node):
+    """The flat element a ``getitem`` node starts reading at, if it is one basic slice of step 1 along
+    axis 0 of one array (the rest of each row kept whole), else None."""
+    key = node.params.get("key")
+    if len(node.inputs) != 1 or not isinstance(node.inputs[0], Var | Const) or not isinstance(key, tuple):
+        return None
+    x = node.inputs[0]
+    shape = tuple(x.shape if isinstance(x, Var) else x.value.shape)
+    whole = all(k is Ellipsis or k == slice(None) for k in key[1:])  # the rest of each row, kept whole
+    if not key or not whole or not isinstance(key[0], slice) or key[0].step not in (None, 1) or not shape:
+        return None
+    if not all(isinstance(d, int) for d in shape) or not all(
+        b is None or isinstance(b, int) and not isinstance(b, bool) for b in (key[0].start, key[0].stop)
+    ):
+        return None
+    start, stop, _ = key[0].indices(shape[0])
+    if stop <= start or node.outputs[0].shape != (stop - start, *shape[1:]):
+        return None
+    return start * math.prod(shape[1:])
+
+
 def _find_groups(graph, allowed=None):
     producer = {}  # var id -> node index
     group_of = {}  # node index -> _Group (resolve with _root)
     reduced = set()  # var ids that sums of a group produced: no member of that group reads them
     deps = {}  # var id -> mask of the groups its value depends on
+    depth = {}  # var id -> the rolls of group values on its longest path inside its group
+    cone = {}  # var id -> the members its value needs inside its group (shared ones counted per use)
     groups = []
     for i, node in enumerate(graph.nodes):
         for o in node.outputs:
@@ -304,7 +433,15 @@ def _find_groups(graph, allowed=None):
         in_vars = [r for r in node.inputs if isinstance(r, Var)]
         group = None
         if kind is not None:
-            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups)
+            group = _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, (depth, cone))
+        if group is not None:
+            inner = [v.id for v in in_vars if _produced_in(v, group, producer, group_of)]
+            out = node.outputs[0].id
+            depth[out] = max((depth[v] for v in inner), default=0) + (1 if kind == "roll" and inner else 0)
+            if kind == "slice":  # no roll may recompute what reads a slice: it would read past its end
+                depth[out] = STENCIL_DEPTH
+            own = 0 if kind == "roll" else 1  # a roll is a read at an offset: no code of its own
+            cone[out] = min(own + sum(cone[v] for v in inner), STENCIL_RECOMPUTE + 1)
         mine = 0
         for v in in_vars:
             mine |= deps.get(v.id, 0)
@@ -319,9 +456,11 @@ def _find_groups(graph, allowed=None):
     return [g for g in groups if g.parent is None]
 
 
-def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
+def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups, costs):
     """The group ``node`` joins (merging the groups of its producers where that keeps the graph acyclic),
-    or a new one; None when it cannot be fused."""
+    or a new one; None when it cannot be fused. ``costs``: the ``(depth, cone)`` of the group values
+    (``_find_groups``), which decide whether a roll may recompute its argument."""
+    depth, cone = costs
     out = node.outputs[0]
     dtype = _dtype_of(out.dtype)
     candidates = []
@@ -330,8 +469,10 @@ def _place(node, kind, in_vars, producer, group_of, reduced, deps, groups):
         g = _root(group_of[p]) if p in group_of else None
         if g is None or g in candidates or g.dtype != dtype:
             continue
-        if kind == "elementwise" and g.shape != out.shape:
+        if kind != "sum" and g.shape != out.shape:
             continue
+        if kind == "roll" and (depth[v.id] >= STENCIL_DEPTH or cone[v.id] > STENCIL_RECOMPUTE):
+            continue  # recomputing its argument at another offset would cost too much: it reads memory
         candidates.append(g)
     # a member must not read a sum of its own group, nor a value outside the group that depends on it
     candidates = [
@@ -453,6 +594,10 @@ def _fused_node(graph, group, readers, graph_outputs, math):
             else:
                 args.append(("lit", r))
         statements.append(Statement(node.outputs[0].id, node.op.name, args, dict(node.params)))
+        if node.op.name in STENCILS:
+            statements[-1].shift = _flat_shift(node.params, node.outputs[0].shape)
+        elif node.op.name in SLICES:  # a read from the slice's start on: a shift of minus that
+            statements[-1].shift = -_slice_start(node)
     outputs, out_vars = [], []
     for node in members:
         v = node.outputs[0]
@@ -470,6 +615,7 @@ def _fused_node(graph, group, readers, graph_outputs, math):
         outputs,
         [v.shape for v in out_vars],
         math,
+        [_name_of(r.dtype if isinstance(r, Var) else r.value.dtype) for r in inputs],
     )
     op = _fused_op(spec, members, inputs, out_vars)
     return Node(op, list(inputs), {}, out_vars)
@@ -531,4 +677,15 @@ def _fused_op(spec, members, inputs, out_vars):
     return op
 
 
-__all__ = ["FUSABLE", "MATH_MODES", "REDUCTIONS", "FusedOp", "FusionSpec", "check_math", "fuse"]
+__all__ = [
+    "FUSABLE",
+    "MATH_MODES",
+    "REDUCTIONS",
+    "STENCIL_DEPTH",
+    "STENCIL_RECOMPUTE",
+    "STENCILS",
+    "FusedOp",
+    "FusionSpec",
+    "check_math",
+    "fuse",
+]
