@@ -93,6 +93,39 @@ def test_options_and_interpolant_as_scipys(options):
         close(ours.y, ref.sol(t_eval), 1e-12, 1e-15)
 
 
+@pytest.mark.parametrize("t_span", [(0.0, 40.0), (40.0, 0.0)])
+def test_dense_output_equals_scipys(t_span):
+    """``dense_output=True`` with BDF: SciPy's interpolant (the differences anchored at each step's end)
+    on the same steps, forward and backward in time, at points across every step and on its ends."""
+    p, y0 = arr(P), [1.0, 2e-5, 0.1] if t_span[0] else [1.0, 0.0, 0.0]
+    jac = lambda t, y, _: np_robertson_jac(t, y, P)  # noqa: E731
+    ours = solve_ivp(robertson, t_span, arr(y0), "BDF", args=(p,), rtol=1e-6, atol=1e-10, jac=jac,
+                     dense_output=True)  # fmt: skip
+    ref = scipy_integrate.solve_ivp(np_robertson, t_span, y0, "BDF", args=(P,), rtol=1e-6, atol=1e-10,
+                                    jac=jac, dense_output=True)  # fmt: skip
+    close(ours.t, ref.t, 1e-13)
+    times = np.concatenate([np.linspace(*t_span, 301), ref.t])
+    scale = np.max(np.abs(ref.y), axis=1, keepdims=True)
+    error = np.max(np.abs(to_numpy(ours.sol(arr(times))) - ref.sol(times)) / scale)
+    assert error < 1e-13, error
+    close(ours.sol(arr(3.3)), ref.sol(3.3), 1e-12, 1e-18)
+
+
+def test_dense_output_derivative_by_a_parameter():
+    """``sol(t)`` of a BDF solve under ``grad``: the derivative of ``y(t)`` for ``y' = -k y`` by the rate,
+    against central differences of the eager interpolant (the same steps: smooth in ``k``)."""
+
+    def y_at(k, t):
+        sol = solve_ivp(lambda t, y: -k * y, (0.0, 2.0), arr([1.0]), "BDF", rtol=1e-8, atol=1e-12,
+                        dense_output=True).sol  # fmt: skip
+        return sol(t)[0]
+
+    k, t, eps = 0.7, arr(1.3), 1e-6
+    central = (to_numpy(y_at(k + eps, t)) - to_numpy(y_at(k - eps, t))) / (2 * eps)
+    close(pa.grad(y_at)(arr(k), t), central, 1e-6)
+    close(pa.grad(y_at)(arr(k), t), -1.3 * np.exp(-0.7 * 1.3), 1e-6)
+
+
 def at_04(p, sensitivity="discrete"):
     sol = solve_ivp(robertson, (0.0, 0.4), arr([1.0, 0.0, 0.0]), "BDF", arr([0.4]), args=(p,), rtol=1e-6,
                     atol=1e-10, sensitivity=sensitivity)  # fmt: skip

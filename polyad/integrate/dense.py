@@ -6,7 +6,10 @@ per-step data its interpolant needs, as SciPy's dense output classes hold them:
 
 - RK45: ``Q`` (4, n), ``y = y_old + h sum_j Q_j x^(j+1)`` with ``x = (t - t_old) / h``;
 - DOP853: ``F`` (7, n), Hairer's nested form in ``x`` and ``1 - x`` (three more evaluations of ``fun``);
-- Radau: the collocation polynomial ``Q`` (3, n), ``y = y_old + sum_j Q_j x^(j+1)``.
+- Radau: the collocation polynomial ``Q`` (3, n), ``y = y_old + sum_j Q_j x^(j+1)``;
+- BDF: kept as ``(t_new, h_next, D_0, D_1..D_5)`` (SciPy's ``BdfDenseOutput``: the backward differences
+  anchored at the step's end, the rows above the step's order zero), ``y = D_0 + sum_j D_(j+1) prod_(i<=j)
+  (t - t_new + i h) / ((i + 1) h)``.
 
 The evaluation is written in polyad ops, so ``sol(t)`` is differentiable with respect to ``t`` and to
 whatever the stored steps carry (under a transform, see ``solve_ivp``'s ``dense_output``)."""
@@ -15,7 +18,7 @@ import polyad.xp as polyad_xp
 from polyad.integrate import explicit
 from polyad.ops.elementwise import stop_gradient
 
-KINDS = {"RK45": "rk", "DOP853": "dop853", "Radau": "radau"}
+KINDS = {"RK45": "rk", "DOP853": "dop853", "Radau": "radau", "BDF": "bdf"}
 
 
 def kind_of(method):
@@ -24,9 +27,27 @@ def kind_of(method):
     return KINDS.get(method.name)
 
 
+def segment(problem, step, y_old):
+    """``(t_ref, h, y_ref, coeffs, extra_evaluations)`` of an accepted ``step`` from ``y_old``: what
+    ``interpolate`` takes. ``t_ref, h, y_ref`` are the step's start, size and state, except for BDF, whose
+    interpolant is anchored at the step's end with the next step's size (its differences ``D`` are scaled
+    to it)."""
+    if problem.method.name == "BDF":
+        D, order, h_next = step.data
+        xp, rows = problem.xp, D.shape[0]
+        # the rows above the order are the differences kept for an order change: not the interpolant's
+        keep = xp.reshape(xp.arange(rows, device=D.device) <= order, (-1, 1))
+        D = xp.where(keep, D, xp.zeros_like(D))[: min(rows, 6), ...]
+        # eagerly the next step's size may be a Python float (SciPy's arithmetic): an array, to stack
+        t_new, h_next = (xp.asarray(v, dtype=D.dtype, device=D.device) for v in (step.t_new, h_next))
+        return t_new, h_next, D[0, ...], D[1:, ...], 0
+    coeffs, extra = step_coefficients(problem, step)
+    return step.t_old, step.h, y_old, coeffs, extra
+
+
 def step_coefficients(problem, step):
-    """The interpolant's ``coeffs`` of ``step`` (a ``common.Step`` accepted), and the number of
-    evaluations of ``fun`` it took (DOP853's three extra stages)."""
+    """The interpolant's ``coeffs`` of ``step`` (a ``common.Step`` accepted; not BDF's: ``segment``), and
+    the number of evaluations of ``fun`` it took (DOP853's three extra stages)."""
     xp, tab = problem.xp, problem.tableau
     if problem.method.name == "Radau":
         return step.data[1], 0
@@ -45,10 +66,18 @@ def step_coefficients(problem, step):
 def interpolate(xp, kind, t, t_old, h, y_old, coeffs):
     """The interpolant at ``t``: ``t``, ``t_old``, ``h`` broadcast together (shape S), ``y_old`` of shape
     ``S + (n,)``, ``coeffs`` of shape ``S + (k, n)``; the result has shape ``S + (n,)``. A zero step
-    (``h == 0``) gives ``y_old``."""
+    (``h == 0``) gives ``y_old``. For ``kind == "bdf"``, ``t_old`` is the step's end (``segment``)."""
+    k = coeffs.shape[-2]
+    if kind == "bdf":
+        h = xp.where(h == 0, 1.0, h)
+        acc, p = y_old, None
+        for j in range(k):
+            x = ((t - t_old + j * h) / ((j + 1) * h))[..., None]
+            p = x if p is None else p * x
+            acc = acc + p * coeffs[..., j, :]
+        return acc
     x = (t - t_old) / xp.where(h == 0, 1.0, h)
     x = x[..., None]
-    k = coeffs.shape[-2]
     if kind == "dop853":
         out = None
         for i in range(k):

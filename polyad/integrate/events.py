@@ -132,21 +132,21 @@ class EagerRecorder:
         """The state after the accepted ``step`` (a ``common.Step``) from ``old`` to ``new``: ``new``, or
         stopped at a terminal event's zero (status 1)."""
         problem, xp = self.problem, self.problem.xp
-        t, y, h = step.t_old, old["y"], step.h
+        y = old["y"]
         made = []
 
-        def coefficients():
+        def piece():  # (t_ref, h, y_ref, coeffs) of the step's interpolant, made once
             if not made:
-                coeffs, extra = dense.step_coefficients(problem, step)
+                *record, extra = dense.segment(problem, step, y)
                 new["nfev"] = int(new["nfev"]) + extra
-                made.append(coeffs)
+                made.append(tuple(record))
             return made[0]
 
         def interpolant(at):
             at = xp.asarray(at, dtype=y.dtype, device=y.device)
             if self.kind is None:  # a method this module does not know: its own interpolant
                 return problem.method.interpolate(problem, step, xp.reshape(at, (1,)))[0, ...]
-            return dense.interpolate(xp, self.kind, at, t, h, y, coefficients())
+            return dense.interpolate(xp, self.kind, at, *piece())
 
         end = new["t"]
         if "out" in new:  # the points of t_eval the step holds, from the same interpolant (as SciPy's)
@@ -157,7 +157,7 @@ class EagerRecorder:
         if self.events is not None:
             new, end = self._events(old, new, interpolant)
         if self.steps is not None:
-            self.steps.append((t, h, y, coefficients(), end))
+            self.steps.append((*piece(), end))
         return new
 
     def _events(self, old, new, interpolant):
