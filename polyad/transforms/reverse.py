@@ -416,6 +416,9 @@ def _accumulate(ct, pid, gi):
 # it, it is read-only, so the write raises. Counted per array: several tapes may hold one.
 _HELD = {}  # id(array) -> [array, how many tapes hold it]
 _HELD_LOCK = threading.Lock()
+# Views given back while their base was still held: NumPy refuses to make a view writeable over a read-only
+# base, so each waits until no tape holds its base (retried at every release)
+_WAITING = []
 
 
 def hold(held, args):
@@ -453,7 +456,30 @@ def release(held):
             entry[1] -= 1
             if entry[1] == 0:
                 del _HELD[id(a)]
-                a.flags.writeable = True
+                _WAITING.append(a)
+        waiting, progress = _WAITING, True
+        while progress and waiting:  # a view after its base, whatever order they were given back in
+            progress, still = False, []
+            for a in waiting:
+                try:
+                    a.flags.writeable = True
+                    progress = True
+                except ValueError:  # its base is still read-only
+                    still.append(a)
+            waiting = still
+        # a view whose base no tape holds stays read-only (its base was made so by someone else)
+        _WAITING[:] = [a for a in waiting if _held_base(a)]
+
+
+def _held_base(a):
+    """Whether a tape holds ``a``'s base (or its base's base)."""
+    base = getattr(a, "base", None)
+    while base is not None:
+        entry = _HELD.get(id(base))
+        if entry is not None and entry[0] is base:
+            return True
+        base = getattr(base, "base", None)
+    return False
 
 
 def _drain(tape):
