@@ -362,3 +362,20 @@ def test_maximum_minimum_and_stop_gradient_fuse_with_numpys_nans_and_signed_zero
     x, y = arr([0.5, -2.0, 3.0]), arr([1.0, 1.0, 1.0])
     grad = pa.jit(pa.grad(lambda a: pxp.sum(f(a, y)[0])))(x)
     assert_close(to_numpy(grad), np.maximum(np.abs([0.5, -2.0, 3.0]), 1.0) * 1e-6 + 1e-6, rtol=1e-15)
+
+
+def test_where_of_two_python_numbers_eagerly_and_compiled():
+    # where(c, 1.0, 0.0) has no array among its values: its dtype is the default float's, as NumPy gives
+    # (array_api_strict's result_type refused it, and pa.jit's abstract rule failed on that lane)
+    x = arr([0.1, 0.7, 0.9])
+    mask = np.array([0.0, 1.0, 1.0])
+    expected = mask * np.array([0.1, 0.7, 0.9])
+
+    def fn(x, c):
+        return pxp.where(x > 0.5, 1.0, 0.0) * x
+
+    np.testing.assert_array_equal(to_numpy(fn(x, xb.asarray(True))), expected)
+    np.testing.assert_array_equal(to_numpy(pa.jit(fn)(x, xb.asarray(True))), expected)
+    g = pa.grad(lambda x: pxp.sum(pxp.where(x > 0.5, 1.0, 0.0) * x**2))(x)
+    np.testing.assert_allclose(to_numpy(g), 2 * expected, rtol=1e-15)
+    assert to_numpy(pxp.where(x > 0.5, 1, 0)).dtype.kind == "i"

@@ -255,6 +255,11 @@ def _aval_device(avals):
 
 
 def same_dtype(xp, *avals):
+    if not any(hasattr(a, "shape") for a in avals):  # Python numbers only (``where(c, 1.0, 0.0)``): the
+        # default dtype of the widest kind, as NumPy gives (array_api_strict's result_type needs an array)
+        kinds = (bool, int, float, complex)
+        widest = max((kinds.index(type(a)) for a in avals if type(a) in kinds), default=2)
+        return (xp.bool, xp.int64, xp.float64, xp.complex128)[widest]
     return xp.result_type(*[a.dtype if hasattr(a, "shape") else a for a in avals])
 
 
