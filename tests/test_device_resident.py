@@ -395,3 +395,30 @@ def test_cupy_inverse_of_a_singular_matrix_raises_as_numpys(monkeypatch):
     with pytest.raises(np.linalg.LinAlgError):
         extras.linalg["inv"](np.asarray([[1.0, 2.0], [2.0, 4.0]]))
     assert_close(extras.linalg["inv"](np.asarray([[2.0, 0.0], [0.0, 4.0]])), np.diag([0.5, 0.25]))
+
+
+def _python_number_carries(x):
+    # each loop's carry pairs the device array with a Python number (a counter, a scale)
+    a, _ = pa.fori_loop(0, 3, lambda i, c: (c[0] * 1.5 + c[1], c[1] + 1.0), (x, 0.0))
+    b, _ = pa.scan(lambda c, _: ((c[0] * c[1], c[1] + 1.0), None), (x, 1.0), length=3)[0]
+    w, _ = pa.while_loop(lambda c: c[1] < 3.0, lambda c: (c[0] * c[1], c[1] + 1.0), (x, 1.0))
+    c = pa.cond(True, lambda u, s: u * s, lambda u, s: u + s, x, 2.0)
+    d = pa.checkpoint(lambda u, s: u * s)(x, 2.0)
+    return xp.sum(a) + xp.sum(b) + xp.sum(w) + xp.sum(c) + xp.sum(d)
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [lambda f: f, pa.grad, lambda f: pa.jit(pa.grad(f)), lambda f: pa.jit(f)],
+    ids=["eager", "grad", "jit(grad)", "jit"],
+)
+def test_python_numbers_in_a_carry_follow_the_arrays_device(transform):
+    # a counter (x, 0.0) over a device x became an array of the default backend (NumPy), and the body's
+    # x * n mixed two libraries: with CuPy inputs and NumPy the default, every such loop failed
+    got = same_on_both_devices(transform(_python_number_carries), X)
+    # a = 3.375 x + 3.5, b = 6 x, w = c = d = 2 x: the sum 15.375 sum(x) + 14, its gradient 15.375
+    expected = 15.375 * np.sum(X) + 14.0 if got.ndim == 0 else np.full(4, 15.375)
+    assert_close(to_numpy(got), expected, rtol=1e-13, atol=1e-13)
+    batched = pa.vmap(pa.grad(_python_number_carries))(on([X, X]))
+    assert_on_device(batched)
+    assert_close(to_numpy(batched), np.full((2, 4), 15.375), rtol=1e-13, atol=1e-13)

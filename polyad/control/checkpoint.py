@@ -17,7 +17,7 @@ import optree
 import polyad.random as random
 from polyad.control.bodies import BatchedBody, DualBody, recorded
 from polyad.control.closure import Body, own_copy, trace
-from polyad.control.loops import as_array, func_name
+from polyad.control.loops import as_array, as_arrays, func_name
 from polyad.core import Op, bind, transform_active
 from polyad.ops.common import ShapeDtype, dtype_kind, is_floating
 from polyad.ops.fills import zeros_like
@@ -143,7 +143,7 @@ def checkpoint(f, *, policy=None):
         if not transform_active():  # f's arguments its own, as under a transform: writes stay inside
             return f(*optree.tree_map(own_copy, args, none_is_leaf=False))
         flat, tree = optree.tree_flatten(args, none_is_leaf=False)
-        flat = [as_array(v, where, "its arguments") for v in flat]
+        flat = as_arrays(flat, where, "its arguments")
         out_tree = []
 
         def flat_f(*leaves):

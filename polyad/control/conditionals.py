@@ -19,7 +19,7 @@ import optree
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, recorded
 from polyad.control.closure import trace
-from polyad.control.loops import as_array, check_carry, func_name
+from polyad.control.loops import as_array, as_arrays, check_carry, func_name
 from polyad.core import Op, Tensor, bind, transform_active
 from polyad.ops.base import astype, reshape, where
 from polyad.ops.common import ShapeDtype, dtype_kind, dtype_name, is_floating, ndim_of, shape_of
@@ -213,7 +213,7 @@ def _switch(index, branches, operands, where, names):
     """``switch``'s work; ``where`` names the call and ``names`` each branch in messages (``pa.cond``'s are
     false_fun and true_fun)."""
     flat, tree = optree.tree_flatten(operands, none_is_leaf=False)
-    flat = [as_array(v, where, "operands") for v in flat]
+    flat = as_arrays(flat, where, "operands")
     if not transform_active() and not isinstance(index, Tensor):
         k = _concrete_index(index, len(branches))
         out = branches[k](*operands)
@@ -226,6 +226,8 @@ def _switch(index, branches, operands, where, names):
     for k, (body, t) in enumerate(traced[1:], 1):
         check_carry(body.out_avals, traced[0][0].out_avals, where, names[k], names[0], (t, out_tree), OUTPUT)
     bodies = tuple(body for body, _ in traced)
+    if isinstance(index, bool | int):  # on the operands' device, as the carry's numbers
+        index = as_arrays([int(index)], where, "index", flat)[0]
     index = astype(xp.asarray(index), xp.int64) if not isinstance(index, Tensor) else index
     closure = [c for b in bodies for c in b.closures]
     outs = bind(SWITCH, index, *flat, *closure, branches=bodies, n_ops=len(flat))

@@ -45,13 +45,27 @@ def check_checkpoints(checkpoints, max_memory, where):
             raise type(e)(f"{where}: {e}") from None
 
 
-def as_array(v, where, what):
-    """A leaf of a loop's carry or xs as an array: Python numbers become arrays, arrays stay."""
+def as_array(v, where, what, like=None):
+    """A leaf of a loop's carry or xs as an array: Python numbers become arrays (of ``like``'s library and
+    device, an array among their siblings, else of the default backend), arrays stay."""
     if isinstance(v, Tensor) or dispatch.backend_of_array(v) is not None:
         return v
     if isinstance(v, bool | int | float | complex):
-        return xp.asarray(v)
+        device = getattr(like, "device", None)  # a tracer's too (pa.jit), whose value is abstract
+        if device is None:
+            return xp.asarray(v)
+        # on the arrays' device: a counter (x, 0) over a CuPy x with NumPy the default backend stayed a
+        # NumPy array, and the body's x * n mixed two libraries
+        backend = dispatch.backend_of_device(device)
+        return backend.xp.asarray(v, device=dispatch.placement(backend, device))
     raise TypeError(f"{where}: {what} must hold arrays or Python numbers, got a {type(v).__name__}")
+
+
+def as_arrays(leaves, where, what, siblings=()):
+    """``as_array`` of each of ``leaves``, Python numbers placed with the first array among ``leaves``
+    and ``siblings``."""
+    like = next((v for v in (*leaves, *siblings) if not isinstance(v, bool | int | float | complex)), None)
+    return [as_array(v, where, what, like) for v in leaves]
 
 
 def check_carry(leaves, init, where, what="the body", of="init", trees=None, noun="a carry"):
@@ -139,9 +153,9 @@ def _scan(f, init, xs, length, reverse, checkpoints, max_memory, where, x_name):
         raise TypeError(f"{where}: reverse must be True or False, got {reverse!r}")
     check_checkpoints(checkpoints, max_memory, where)
     init_flat, init_tree = optree.tree_flatten(init, none_is_leaf=False)
-    init_flat = [as_array(v, where, "init") for v in init_flat]
     xs_flat, xs_tree = optree.tree_flatten(xs, none_is_leaf=False)
-    xs_flat = [as_array(v, where, "xs") for v in xs_flat]
+    init_flat = as_arrays(init_flat, where, "init", xs_flat)
+    xs_flat = as_arrays(xs_flat, where, "xs", init_flat)
     n = _length(xs_flat, length, where)
     if not transform_active():
         return _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where)

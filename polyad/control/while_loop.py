@@ -33,7 +33,7 @@ from polyad.control.closure import (
     refuse_pre_dispatch_capture,
     trace,
 )
-from polyad.control.loops import as_array, carry_names, check_carry, check_checkpoints, func_name
+from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
 from polyad.control.scan import SCAN, auto_slots, captured, refuse_random_recomputation
 from polyad.control.while_steps import (
     AsScanBody,
@@ -678,7 +678,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
             raise TypeError(f"{where}: {name} must be callable, got {type(f).__name__}")
     check_checkpoints(checkpoints, max_memory, where)
     flat, tree = optree.tree_flatten(init_val, none_is_leaf=False)
-    flat = [as_array(v, where, "init_val") for v in flat]
+    flat = as_arrays(flat, where, "init_val")
     if not transform_active():
         refuse_pre_dispatch_capture(where, "a while loop")
         val = optree.tree_unflatten(tree, owned(flat))  # the body's own carry, as scan's
