@@ -252,7 +252,7 @@ def test_a_worker_killed_mid_run_is_an_error_not_a_hang(A, client, cl):
 def test_timeout(A, client):
     def slow(v):
         if _on_a_worker():
-            time.sleep(3)
+            time.sleep(6)
         return v
 
     client.wait_for_workers(2, timeout=WAIT)
@@ -261,7 +261,8 @@ def test_timeout(A, client):
         pa.DistributedError, match=r"no result from the Dask cluster within timeout=0.5 s; 2 of 2"
     ):
         pa.jacrev(slow, client=pa.distributed(client, timeout=0.5))(A(rand(4)))
-    assert time.monotonic() - start < 3
+    # it gave up long before the tasks' 6 s (with room for a loaded machine: 4.1 s was seen at a load of 6)
+    assert time.monotonic() - start < 5
 
 
 def test_dask_progress_bar(A, cl, capsys):
