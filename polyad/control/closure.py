@@ -33,6 +33,7 @@ import polyad.dispatch as dispatch
 from polyad.control.bodies import recorded
 from polyad.core import FreshTensor, Tensor, active_interpreters, transform_active
 from polyad.graph import predispatch
+from polyad.graph.compiler import optimize
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
 from polyad.ops.common import ShapeDtype, bottom, dtype_kind, shape_of
@@ -172,7 +173,7 @@ def replayed(body, example):
     device = next((a.device for a in arrays if hasattr(a, "device")), None)
 
     def compile_fn(graph):
-        return graph.compile(backend.name, device).fn
+        return optimize(graph).compile(backend.name, device).fn
 
     key = _graph_key(body.graph, (backend.name, str(device)))
     shared = _REPLAYS.pop(key, None) if key is not None else None

@@ -317,8 +317,11 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     closure = list(args[2 * n_carry + n_cond : 2 * n_carry + n_cond + n_closure])
     count, index, *stacks = args[2 * n_carry + n_cond + n_closure :]
     length = int(count)
-    steps = [int(take_index(index, j)) for j in range(shape_of(index)[0])]
-    stored = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
+    # backend arrays (the kernel's): their rows by indexing, without an op's dispatch each (a small
+    # state's sweep made 25 of them a step); a transform's tensors by the op, which it differentiates
+    row = _row if not any(isinstance(a, Tensor) for a in (index, *stacks)) else take_index
+    steps = [int(row(index, j)) for j in range(shape_of(index)[0])]
+    stored = {s: [row(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
     schedule = schedules.OnlineSchedule.resumed(
         _schedule_slots(slots, length), stored, length
     )  # the primal pass's
@@ -355,6 +358,10 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
         *[zeros_like(c) for c in c_closure],
         *[_or_zero(c, v) for c, v in zip(ct_closure, closure)],
     )
+
+
+def _row(x, j):
+    return x[j, ...]
 
 
 def _persisted_lists(a, b):
