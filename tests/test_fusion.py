@@ -275,6 +275,19 @@ def test_a_numpy_scalar_argument_runs_the_loop_not_the_straight_line_kernel():
     assert calls == [1]
 
 
+def test_a_group_of_scalars_runs_the_loop_and_returns_0d_arrays():
+    # a small state's step control: groups of 0-d values, given as 0-d arrays and NumPy scalars
+    pytest.importorskip("numba")
+    graph = pa.make_graph(lambda h, e: pxp.sqrt(h) * e + h, np.asarray(0.25), np.float64(3.0))
+    (node,) = [n for n in fuse(graph, "numpy").nodes if isinstance(n.op, FusedOp)]
+    calls = []
+    run = cpu_fusion.kernel(node.op.fusion, lambda xp, *a: calls.append(1))
+    for h, e in ((np.asarray(0.25), np.float64(3.0)), (np.float64(0.25), np.asarray(3.0))):
+        out = run(np, h, e)
+        assert type(out) is np.ndarray and out.shape == () and float(out) == 0.5 * 3.0 + 0.25
+    assert not calls
+
+
 def test_an_overridden_kernel_is_not_fused():
     """``library.override`` swaps an op's kernel: code generated from the op's stock semantics would ignore
     the swap, so the op stays out of every group while the override is active."""
