@@ -151,8 +151,8 @@ class CompiledBody:
 
 
 def replayed(body, example):
-    """``body`` run, on backend arrays, by its traced graph compiled to straight-line calls of eager's
-    kernels (no optimisation, no fusion: eager's kernels in eager's order, so eager's values), where no
+    """``body`` run, on backend arrays, by its traced graph (optimised, not fused) compiled to
+    straight-line calls of eager's kernels (so eager's values to rounding, mostly bit for bit), where no
     capture records this level (``pa.jit`` compiles bodies its own way) and the arrays of ``example``
     (the carry, every leaf of at most ``REPLAY_ELEMENTS`` elements: a small state) are of an eager
     backend (a lazy one, Dask, computes a step at a time). Else ``body``.

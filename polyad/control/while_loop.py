@@ -661,8 +661,8 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         compiled: True: under transforms outside ``pa.jit`` (which compiles the loop its own way), the
             steps run on arrays (grad's forward pass, its advances and turns) replay the body's and
             the condition's traced graphs as straight-line calls of eager's kernels rather than calling
-            ``body_fun`` and ``cond_fun`` again: the same values, without the Python of the functions
-            and of each op's dispatch (most of a step's time when the carry is small). Their Python
+            ``body_fun`` and ``cond_fun`` again: the same values to rounding, without the Python of the
+            functions and of each op's dispatch (most of a step's time when the carry is small). Their Python
             side effects then happen once, at the trace. Only for a small carry (every leaf of at most
             ``closure.REPLAY_ELEMENTS``, 4096, elements: a larger one's kernels take the time); steps
             run on a transform's tensors (jvp, vmap, grad of grad) call the functions as without it.
