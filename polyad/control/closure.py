@@ -31,7 +31,7 @@ import optree
 
 import polyad.dispatch as dispatch
 from polyad.control.bodies import recorded
-from polyad.core import FreshTensor, Tensor, active_interpreters, transform_active
+from polyad.core import OPS, FreshTensor, Tensor, active_interpreters, transform_active
 from polyad.graph import predispatch
 from polyad.graph.compiler import optimize
 from polyad.graph.ir import Const, Var
@@ -221,6 +221,8 @@ def _graph_key(graph, where):
 
     try:
         for node in graph.nodes:
+            if OPS.get(node.op.name) is not node.op:  # an op made for this trace (a solver's): no key
+                return None
             params = tuple(sorted((k, _frozen(v)) for k, v in node.params.items()))
             outs = []
             for o in node.outputs:
@@ -237,7 +239,11 @@ def _graph_key(graph, where):
 
 def _frozen(value):
     """``value`` (a node's parameter) as a hashable of the same meaning: containers recursively, floats
-    by repr; anything else as it is (an unhashable one raises TypeError: no key)."""
+    by repr, other values compared by value (dtypes, devices) as they are. TypeError (no key) for one
+    compared by identity or holding data (a loop's body, a function, an array): the cache would keep
+    what it holds alive, and never meet it again."""
+    if value is None or isinstance(value, str | int):
+        return value
     if isinstance(value, list | tuple):
         return (type(value).__name__, tuple(_frozen(v) for v in value))
     if isinstance(value, dict):
@@ -246,6 +252,8 @@ def _frozen(value):
         return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
     if isinstance(value, float | complex):
         return (type(value).__name__, repr(value))
+    if callable(value) or hasattr(value, "shape") or type(value).__eq__ is object.__eq__:
+        raise TypeError(f"no key for a parameter of type {type(value).__name__}")
     return value
 
 
