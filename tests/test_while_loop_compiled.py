@@ -125,3 +125,31 @@ def test_solve_ivp_under_grad_calls_fun_a_fixed_number_of_times():
     # the Python attempt calls fun 6 times a step (200 here); a second call reuses the compiled pullback
     # where the graph's constants can be keyed (NumPy's)
     assert first <= 20 and calls[0] <= first, (first, calls[0])
+
+
+def test_a_body_holding_a_loop_is_replayed_but_its_code_not_kept():
+    # the inner loop's body is a parameter of the outer step's graph, compared by identity: a key would
+    # keep it (and what it closes over) alive in the cache, and never be met again
+    def f(k):
+        def body(c):
+            x, i = c
+            x = pa.while_loop(lambda y: y[0] < 2.0, lambda y: y * 1.5, x)  # x grows past 2 by factors 1.5
+            return x * k * 0.5, i + 1
+
+        x, _ = pa.while_loop(lambda c: c[1] < 3, body, (xp.ones(2), xp.asarray(0)), compiled=True)
+        return xp.sum(x)
+
+    def unrolled(k):
+        x = np.ones(2)
+        for _ in range(3):
+            while x[0] < 2.0:
+                x = x * 1.5
+            x = x * k * 0.5
+        return np.sum(x)
+
+    closure._REPLAYS.clear()
+    k = xp.asarray(1.1, dtype=xp.float64)
+    g = to_numpy(pa.grad(f)(k))
+    eps = 1e-6
+    np.testing.assert_allclose(g, (unrolled(1.1 + eps) - unrolled(1.1 - eps)) / (2 * eps), rtol=1e-7)
+    assert len(closure._REPLAYS) == 1  # the outer condition's code; not the step's
