@@ -24,17 +24,19 @@ Example:
     np.float64(6.0)
 """
 
+import math
 from contextlib import contextmanager
 
 import optree
 
 import polyad.dispatch as dispatch
 from polyad.control.bodies import recorded
-from polyad.core import FreshTensor, Tensor, transform_active
+from polyad.core import OPS, FreshTensor, Tensor, active_interpreters, transform_active
 from polyad.graph import predispatch
+from polyad.graph.compiler import optimize
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
-from polyad.ops.common import ShapeDtype, bottom, dtype_kind
+from polyad.ops.common import ShapeDtype, bottom, dtype_kind, shape_of
 from polyad.ops.fills import zeros_like
 
 
@@ -121,17 +123,17 @@ class CompiledBody:
     graph = None
     draws_random = False
 
-    def __init__(self, body, fn, compile_fn):
+    def __init__(self, body, fn, compile_fn, shared=None):
         self.body, self.fn, self.compile_fn = body, fn, compile_fn
         self.closures, self.out_avals, self.where = body.closures, body.out_avals, body.where
-        self._pullback = None
+        self._shared = {} if shared is None else shared  # the pullback, shared with bodies of its graph
 
     def compiled_pullback(self, args, cotangents):
         """One step's cotangents of its inputs (zeros where none) given its outputs' (None for none), by
         compiled code: the step and its backward pass traced once (at the first call) and compiled."""
-        if self._pullback is None:
-            self._pullback = _compile_pullback(self.body, args, self.compile_fn)
-        fn, floats_out = self._pullback
+        if "pullback" not in self._shared:
+            self._shared["pullback"] = _compile_pullback(self.body, args, self.compile_fn)
+        fn, floats_out = self._shared["pullback"]
         return list(fn(*args, *[cotangents[k] for k in floats_out]))
 
     def __call__(self, *args):
@@ -146,6 +148,113 @@ class CompiledBody:
 
     def __repr__(self):
         return f"CompiledBody({self.where})"
+
+
+def replayed(body, example):
+    """``body`` run, on backend arrays, by its traced graph (optimised, not fused) compiled to
+    straight-line calls of eager's kernels (so eager's values to rounding, mostly bit for bit), where no
+    capture records this level (``pa.jit`` compiles bodies its own way) and the arrays of ``example``
+    (the carry, every leaf of at most ``REPLAY_ELEMENTS`` elements: a small state) are of an eager
+    backend (a lazy one, Dask, computes a step at a time). Else ``body``.
+    A loop whose steps are small saves the Python of its function and of the dispatch of each op; on a
+    transform's tensors (grad of grad) the compiled body runs its function as ``body`` does. A body
+    traced again with the same graph (the loop of a function called again) reuses the code compiled for
+    the last one, its step's pullback included (``_REPLAYS``)."""
+    if body.graph is None or any(not i.transforms_bodies for i in active_interpreters()):
+        return body
+    if any(math.prod(shape_of(x)) > REPLAY_ELEMENTS for x in example):
+        # a large state: its kernels take the time, and the compiled pullback holds the step's values
+        # otherwise than the recording the checkpoint budget counts
+        return body
+    arrays = [bottom(x) for x in example]
+    backend = dispatch.backend_of(arrays)
+    if backend is None or getattr(backend.xp, "persist", None) is not None:
+        return body
+    device = next((a.device for a in arrays if hasattr(a, "device")), None)
+
+    def compile_fn(graph):
+        return optimize(graph).compile(backend.name, device).fn
+
+    key = _graph_key(body.graph, (backend.name, str(device)))
+    shared = _REPLAYS.pop(key, None) if key is not None else None
+    if shared is None:
+        compiled = body.compile_with(compile_fn)
+        if not isinstance(compiled, CompiledBody):
+            return compiled
+        shared = {"fn": compiled.fn}
+    compiled = CompiledBody(body, shared["fn"], compile_fn, shared)
+    if key is not None:
+        _REPLAYS[key] = shared  # the most recent last: the oldest goes first
+        while len(_REPLAYS) > REPLAY_CACHE:
+            del _REPLAYS[next(iter(_REPLAYS))]
+    return compiled
+
+
+REPLAY_CACHE = 32  # bodies whose compiled code ``replayed`` keeps
+REPLAY_ELEMENTS = 4096  # ``replayed`` compiles loops whose every carry leaf has at most this many elements
+CONST_KEY_ELEMENTS = 1 << 16  # a graph with larger constants is compiled at each trace (no key)
+_REPLAYS = {}  # graph key -> {"fn": compiled step, "pullback": (compiled pullback, floats) once made}
+
+
+def _graph_key(graph, where):
+    """A hashable key equal for two graphs that compute the same thing the same way: op objects,
+    parameters, the wiring, literals (by repr: -0.0 is not 0.0), shapes and dtypes, and constants by
+    value. None where a part cannot be keyed (an unhashable parameter, a large or unreadable constant):
+    that graph is compiled anew."""
+    local = {}
+    parts = [where, getattr(graph, "written_inputs", ()), getattr(graph, "writes_in_place", False)]
+    for v in graph.inputs:
+        local[v.id] = len(local)
+        parts.append((v.shape, str(v.dtype)))
+    for c in graph.consts:
+        shape, dtype = tuple(getattr(c, "shape", ())), str(getattr(c, "dtype", type(c)))
+        if not hasattr(c, "tobytes") or math.prod(shape) > CONST_KEY_ELEMENTS:
+            return None
+        parts.append((shape, dtype, c.tobytes()))
+
+    def ref(r):
+        if isinstance(r, Var):
+            return local[r.id]
+        if isinstance(r, Const):
+            return ("c", r.index)
+        return (type(r).__name__, repr(r))
+
+    try:
+        for node in graph.nodes:
+            if OPS.get(node.op.name) is not node.op:  # an op made for this trace (a solver's): no key
+                return None
+            params = tuple(sorted((k, _frozen(v)) for k, v in node.params.items()))
+            outs = []
+            for o in node.outputs:
+                local[o.id] = len(local)
+                outs.append((o.shape, str(o.dtype)))
+            parts.append((node.op, params, tuple(ref(r) for r in node.inputs), tuple(outs)))
+        parts.append(tuple(ref(r) for r in graph.outputs))
+        key = tuple(parts)
+        hash(key)
+    except (TypeError, KeyError):
+        return None
+    return key
+
+
+def _frozen(value):
+    """``value`` (a node's parameter) as a hashable of the same meaning: containers recursively, floats
+    by repr, other values compared by value (dtypes, devices) as they are. TypeError (no key) for one
+    compared by identity or holding data (a loop's body, a function, an array): the cache would keep
+    what it holds alive, and never meet it again."""
+    if value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_frozen(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _frozen(v)) for k, v in value.items())))
+    if isinstance(value, slice):
+        return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
+    if isinstance(value, float | complex):
+        return (type(value).__name__, repr(value))
+    if callable(value) or hasattr(value, "shape") or type(value).__eq__ is object.__eq__:
+        raise TypeError(f"no key for a parameter of type {type(value).__name__}")
+    return value
 
 
 def refuse_pre_dispatch_capture(where, what):

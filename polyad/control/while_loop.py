@@ -31,6 +31,7 @@ from polyad.control.closure import (
     owned,
     owned_next,
     refuse_pre_dispatch_capture,
+    replayed,
     trace,
 )
 from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
@@ -316,8 +317,11 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     closure = list(args[2 * n_carry + n_cond : 2 * n_carry + n_cond + n_closure])
     count, index, *stacks = args[2 * n_carry + n_cond + n_closure :]
     length = int(count)
-    steps = [int(take_index(index, j)) for j in range(shape_of(index)[0])]
-    stored = {s: [take_index(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
+    # backend arrays (the kernel's): their rows by indexing, without an op's dispatch each (a small
+    # state's sweep made 25 of them a step); a transform's tensors by the op, which it differentiates
+    row = _row if not any(isinstance(a, Tensor) for a in (index, *stacks)) else take_index
+    steps = [int(row(index, j)) for j in range(shape_of(index)[0])]
+    stored = {s: [row(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
     schedule = schedules.OnlineSchedule.resumed(
         _schedule_slots(slots, length), stored, length
     )  # the primal pass's
@@ -354,6 +358,10 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
         *[zeros_like(c) for c in c_closure],
         *[_or_zero(c, v) for c, v in zip(ct_closure, closure)],
     )
+
+
+def _row(x, j):
+    return x[j, ...]
 
 
 def _persisted_lists(a, b):
@@ -632,7 +640,7 @@ def _any_example(pred):
     return bool(any_of(value))
 
 
-def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=None):
+def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=None, compiled=False):
     """``val = body_fun(val)`` while ``cond_fun(val)``, as ``jax.lax.while_loop`` — and differentiable in
     reverse mode, which JAX's is not.
 
@@ -650,6 +658,14 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
             as it is; None, "sqrt" and "auto" take ``JIT_SLOTS`` (32) or, where fewer fit,
             what "auto"'s budget holds (``max_memory``, else ``pa.config.max_memory``).
         max_memory: the budget of "auto" (bytes, or a string such as "400MiB").
+        compiled: True: under transforms outside ``pa.jit`` (which compiles the loop its own way), the
+            steps run on arrays (grad's forward pass, its advances and turns) replay the body's and
+            the condition's traced graphs as straight-line calls of eager's kernels rather than calling
+            ``body_fun`` and ``cond_fun`` again: the same values to rounding, without the Python of the
+            functions and of each op's dispatch (most of a step's time when the carry is small). Their Python
+            side effects then happen once, at the trace. Only for a small carry (every leaf of at most
+            ``closure.REPLAY_ELEMENTS``, 4096, elements: a larger one's kernels take the time); steps
+            run on a transform's tensors (jvp, vmap, grad of grad) call the functions as without it.
 
     Returns:
         The final value. Under vmap every example stops at its own step (the loop runs as long as the
@@ -677,6 +693,8 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
         if not callable(f):
             raise TypeError(f"{where}: {name} must be callable, got {type(f).__name__}")
     check_checkpoints(checkpoints, max_memory, where)
+    if not isinstance(compiled, bool):
+        raise TypeError(f"{where}: compiled must be True or False, got {compiled!r}")
     flat, tree = optree.tree_flatten(init_val, none_is_leaf=False)
     flat = as_arrays(flat, where, "init_val")
     if not transform_active():
@@ -718,6 +736,8 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     cond = trace(cond_flat, flat, f"pa.while_loop({func_name(cond_fun)})", names, LOOP_ADVICE)
     body = trace(body_flat, flat, where, names, LOOP_ADVICE)
     check_carry(body.out_avals, flat, where, "body_fun", "init_val")
+    if compiled:
+        cond, body = replayed(cond, flat), replayed(body, flat)
     outs = bind(
         WHILE,
         *flat,

@@ -229,6 +229,7 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, fi
         state,
         checkpoints=checkpoints,
         max_memory=max_memory,
+        compiled=True,  # grad's steps replay the traced attempt: no Python of it per step
     )
     if t_eval is None:
         t_out = xp.stack([t0, state["t"]])

@@ -434,16 +434,19 @@ def kernel(spec, fallback):
             if type(a) is np.ndarray:
                 if a.dtype != want:
                     return fallback(xp, *args)
-                if mode == "copy":
-                    a = np.broadcast_to(a, shape)
-                if not a.flags.c_contiguous:
-                    a = np.ascontiguousarray(a)
-                if a.ndim != 1:
-                    a = a.reshape(-1)
+                if not a.ndim:  # 0-d (a small state's scalars; never "copy"): a view of its one element
+                    a = a.reshape(1)
+                else:
+                    if mode == "copy":
+                        a = np.broadcast_to(a, shape)
+                    if not a.flags.c_contiguous:
+                        a = np.ascontiguousarray(a)
+                    if a.ndim != 1:
+                        a = a.reshape(-1)
             elif isinstance(a, np.generic):  # a NumPy scalar (np.float64(0.5) passed in, a 0-d result)
                 if a.dtype != want:
                     return fallback(xp, *args)
-                a = np.asarray(a).reshape(-1)
+                a = a.reshape(1)  # an ndarray of its one element (one element: never "copy")
             else:
                 return fallback(xp, *args)
             flat.append(a)

@@ -543,11 +543,37 @@ def _rebuild(graph, groups, math):
             return graph.replace(nodes=order)
         # fused nodes that wait on each other: a group gained an input that depends on another group
         # after a value of that group was read into it (the grouping's dependency masks are taken when a
-        # value is made). Those groups, and any fused node behind them, run unfused; the rest stays.
-        unfused = {id(units[k][2]) for k in stuck if units[k][2] is not None}
+        # value is made). The groups on those cycles run unfused; the rest stays (a fused node merely
+        # behind a cycle waits on it but is on none: unfusing it too cost a small ODE's pullback half
+        # of its groups)
+        cyclic = _on_cycles([units[k][1] for k in stuck])
+        unfused = {id(units[stuck[k]][2]) for k in cyclic if units[stuck[k]][2] is not None}
         if not unfused:  # the graph itself has a cycle: not one a capture or a trace can make
             raise RuntimeError(f"fuse: the graph's nodes {stuck[:5]}... read each other's outputs")
         fused = [g for g in fused if id(g) not in unfused]
+
+
+def _on_cycles(nodes):
+    """The indices of ``nodes`` (those ``_topological`` left stuck: on a cycle, or behind one) that are
+    on a cycle or between two: the stuck nodes less those no other stuck node waits on, repeatedly."""
+    made = {o.id: k for k, n in enumerate(nodes) for o in n.outputs}
+    readers = [set() for _ in nodes]
+    for k, node in enumerate(nodes):
+        for r in node.inputs:
+            if isinstance(r, Var) and made.get(r.id, k) != k:
+                readers[made[r.id]].add(k)
+    left = set(range(len(nodes)))
+    leaves = [k for k in left if not readers[k]]
+    while leaves:
+        k = leaves.pop()
+        left.discard(k)
+        for node in nodes[k].inputs:
+            p = made.get(node.id) if isinstance(node, Var) else None
+            if p is not None and p in left and p != k:
+                readers[p].discard(k)
+                if not readers[p]:
+                    leaves.append(p)
+    return sorted(left)
 
 
 def _topological(nodes):
