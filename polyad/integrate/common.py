@@ -67,7 +67,7 @@ class Problem:
         self.sg = polyad_stop_gradient if namespace is None else identity
         self.jac = jac  # the user's df/dy: a callable jac(t, y, *args), a matrix, or None (pa.jacfwd)
         self.jac_sparsity = jac_sparsity  # the Newton Jacobians' pattern, "detect" or None
-        self.sparse_jacobian = None  # its pa.sparse_jacfwd, made at the first use (coloured once)
+        self.sparse_jacobian = None  # its sparse_newton.SparseNewton, made at the first use (coloured once)
         self.constants = {}  # a method's coefficients as the backend's arrays (outside transforms)
         self.stage_buffer = None  # outside transforms: the stages' array and weights (False: none)
         self.t_bound, self.direction = t_bound, direction
