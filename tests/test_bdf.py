@@ -224,11 +224,14 @@ def test_jac_options_and_refusals():
     ref = scipy_integrate.solve_ivp(lambda t, y: A @ y, (0.0, 5.0), [1.0, 1.0], "BDF", jac=A, vectorized=True)
     assert ours.njev == 0 and to_numpy(ours.t).shape == ref.t.shape
     close(ours.t, ref.t, 1e-12)
-    pattern = np.abs(A) > 0  # jac_sparsity (a pattern or "detect"): the same Jacobians, the same steps
+    # jac_sparsity (a pattern or "detect"): the same Jacobians, the same steps; the Newton matrix is
+    # factorised by SuperLU, not LAPACK, so the step times agree to rounding, not to the bit
+    pattern = np.abs(A) > 0
     for sparsity in (pattern, "detect"):
         sparse = solve_ivp(lambda t, y: Ax @ y, (0.0, 5.0), arr([1.0, 1.0]), "BDF", jac_sparsity=sparsity)
         dense = solve_ivp(lambda t, y: Ax @ y, (0.0, 5.0), arr([1.0, 1.0]), "BDF")
-        close(sparse.t, dense.t, 1e-14)
+        assert (sparse.nfev, sparse.njev, sparse.nlu) == (dense.nfev, dense.njev, dense.nlu)
+        close(sparse.t, dense.t, 1e-10)
     with pytest.raises(ValueError, match="method='LSODA' is not supported.*'BDF'"):
         solve_ivp(lambda t, y: -y, (0.0, 1.0), arr([1.0]), "LSODA")
     with pytest.raises(ValueError, match="jac is for method='Radau' or 'BDF'.*got method='RK45'"):

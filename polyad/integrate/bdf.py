@@ -9,7 +9,10 @@ and step-size choice, and the Jacobian and LU reuse are SciPy's: the Jacobian is
 Newton fails with a stale one, the Newton matrix when the step size or order changed (``nlu`` counts
 them as SciPy's; outside transforms each Newton iteration solves with it by the backend's ``solve``,
 LAPACK's LU as SciPy's ``lu_solve``, so the iterates are SciPy's to the bit: factorising once per matrix
-would need a factorisation the Array API lacks; under a transform its inverse is carried).
+would need a factorisation the Array API lacks; under a transform its inverse is carried). With
+``jac_sparsity`` outside transforms the Jacobian is the backend's CSR matrix and the Newton matrix is
+factorised once by the backend's sparse LU (SciPy's policy: SuperLU's ``splu``), its factors reused by
+every iteration and step until SciPy would form a new one (``sparse_newton.py``).
 
 Outside every transform ``eager_attempt`` runs SciPy's step (its loop of tries, on Python floats, one
 attempt per accepted step), so the steps are SciPy's to rounding. Under a transform ``attempt`` runs one
@@ -115,7 +118,8 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     J = common.jacobian(problem, t0, y0)
     njev = count + (0 if common.constant_jacobian(problem) else 1)
-    state.update(order=count + 1, n_equal=count, njev=njev, nlu=count, J=J, lu=0.0 * J)
+    lu = None if problem.sparse_jacobian is not None else 0.0 * J  # sparse: factors, made when needed
+    state.update(order=count + 1, n_equal=count, njev=njev, nlu=count, J=J, lu=lu)
     state["lu_valid"] = xp.asarray(False, device=y0.device)
     state["jac_current"] = xp.asarray(False, device=y0.device)
     return state
@@ -320,7 +324,10 @@ def _newton_eager(problem, xp, t_new, y_predict, c, psi, M, scale, tol):
         f = problem.rhs(t_new, y)
         if not bool(xp.all(xp.isfinite(f))):
             return False, k + 1, y, d
-        dy = xp.linalg.solve(M, c * f - psi - d)  # LAPACK's LU each time: SciPy's lu_solve's iterates
+        if problem.sparse_jacobian is not None:  # the sparse LU, factorised once per Newton matrix
+            dy = M.solve(c * f - psi - d)
+        else:  # LAPACK's LU each time: SciPy's lu_solve's iterates
+            dy = xp.linalg.solve(M, c * f - psi - d)
         dy_norm = float_rms(xp, dy / scale)
         rate = None if norm_old is None else dy_norm / norm_old
         if rate is not None and (
@@ -351,7 +358,8 @@ def eager_attempt(problem, state, max_steps):
         D, h_abs, n_equal = _change_eager(xp, D, order, min_step / h_abs), min_step, 0
     current = common.constant_jacobian(problem)
     alpha, tol = ALPHA[order], _newton_tol(problem.rtol)
-    eye = xp.eye(problem.n, dtype=y.dtype, device=y.device)
+    sparse = problem.sparse_jacobian  # jac_sparsity: J is the backend's CSR matrix
+    eye = None if sparse is not None else xp.eye(problem.n, dtype=y.dtype, device=y.device)
     gammas = xp.asarray(GAMMA[1 : order + 1], dtype=y.dtype, device=y.device)
     new = dict(state, rejected=True)
     while True:
@@ -373,7 +381,8 @@ def eager_attempt(problem, state, max_steps):
         c = h / alpha
         while True:
             if not lu_valid:
-                M, lu_valid, nlu = eye - c * J, True, nlu + 1
+                M = eye - c * J if sparse is None else sparse.shifted(J, 1.0, -c)
+                lu_valid, nlu = True, nlu + 1
             converged, iterations, y_new, d = _newton_eager(
                 problem, xp, t_new_arr, y_predict, c, psi, M, scale, tol
             )

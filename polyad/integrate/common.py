@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
-from polyad.api.sparse import sparse_jacfwd
 from polyad.backends.host import np
+from polyad.integrate.sparse_newton import SparseNewton
 from polyad.ops.elementwise import stop_gradient as polyad_stop_gradient
 
 FINISHED, FAILED = 0, -1  # SciPy's status codes
@@ -67,7 +67,7 @@ class Problem:
         self.sg = polyad_stop_gradient if namespace is None else identity
         self.jac = jac  # the user's df/dy: a callable jac(t, y, *args), a matrix, or None (pa.jacfwd)
         self.jac_sparsity = jac_sparsity  # the Newton Jacobians' pattern, "detect" or None
-        self.sparse_jacobian = None  # its pa.sparse_jacfwd, made at the first use (coloured once)
+        self.sparse_jacobian = None  # its sparse_newton.SparseNewton, made at the first use (coloured once)
         self.constants = {}  # a method's coefficients as the backend's arrays (outside transforms)
         self.stage_buffer = None  # outside transforms: the stages' array and weights (False: none)
         self.t_bound, self.direction = t_bound, direction
@@ -214,7 +214,8 @@ def constant_jacobian(problem):
 def jacobian(problem, t, y):
     """``df/dy`` at ``(t, y)``, not differentiated (the Newton matrices only): the user's ``jac`` (a
     callable of ``(t, y, *args)`` or a constant matrix) where given; else by ``pa.jacfwd``, or outside
-    transforms with ``jac_sparsity`` by ``pa.sparse_jacfwd`` (one JVP per colour), made dense."""
+    transforms with ``jac_sparsity`` by ``pa.sparse_jacfwd`` (one JVP per colour): the backend's CSR
+    matrix (``sparse_newton.SparseNewton``), factorised by the methods with the backend's sparse LU."""
     xp, n = problem.xp, problem.n
     if problem.jac is not None:
         J = problem.jac(t, y, *problem.args) if callable(problem.jac) else problem.jac
@@ -225,10 +226,10 @@ def jacobian(problem, t, y):
             raise ValueError(f"solve_ivp: jac must be of shape {(n, n)} (df/dy), got {tuple(J.shape)}")
         return problem.sg(polyad_xp.astype(J, y.dtype) if xp is polyad_xp else J)
     if problem.jac_sparsity is not None and xp is not polyad_xp:
+        # outside transforms: the backend's CSR matrix, which the methods factorise by sparse LU
         if problem.sparse_jacobian is None:
-            pattern = None if isinstance(problem.jac_sparsity, str) else problem.jac_sparsity
-            problem.sparse_jacobian = sparse_jacfwd(lambda v, t: problem.rhs(t, v), sparsity=pattern)
-        return xp.asarray(problem.sparse_jacobian(y, t).toarray())
+            problem.sparse_jacobian = SparseNewton(problem, t, y)
+        return problem.sparse_jacobian(t, y)
     return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
 
 

@@ -66,7 +66,9 @@ def _constants(problem, like):
     made = tuple(xp.asarray(c, dtype=like.dtype, device=like.device) for c in (A, P_T, (E,)))
     if problem.xp is not polyad_xp:
         n = problem.n
-        eyes = tuple(xp.eye(k, dtype=like.dtype, device=like.device) for k in (3 * n, n))
+        # sparse Newton matrices (jac_sparsity) need no dense identities: (3n)^2 entries at large n
+        sizes = (3 * n, n) if problem.sparse_jacobian is None else ()
+        eyes = tuple(xp.eye(k, dtype=like.dtype, device=like.device) for k in sizes)
         problem.constants["radau"] = made = made + eyes
     return made
 
@@ -277,16 +279,16 @@ def interpolate(problem, step, te):
 # ------------------------------------------------------------------------------ outside every transform
 
 
-def _newton_eager(xp, residual, Z, M_inv, scale, tol):
+def _newton_eager(xp, residual, Z, solve, scale, tol):
     """``common.simplified_newton`` on concrete values with its scalars as Python floats (the same arithmetic
     in float64, so the same result; an array's ``where`` costs microseconds): ``(Z, converged,
-    iterations, rate)``."""
+    iterations, rate)``; ``solve(v)``: the Newton matrix's solution for the flat ``v``."""
     shape = tuple(Z.shape)
     size = shape[0] * shape[1]
     rate, norm_old = 0.0, -1.0
     for k in range(NEWTON_MAXITER):
         G = residual(Z)
-        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
+        dZ = -xp.reshape(solve(xp.reshape(G, (size,))), shape)
         dnorm = float_rms(xp, dZ / scale)
         has_rate = norm_old > 0
         if has_rate:
@@ -334,24 +336,35 @@ def eager_attempt(problem, state, max_steps):
         Z0 = W @ Q
     else:
         Z0 = xp.zeros_like(Q)
-    A_, _, _, eye3, eye = _constants(problem, y)
-    M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, problem.n, (A_, eye3)))
+    sparse = problem.sparse_jacobian  # jac_sparsity: J is the backend's CSR matrix, factorised sparse
+    h_div = 1.0 if h == 0 else h
+    if sparse is None:
+        A_, _, _, eye3, eye = _constants(problem, y)
+        M_inv = xp.linalg.inv(_newton_matrix(xp, J, h, problem.n, (A_, eye3)))
+        solve = M_inv.__matmul__
+    else:
+        solve = sparse.radau(J, h, A).solve
     t_arr = xp.asarray(tf, dtype=y.dtype, device=y.device)
     Z, converged, iterations, rate = _newton_eager(
-        xp, lambda Z: _residual(problem, t_arr, y, h, Z), Z0, M_inv, scale, tol
+        xp, lambda Z: _residual(problem, t_arr, y, h, Z), Z0, solve, scale, tol
     )
     nfev += 3 * iterations
     nlu += 2
     y_new = y + Z[2, ...]
     # the error estimate and the controller
-    h_div = 1.0 if h == 0 else h
-    M_real = MU_REAL / h_div * eye - J
+    if sparse is None:
+        M_real = MU_REAL / h_div * eye - J
+
+        def solve_real(v):
+            return xp.linalg.solve(M_real, v[:, None])[:, 0]
+    else:
+        solve_real = sparse.shifted(J, MU_REAL / h_div, -1.0).solve
     ZE = _error_stages(problem, Z, h_div)
-    error = xp.linalg.solve(M_real, (f + ZE)[:, None])[:, 0]
+    error = solve_real(f + ZE)
     scale_new = problem.atol + xp.maximum(xp.abs(y), xp.abs(y_new)) * problem.rtol
     err = float_rms(xp, error / scale_new)
     if converged and rejected and err > 1:
-        error = xp.linalg.solve(M_real, (problem.rhs(t_arr, y + error) + ZE)[:, None])[:, 0]
+        error = solve_real(problem.rhs(t_arr, y + error) + ZE)
         err = float_rms(xp, error / scale_new)
         nfev += 1
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + iterations)

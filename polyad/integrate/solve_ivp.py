@@ -117,7 +117,10 @@ def solve_ivp(
             matrix, as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
             come from ``pa.sparse_jacfwd`` (one JVP per colour of the pattern, coloured once), under a
             transform from ``pa.jacfwd`` (the Newton matrix is not differentiated: the same values).
-            The Newton systems stay dense.
+            Outside transforms the Newton matrices (BDF's ``I - c J``, Radau's ``3n`` one and its error
+            estimate's) are sparse and factorised by the backend's sparse LU (SuperLU; cupyx on CuPy, not
+            verified on a GPU; array_api_strict by counted host copies), BDF's once per Newton matrix;
+            no dense ``n x n`` array is formed. Under a transform the Newton systems are still dense.
         progress: show a tqdm progress bar of ``t`` (outside transforms only: under one the loop is one op).
 
     Returns:

@@ -1,0 +1,185 @@
+"""Large stiff systems (issue 36, item 5): ``solve_ivp(..., jac_sparsity=)`` with BDF and Radau forms its
+Newton matrices from ``pa.sparse_jacfwd`` and factorises them by the backend's sparse LU (SuperLU through
+the contract), outside transforms. The problem is the 2-D Brusselator PDE of DifferentialEquations.jl's
+"Solving Large Stiff Equations" tutorial (periodic N x N grid, alpha = 10 / dx^2, dx = 1 / (N - 1), the
+forcing disc switched on at t = 1.1); the reference is SciPy's BDF (Radau) with the same ``jac_sparsity``
+(finite-difference Jacobians: the solutions agree to the tolerance, 10 x rtol), the derivative's forward
+mode against the discrete adjoint and central differences."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from helpers import start_tracemalloc, to_numpy
+
+import polyad as pa
+from polyad import backends
+from polyad.integrate import solve_ivp
+
+scipy_integrate = pytest.importorskip("scipy.integrate")
+
+xp = pa.xp
+RTOL, ATOL = 1e-6, 1e-8
+
+
+def arr(values):
+    """An array of the backend under test (a NumPy array to ``xp.asarray`` stays NumPy's)."""
+    return xp.asarray(np.asarray(values, dtype=np.float64).tolist(), dtype=xp.float64)
+
+
+def grid(n):
+    """The forcing's disc (values 5 inside) and the initial state ``(u, v)`` flattened, on the host."""
+    s = np.linspace(0.0, 1.0, n)
+    x, y = np.meshgrid(s, s, indexing="ij")
+    disc = np.where((x - 0.3) ** 2 + (y - 0.6) ** 2 <= 0.1**2, 5.0, 0.0)
+    u0, v0 = 22.0 * (y * (1 - y)) ** 1.5, 27.0 * (x * (1 - x)) ** 1.5
+    return disc, np.concatenate([u0.ravel(), v0.ravel()])
+
+
+def brusselator(n, disc, lib):
+    """The right-hand side ``f(t, z, alpha)`` in the namespace ``lib`` (polyad's or NumPy's)."""
+
+    def lap(w):  # the periodic five-point Laplacian
+        rolled = lib.roll(w, 1, axis=0) + lib.roll(w, -1, axis=0) + lib.roll(w, 1, axis=1)
+        return rolled + lib.roll(w, -1, axis=1) - 4 * w
+
+    def f(t, z, alpha):
+        u, v = lib.reshape(z[: n * n], (n, n)), lib.reshape(z[n * n :], (n, n))
+        a = alpha * (n - 1) ** 2
+        force = lib.where(t >= 1.1, disc, 0.0)
+        du = a * lap(u) + 1.0 + u * u * v - 4.4 * u + force
+        dv = a * lap(v) + 3.4 * u - u * u * v
+        return lib.concat([lib.reshape(du, (-1,)), lib.reshape(dv, (-1,))])
+
+    return f
+
+
+def problem(n):
+    disc, y0 = grid(n)
+    f = brusselator(n, arr(disc), xp)
+    pattern = pa.jacobian_sparsity(lambda z: f(arr(0.0), z, 10.0))(arr(y0))
+    host_f = brusselator(n, disc, np)
+    if not hasattr(np, "concat"):  # NumPy < 2
+        np.concat = np.concatenate
+    return f, host_f, y0, pattern
+
+
+def counted_splu(monkeypatch):
+    """The calls to the backend's sparse LU, counted (the support object of the default backend)."""
+    support = pa.dispatch.backend_of_array(xp.asarray([0.0])).sparse
+    calls = []
+    original = support.splu
+
+    def splu(matrix, **options):
+        calls.append(matrix.shape)
+        return original(matrix, **options)
+
+    monkeypatch.setattr(support, "splu", splu)
+    return calls
+
+
+@pytest.mark.parametrize("method", ["BDF", "Radau"])
+def test_brusselator_matches_scipy_with_sparse_newton(method, monkeypatch):
+    """N = 32 (2,048 states; Radau N = 8), over the forcing's switch at t = 1.1: the final state agrees
+    with SciPy's (same method, same jac_sparsity) to 10 x rtol; every Newton matrix is a sparse LU (BDF:
+    one factorisation per matrix, ``nlu`` of them; Radau: two per attempt, the stages' 3n one and the
+    error's), none dense."""
+    n, span = (32, (1.05, 1.15)) if method == "BDF" else (8, (1.05, 1.15))
+    f, host_f, y0, pattern = problem(n)
+    ref = scipy_integrate.solve_ivp(
+        host_f, span, y0, method, args=(10.0,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern
+    )
+    calls = counted_splu(monkeypatch)
+    ours = solve_ivp(f, span, arr(y0), method, args=(10.0,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern)
+    assert ours.success and ref.success
+    np.testing.assert_allclose(to_numpy(ours.y)[:, -1], ref.y[:, -1], rtol=10 * RTOL, atol=10 * ATOL)
+    size = 2 * n * n
+    assert len(calls) == ours.nlu > 0
+    expected = {(size, size)} if method == "BDF" else {(size, size), (3 * size, 3 * size)}
+    assert set(calls) == expected
+
+
+def test_sparse_newton_memory_is_far_below_a_dense_jacobian():
+    """N = 32: the solve's peak memory (tracemalloc) stays under a quarter of one dense Jacobian (2,048^2
+    doubles, 32 MiB), where forming I - c J densely takes three such matrices."""
+    n = 32
+    f, _, y0, pattern = problem(n)
+    z0 = arr(y0)
+    solve_ivp(f, (0.0, 1e-4), z0, "BDF", args=(10.0,), jac_sparsity=pattern)  # warm-up: caches, imports
+    dense_bytes = (2 * n * n) ** 2 * 8
+    start_tracemalloc()
+    try:
+        result = solve_ivp(
+            f, (1.0, 1.01), z0, "BDF", args=(10.0,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.success
+    assert peak < dense_bytes / 4, (
+        f"peak {peak / 2**20:.1f} MiB, a dense Jacobian {dense_bytes / 2**20:.0f} MiB"
+    )
+
+
+def test_detected_pattern_and_host_copies():
+    """jac_sparsity="detect" finds the pattern once and gives the same solution as the given pattern; on a
+    library without sparse matrices (array_api_strict) the factorisation goes through SuperLU by counted
+    host copies (the CSR arrays once per factorisation, each solve's vector), on NumPy none."""
+    n = 16
+    f, _, y0, pattern = problem(n)
+    z0 = arr(y0)
+    given = solve_ivp(f, (0.0, 0.05), z0, "BDF", args=(10.0,), jac_sparsity=pattern)
+    before = backends.host_copies()
+    detected = solve_ivp(f, (0.0, 0.05), z0, "BDF", args=(10.0,), jac_sparsity="detect")
+    copies = backends.host_copies() - before
+    np.testing.assert_array_equal(to_numpy(detected.y), to_numpy(given.y))
+    assert detected.nlu == given.nlu
+    backend = pa.dispatch.backend_of_array(z0)
+    if (
+        backend.sparse.container == "csr"
+        and backend.sparse.library == "scipy.sparse"
+        and backend.name == "numpy"
+    ):
+        assert copies == 0
+    else:
+        assert copies > 0
+
+
+def test_jac_sparsity_of_the_wrong_shape_is_refused():
+    f, _, y0, _ = problem(4)
+    with pytest.raises(ValueError, match=r"jac_sparsity must be of shape \(32, 32\).*got \(31, 31\)"):
+        solve_ivp(f, (0.0, 0.1), arr(y0), "BDF", args=(10.0,), jac_sparsity=np.ones((31, 31), bool))
+
+
+@pytest.mark.slow
+def test_brusselator_n128_matches_scipy():
+    """N = 128 (32,768 states), BDF with the detected pattern against SciPy's BDF with jac_sparsity: the
+    final state to 10 x rtol (a dense Jacobian would be 8 GiB)."""
+    n, span = 128, (1.0, 1.2)
+    f, host_f, y0, pattern = problem(n)
+    ref = scipy_integrate.solve_ivp(
+        host_f, span, y0, "BDF", args=(10.0,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern
+    )
+    ours = solve_ivp(f, span, arr(y0), "BDF", args=(10.0,), rtol=RTOL, atol=ATOL, jac_sparsity="detect")
+    assert ours.success
+    np.testing.assert_allclose(to_numpy(ours.y)[:, -1], ref.y[:, -1], rtol=10 * RTOL, atol=10 * ATOL)
+
+
+@pytest.mark.parametrize("n", [4, pytest.param(16, marks=pytest.mark.slow)])
+def test_mean_u_derivative_adjoint_against_forward_mode(n):
+    """d(mean u(T))/d(alpha) by the discrete adjoint (pa.grad) against forward mode (pa.jvp), and both
+    against central differences of the solve (under transforms the Newton matrices are still dense)."""
+    f, _, y0, pattern = problem(n)
+    z0 = arr(y0)
+
+    def mean_u(alpha):
+        r = solve_ivp(f, (0.0, 0.01), z0, "BDF", args=(alpha,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern)
+        return xp.mean(r.y[: n * n, -1])
+
+    alpha = xp.asarray(10.0)
+    adjoint = float(pa.grad(mean_u)(alpha))
+    forward = float(pa.jvp(mean_u, (alpha,), (xp.asarray(1.0),))[1])
+    h = 1e-3
+    central = (float(mean_u(xp.asarray(10.0 + h))) - float(mean_u(xp.asarray(10.0 - h)))) / (2 * h)
+    assert abs(adjoint - forward) <= 1e-8 * abs(forward)
+    assert abs(forward - central) <= 1e-2 * abs(central)
