@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import polyad.dispatch as dispatch
 import polyad.xp as polyad_xp
 from polyad.api.jacobians import jacfwd
 from polyad.backends.host import np
@@ -168,6 +169,9 @@ def base_state(problem, t0, y0, int_dtype, first_step=None):
     SciPy's selection: one more evaluation) and the counters."""
     xp, stop_gradient = problem.xp, problem.sg  # this run's namespace
     f0 = problem.rhs(t0, y0)
+    if xp is not polyad_xp:  # outside transforms the initial step's norms are floats, each a compute of
+        # a lazy backend's graph (Dask): f0 computed once for them all, not once per norm
+        f0 = dispatch.persisted([f0])[0]
     if first_step is None:
         h0, evaluations = initial_step(problem, t0, y0, f0), 2
     else:
