@@ -217,8 +217,44 @@ def describe(files=None):
     return "\n".join(lines)
 
 
+def arrow_counts(files=None):
+    """How the import graph runs, counted: ``modules``; ``arrows`` (one per pair of polyad modules, one
+    importing the other); ``between_layers`` (those whose two ends are in different layers) and
+    ``layer_pairs`` (the distinct ordered pairs of layers they join); ``upward`` (those pointing to a
+    higher layer); ``folder_arrows`` (distinct pairs of top-level folders or root modules, one importing
+    the other) and ``running_back_up`` (the folder arrows that lie on a circle of folders: whichever order
+    the folders are put in, one of them points back up).
+
+    Example:
+        >>> from polyad.testing.structure import arrow_counts
+        >>> arrow_counts()["upward"]
+        0
+    """
+    files = files or source_files()
+    graph = imports(files)
+    arrows = {(m, t) for m, found in graph.items() for t, _, _ in found if t in files and t != m}
+    crossing = [(m, t) for m, t in arrows if layer_of(m) != layer_of(t)]
+    folder = {m: ".".join(m.split(".")[:2]) for m in files}  # polyad.ops.numpy.x -> polyad.ops
+    folder_arrows = {(folder[m], folder[t]) for m, t in arrows if folder[m] != folder[t]}
+    edges = {}
+    for a, b in folder_arrows:
+        edges.setdefault(a, set()).add(b)
+    circles = [set(c) for c in cycles(edges)]
+    return {
+        "modules": len(files),
+        "arrows": len(arrows),
+        "between_layers": len(crossing),
+        "layer_pairs": len({(layer_of(m), layer_of(t)) for m, t in crossing}),
+        "upward": sum(layer_of(t) > layer_of(m) for m, t in crossing),
+        "folder_arrows": len(folder_arrows),
+        "running_back_up": sum(any(a in c and b in c for c in circles) for a, b in folder_arrows),
+        "folder_circles": sorted(sorted(c) for c in circles),
+    }
+
+
 if __name__ == "__main__":
     print(describe())
+    print("\narrows:", ", ".join(f"{k} {v}" for k, v in arrow_counts().items()))
     problems = check()
     print(f"\n{len(problems)} problem(s)")
     for p in problems:
