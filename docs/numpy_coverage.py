@@ -1,5 +1,5 @@
 """Writes the coverage table of "Coming from NumPy" (docs/_generated/numpy_coverage.rst) from polyad's own
-dispatch table (``polyad.ops.numpy``: ``FUNCTIONS``, ``UFUNCS``, ``METHODS``) and the measure in
+dispatch table (``polyad.interop.numpy``: ``FUNCTIONS``, ``UFUNCS``, ``METHODS``) and the measure in
 docs/numpy_usage.json (the NumPy functions and array methods SciPy's and scikit-learn's own source call, and
 the NumPy functions HIPS autograd differentiates; ``scripts/numpy_usage.py`` measures it), so that the table
 cannot drift from the code. ``make docs`` runs it (docs/conf.py calls ``generate``); by hand:
@@ -15,9 +15,9 @@ import re
 import numpy as np
 
 import polyad  # noqa: F401  (installs NumPy's dispatch on polyad's tensors)
-from polyad.ops.numpy import FUNCTIONS, METHODS, UFUNCS
-from polyad.ops.numpy.methods import UNSUPPORTED
-from polyad.ops.numpy.ufuncs import method_support
+from polyad.interop.numpy import FUNCTIONS, METHODS, UFUNCS
+from polyad.interop.numpy.methods import UNSUPPORTED
+from polyad.interop.numpy.ufuncs import method_support
 
 HERE = pathlib.Path(__file__).resolve().parent
 MIN_CALLS = 5  # a function SciPy and scikit-learn call at least this often has a row in the first table

@@ -4,7 +4,8 @@ special functions (not in the standard: their docstrings are the reference)."""
 
 import pathlib
 
-from polyad import standard, xp
+from polyad import xp
+from polyad.core import standard
 
 SPEC = "https://data-apis.org/array-api/{version}/API_specification/generated/array_api.{name}.html"
 

@@ -6,7 +6,7 @@ The public API, re-exported. See README.md for a tour and ARCHITECTURE.md for ho
 import types
 from typing import Any
 
-from polyad import config, custom_ops, dispatch, library, linalg, optimize, random, sparse, xp
+from polyad import config, random, xp
 from polyad.api.eval_shape import eval_shape
 from polyad.api.grad import enable_grad, grad, grad_and_value, linearize, no_grad, value_and_grad, vjp
 from polyad.api.graphs import call_delegate, make_graph
@@ -23,30 +23,40 @@ from polyad.api.sparse import (
 )
 from polyad.api.sparsity import hessian_sparsity, jacobian_sparsity
 from polyad.api.vmap import vmap
-from polyad.chunking.cluster import DistributedError, distributed
-from polyad.chunking.plan import ChunkPlan
 from polyad.control.checkpoint import checkpoint
 from polyad.control.conditionals import cond, switch
-from polyad.control.custom_derivatives import CustomDerivativeError, custom_jvp, custom_vjp
-from polyad.control.implicit import ImplicitError, custom_linear_solve, custom_root
 from polyad.control.loops import fori_loop, map, scan
 from polyad.control.while_loop import while_loop
-from polyad.core import ConcretizationError, DerivativeLostWarning, Tensor, TracedComplex, TracedFloat
-from polyad.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
+from polyad.core import (
+    ConcretizationError,
+    DerivativeLostWarning,
+    Tensor,
+    TracedComplex,
+    TracedFloat,
+    dispatch,
+)
+from polyad.core.avals import ShapeDtype
+from polyad.core.dispatch import DEVICE_PRIORITY, backend, get_backend, register_device_type, set_backend
+from polyad.custom import library
+from polyad.custom import ops as custom_ops
+from polyad.custom.derivatives import CustomDerivativeError, custom_jvp, custom_vjp
+from polyad.custom.implicit import ImplicitError, custom_linear_solve, custom_root
+from polyad.custom.library import custom_op
 from polyad.graph import Graph
 from polyad.graph.capture import SpecializedGraphWarning
-from polyad.library import custom_op
+from polyad.interop import numpy as numpy_api
+from polyad.interop.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
 from polyad.moved import install_moved_paths
-from polyad.ops import numpy as numpy_api
-from polyad.ops.common import ShapeDtype
 from polyad.ops.elementwise import stop_gradient
-from polyad.scipy_fft import ScipyFFTBackend, scipy_fft_backend, use_scipy_fft_backend
+from polyad.parallel.cluster import DistributedError, distributed
+from polyad.parallel.plan import ChunkPlan
+from polyad.scipy import linalg, optimize, sparse
 from polyad.transforms.sparsity import SparsityFallbackWarning
 
-from polyad import integrate  # isort: skip  (after the transforms it is built on)
+from polyad.scipy import integrate  # isort: skip  (after the transforms it is built on)
 
 fused = custom_ops  # the former name of polyad.custom_ops
-numpy_api.install()  # NumPy's methods and functions on every tensor (polyad/ops/numpy)
+numpy_api.install()  # NumPy's methods and functions on every tensor (polyad/interop/numpy)
 install_moved_paths()
 
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 import polyad
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.backends.cupy import driver
 
 

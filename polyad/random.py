@@ -45,9 +45,9 @@ from typing import Any
 
 import polyad.backends as backends
 import polyad.core as core
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import Tensor, fresh
-from polyad.ops.common import broadcast_shape
+from polyad.core.avals import broadcast_shape
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter, batch_levels
 
 _GENERATORS = weakref.WeakSet()  # every live Generator: vmap(randomness="same", chunk_size=...) replays them

@@ -18,8 +18,8 @@ import math
 import sys
 import types
 
-import polyad.dispatch as dispatch
-import polyad.standard as standard
+import polyad.core.dispatch as dispatch
+import polyad.core.standard as standard
 from polyad.core import Tensor, bind, install_namespace
 from polyad.ops import creation, views
 

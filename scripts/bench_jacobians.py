@@ -13,8 +13,8 @@ import tracemalloc
 import numpy as np
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 
 
 def best_of(fn, repeat):

@@ -11,7 +11,8 @@ import time
 import numpy as np
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 
 
 def per_call(fn, number):

@@ -10,7 +10,7 @@ import statistics
 import time
 
 import polyad as pa
-from polyad import dispatch
+from polyad.core import dispatch
 
 xp = pa.xp
 

@@ -29,7 +29,8 @@ import tempfile
 import time
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 
 
 def laplacian(u, n):

@@ -14,7 +14,7 @@ import tracemalloc
 import numpy as np
 
 import polyad as pa
-from polyad.api import coloring
+from polyad.api import _coloring as coloring
 
 xp = pa.xp
 

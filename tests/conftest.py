@@ -20,13 +20,13 @@ def pytest_report_header(config):
 @pytest.fixture
 def xp_backend():
     """The backend's own Array API namespace (the reference for value tests)."""
-    from polyad import dispatch
+    from polyad.core import dispatch
 
     return dispatch.default_backend().xp
 
 
 def pytest_collection_modifyitems(config, items):
-    has_gpu = "cupy" in __import__("polyad.dispatch", fromlist=["x"]).usable_backends()
+    has_gpu = "cupy" in __import__("polyad.core.dispatch", fromlist=["x"]).usable_backends()
     run_slow = "slow" in (config.getoption("-m") or "")
     for item in items:
         if "cuda" in item.keywords and not has_gpu:
@@ -41,7 +41,7 @@ def stand_in():
     "cuda" on CuPy) and a stand-in type ranked directly above it that its float32 arrays play ("cuda"
     above "cpu"; on CuPy "accel" above "cuda"). Tests of the kernel choice register kernels for these
     two, so that they test the real choice on every backend."""
-    from polyad import dispatch
+    from polyad.core import dispatch
 
     xp = dispatch.default_backend().xp
     native = dispatch.device_type(xp.ones(1, dtype=xp.float64))
@@ -56,7 +56,7 @@ def stand_in():
 @pytest.fixture
 def fake_cuda():
     """float32 arrays play the part of CUDA arrays (both backends have them): a stand-in device type."""
-    from polyad import dispatch
+    from polyad.core import dispatch
 
     undo = dispatch.register_device_type("cuda", lambda a: "float32" in str(a.dtype))
     try:

@@ -15,7 +15,8 @@ from helpers import assert_close, diff_fn, native_device_type, raises_cleanly, t
 from toy_backend import TOY, ToyArray
 
 import polyad as pa
-from polyad import backends, dispatch, xp
+from polyad import backends, xp
+from polyad.core import dispatch
 from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler
 
 

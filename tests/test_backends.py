@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import polyad as pa
-from polyad import dispatch
+from polyad.core import dispatch
 
 
 def _run(code, **env):

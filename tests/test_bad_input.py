@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import polyad as pa
-from polyad import core, dispatch, xp
+from polyad import core, xp
+from polyad.core import dispatch
 from polyad.graph import predispatch
 from polyad.transforms import batching
 

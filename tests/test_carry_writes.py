@@ -9,7 +9,7 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
+from polyad.core import dispatch
 
 xp = pa.xp
 BACKEND = dispatch.default_backend().xp

@@ -10,8 +10,9 @@ import pytest
 from helpers import assert_close, start_tracemalloc, to_numpy
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
 from polyad import xp as pxp
+from polyad.core import dispatch
 
 
 @pytest.fixture

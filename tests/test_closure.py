@@ -14,8 +14,9 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.testing import check_grads
 from polyad.testing.op_table import OP_TABLE, Sampler
 from polyad.testing.under_transform import ClosureError, DerivativeRefused, namespace, run_under

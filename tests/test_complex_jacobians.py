@@ -8,8 +8,9 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
 from polyad import xp as pxp
+from polyad.core import dispatch
 
 Z = np.array([1.0 + 2.0j, -0.5 + 0.3j, 0.2 - 1.1j])
 

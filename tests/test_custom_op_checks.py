@@ -11,7 +11,8 @@ import pytest
 from helpers import assert_close, native_device_type, raises_cleanly, to_numpy
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 
 _names = (f"checks::op{i}" for i in itertools.count())
 

@@ -9,7 +9,8 @@ import pytest
 from helpers import assert_close, native_device_type, to_numpy
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 from polyad.testing import check_grads, check_vmap
 
 _names = (f"test::op{i}" for i in itertools.count())

@@ -1,4 +1,4 @@
-"""pa.custom_jvp and pa.custom_vjp on plain functions (polyad/control/custom_derivatives.py): the rules
+"""pa.custom_jvp and pa.custom_vjp on plain functions (polyad/custom/derivatives.py): the rules
 are what every transform uses (each rule deliberately differs from the function's true derivative, so a
 transform that differentiated the function itself would fail), they nest (hessian, vmap of grad, grad of
 vmap), vmap batches them (a per-example loop with LoopFallbackWarning where a rule needs concrete

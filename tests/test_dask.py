@@ -16,7 +16,8 @@ import pytest
 from helpers import assert_close
 
 import polyad as pa
-from polyad import backends, dispatch
+from polyad import backends
+from polyad.core import dispatch
 from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
 from polyad.transforms.batching import LoopFallbackWarning
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
+from polyad.core import dispatch
 from polyad.transforms import reverse
 
 xp = pa.xp

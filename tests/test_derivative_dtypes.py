@@ -7,7 +7,8 @@ import pytest
 from helpers import assert_close, raises_cleanly, to_numpy
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 
 BX = dispatch.default_backend().xp
 C64 = BX.asarray([1.0, 2.0, -0.5], dtype=BX.float64)  # a float64 constant: promotes float32 inputs

@@ -146,7 +146,7 @@ def test_a_compiled_graph_makes_its_creations_on_the_given_device():
 def test_jit_traces_on_the_device_not_on_its_cache_key(monkeypatch):
     # CuPy's devices cannot be hashed: pa.jit's cache keys them as a tuple, which is no device (CuPy raised
     # "int() argument must be ... not 'tuple'" making an array there); here device1 is keyed that way too
-    from polyad import dispatch
+    from polyad.core import dispatch
 
     key = dispatch.device_key
     monkeypatch.setattr(dispatch, "device_key", lambda d: ("Device", repr(d)) if d == DEVICE else key(d))
@@ -334,7 +334,7 @@ def test_vmap_of_a_decomposition_gives_the_eager_answers_one_matrix_at_a_time(na
     # CuPy's batched eigh/svd (cuSOLVER's syevj, gesvdj) pick other vector signs than one matrix at a time:
     # its backend decomposes a stack matrix by matrix (extras.decompose_stack); here that code runs on
     # NumPy's arrays in place of the backend under test's own batched call
-    from polyad import dispatch
+    from polyad.core import dispatch
 
     extras = _cupy_extras_on_numpy(monkeypatch)
     calls = []

@@ -5,8 +5,7 @@ import pytest
 from helpers import to_numpy
 
 import polyad as pa
-from polyad import dispatch
-from polyad.core import Op, bind
+from polyad.core import Op, bind, dispatch
 
 
 def _op(kernels, generic=True):

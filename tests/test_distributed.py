@@ -15,8 +15,9 @@ import pytest
 from helpers import assert_close
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
 from polyad import xp as pxp
+from polyad.core import dispatch
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
@@ -295,7 +296,7 @@ def test_workers_compute_on_their_own_default_backend(A, client, cl):
 def test_the_payload_travels_once_and_follows_changes(A, client, cl, compare_max, monkeypatch):
     """The function and its fixed arguments reach each worker once: a second call with the same ones
     reuses the copies there; an array the function closes over, changed in place, is sent again."""
-    from polyad.chunking import cluster
+    from polyad.parallel import cluster
 
     if compare_max is not None:
         monkeypatch.setattr(cluster, "COMPARE_MAX", compare_max)
@@ -319,7 +320,7 @@ def test_a_call_at_a_new_point_sends_only_its_arguments(A, client, cl, monkeypat
     (small) or as a payload of their own (over INLINE_MAX bytes), so a call at a new point, or with another
     large fixed argument, does not send the function again. Arguments changed in place after a lazy call
     do not reach its result."""
-    from polyad.chunking import cluster
+    from polyad.parallel import cluster
 
     W = A(rand(6, 6, seed=19))
     f = lambda v, c: pxp.tanh(W @ v) * c  # noqa: E731
@@ -353,7 +354,7 @@ def test_a_call_at_a_new_point_sends_only_its_arguments(A, client, cl, monkeypat
 def test_malloc_thresholds_are_tuned_while_tasks_run_and_set_back_after():
     """Workers started by Dask's nanny have MALLOC_TRIM_THRESHOLD_ set, which turns off glibc's dynamic
     mmap threshold; a polyad task raises the thresholds while tasks run and sets them back after."""
-    from polyad.chunking import cluster
+    from polyad.parallel import cluster
 
     calls = []
 
@@ -388,7 +389,7 @@ def _scaled(shared, k):
 
 def _inline(value):
     """``value`` as a task carries a call's small arguments."""
-    from polyad.chunking import cluster
+    from polyad.parallel import cluster
 
     return cluster._Payload.copied(*cluster._pickle(value, "test"))
 
@@ -398,7 +399,7 @@ def test_a_worker_without_the_payload_fetches_it_once(client, cl):
     would draw every task to its worker; its active memory manager drops extra copies): a worker whose
     cache lacks it fetches it from the worker that holds it, once. A payload whose copy is gone is a
     DistributedError."""
-    from polyad.chunking import cluster
+    from polyad.parallel import cluster
 
     shared = {"a": np.arange(5.0)}
     token, future = cluster._send(client, "test", shared, WAIT)
@@ -434,7 +435,7 @@ def test_a_worker_without_the_payload_fetches_it_once(client, cl):
 def test_auto_chunks_on_a_cluster_are_a_multiple_of_the_worker_threads(A, cl):
     """chunk_size="auto" with a client: the fewest chunks that fit the budget, rounded up to a multiple
     of the worker threads (2 here), equal in size; an int chunk_size is rows per chunk, as given."""
-    from polyad.chunking.plan import plan
+    from polyad.parallel.plan import plan
 
     assert plan("auto", 1024, 1, 0, 600, "t", split=2)[:2] == (512, 2)
     assert plan("auto", 1024, 1, 0, 400, "t", split=2)[:2] == (256, 4)
@@ -454,7 +455,7 @@ def test_chunks_go_out_as_one_task_per_worker_thread(A, client, cl, monkeypatch)
     """An array result: the chunks dealt out in contiguous runs, one task per worker thread (2 here), each
     task computing its chunks chunk_size rows (examples) at a time; the result is the one computed here.
     A lazy result keeps one task (one block) per chunk."""
-    from polyad.chunking import cluster
+    from polyad.parallel import cluster
 
     sent = []
     submit = cluster.submit

@@ -9,8 +9,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.ops.linalg.solves import adjugate
 from polyad.testing import check_grads, check_jvp, check_vjp
 from polyad.testing.op_table import Sampler

@@ -1,5 +1,5 @@
 """First calls of pa.jit (issue 23, item 3): Python float arguments are traced, weakly typed, so new values
-do not trace again (polyad/api/weak_floats.py); fused CPU loops compile in the background while the
+do not trace again (polyad/api/_weak_floats.py); fused CPU loops compile in the background while the
 group's ops run as NumPy calls (polyad/backends/numpy/fusion_compile.py), groups of the same structure
 share one loop, and the kernel cache on disk is keyed by all the loop's code depends on. Values are
 checked against eager code; no timing is asserted here (scripts/bench.py --first-call measures)."""
@@ -11,8 +11,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.graph.compiler.fusion import FusedOp
 
 BACKEND = dispatch.default_backend()

@@ -11,7 +11,8 @@ from helpers import assert_close, to_numpy
 from helpers import raises_cleanly as _raises
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
+from polyad.core import dispatch
 
 xp = pa.xp
 BX = dispatch.default_backend().xp

@@ -8,7 +8,8 @@ import pytest
 from helpers import assert_close, raises_cleanly
 
 import polyad as pa
-from polyad import core, dispatch, xp
+from polyad import core, xp
+from polyad.core import dispatch
 from polyad.graph import predispatch
 from polyad.graph.predispatch import TransformNode
 from polyad.testing import check_grads, check_vmap

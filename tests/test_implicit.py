@@ -1,4 +1,4 @@
-"""pa.custom_root and pa.custom_linear_solve (polyad/control/implicit.py): derivatives at the solution by
+"""pa.custom_root and pa.custom_linear_solve (polyad/custom/implicit.py): derivatives at the solution by
 the implicit function theorem, against closed forms and against differentiating a direct computation;
 second order (hessian through a root and through a linear solve); vmap (batched without a loop for solves
 written in polyad ops; per example, warned, for a SciPy solve); the solve's iterations cost the derivative

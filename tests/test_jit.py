@@ -19,7 +19,7 @@ from helpers import (
 )
 
 import polyad as pa
-from polyad import dispatch
+from polyad.core import dispatch
 
 xp = pa.xp
 jit_module = importlib.import_module("polyad.api.jit")  # the module (pa.api.jit is the function)

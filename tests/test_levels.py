@@ -8,7 +8,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
+from polyad.core import dispatch
 
 xp = pa.xp
 BX = dispatch.default_backend().xp

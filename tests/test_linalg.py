@@ -6,8 +6,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.testing import check_grads, check_jvp, numerical_jvp
 from polyad.testing.op_table import Sampler
 

@@ -12,7 +12,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 
 N_PROGRAMS = 60
 N_SLOW = 600

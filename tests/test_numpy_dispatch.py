@@ -1,4 +1,4 @@
-"""NumPy's own functions, ufuncs and array methods on polyad tensors (polyad/ops/numpy): every dispatched
+"""NumPy's own functions, ufuncs and array methods on polyad tensors (polyad/interop/numpy): every dispatched
 one through the op table's checks (values against NumPy on NumPy copies, abstract evaluation, VJP and JVP
 against finite differences to second order, vmap against a loop), driven by the rows of
 ``polyad/testing/table_numpy*.py`` with the bodies of ``tests/test_ops.py``; then the table's coverage
@@ -10,7 +10,7 @@ import test_ops
 from helpers import raises_cleanly
 
 import polyad as pa
-from polyad.ops.numpy import FUNCTIONS, METHODS, UFUNCS
+from polyad.interop.numpy import FUNCTIONS, METHODS, UFUNCS
 from polyad.testing.op_table import Sampler
 from polyad.testing.table_numpy_more import NUMPY_TABLE
 

@@ -10,7 +10,8 @@ import pytest
 from helpers import assert_close, diff_fn, to_numpy
 
 import polyad as pa
-from polyad import backends, dispatch, standard
+from polyad import backends
+from polyad.core import dispatch, standard
 from polyad.testing import check_grads, check_jvp, check_vjp, check_vmap
 from polyad.testing.op_table import OP_TABLE, Sampler
 
@@ -110,7 +111,7 @@ def test_second_order(row, i):
 def _batched(x, size, rng):
     """``size`` variants of array ``x`` stacked on a new leading axis (floats perturbed per variant)."""
     xp = dispatch.backend_of_array(x).xp
-    from polyad.ops.common import is_floating
+    from polyad.core.avals import is_floating
 
     variants = []
     for k in range(size):

@@ -9,8 +9,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch, xp
-from polyad.core import OPS
+from polyad import xp
+from polyad.core import OPS, dispatch
 from polyad.graph import Const, Graph, Node, Var
 from polyad.graph.compiler import optimize, reuse_buffers
 from polyad.graph.compiler.optimize import (

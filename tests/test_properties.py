@@ -7,7 +7,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 from polyad.testing import check_grads, check_vmap
 
 # smooth steps on any real input (domains kept away from singularities)

@@ -10,8 +10,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.testing import check_grads, check_vmap
 
 

@@ -20,9 +20,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad.backends.numpy import fusion
-from polyad.core import ConcretizationError
+from polyad.core import ConcretizationError, dispatch
 
 xp = pa.xp
 BX = dispatch.default_backend().xp

@@ -14,7 +14,8 @@ from helpers import assert_close, polyad_traces, start_tracemalloc, to_numpy
 from helpers import raises_cleanly as _raises
 
 import polyad as pa
-from polyad import core, dispatch
+from polyad import core
+from polyad.core import dispatch
 from polyad.testing import check_grads
 from polyad.transforms.reverse import ReverseInterpreter
 

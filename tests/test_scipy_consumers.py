@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import run_array_api_consumer
 
-from polyad import dispatch
+from polyad.core import dispatch
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="needs scipy")
 

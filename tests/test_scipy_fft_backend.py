@@ -1,4 +1,4 @@
-"""scipy.fft's functions on polyad's tensors through polyad's uarray backend (polyad/scipy_fft.py), and the
+"""scipy.fft's functions on polyad's tensors through polyad's uarray backend (polyad/interop/scipy_fft.py), and the
 DCT/DST ops behind them (polyad/ops/dct.py), on the backend under test.
 
 - adjointness ``<A x, y> = <x, A^T y>`` (``A^T y`` from ``pa.vjp``) for every family, type, norm and
@@ -23,7 +23,7 @@ from helpers import cupy_kernels_on_stand_ins, to_numpy
 scipy_fft = pytest.importorskip("scipy.fft")
 
 import polyad as pa  # noqa: E402
-from polyad import dispatch  # noqa: E402
+from polyad.core import dispatch  # noqa: E402
 from polyad.ops import dct as dct_ops  # noqa: E402
 
 NORMS = (None, "backward", "ortho", "forward")

@@ -7,9 +7,10 @@ from helpers import to_numpy
 from test_sparsity import HESSIANS, STRUCTURED, A, laplacian_2d
 
 import polyad as pa
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad import backends
-from polyad.api import coloring, sparse
+from polyad.api import _coloring as coloring
+from polyad.api import sparse
 
 scipy_sparse = pytest.importorskip("scipy.sparse")
 xp = pa.xp

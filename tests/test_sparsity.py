@@ -11,8 +11,9 @@ import pytest
 from helpers import to_numpy
 
 import polyad as pa
-from polyad import core, dispatch
-from polyad.ops.common import is_complex, is_floating
+from polyad import core
+from polyad.core import dispatch
+from polyad.core.avals import is_complex, is_floating
 from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
 from polyad.transforms.sparsity import SPARSITY
 

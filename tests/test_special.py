@@ -15,8 +15,7 @@ import pytest
 from helpers import assert_close, cupy_kernels_on_stand_ins, native_device_type, raises_cleanly, to_numpy
 
 import polyad as pa
-from polyad import dispatch
-from polyad.core import OPS
+from polyad.core import OPS, dispatch
 from polyad.ops import special as special_ops
 from polyad.testing.op_table import BY_NAME, OP_TABLE, Sampler
 from polyad.xp import special

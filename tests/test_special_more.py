@@ -15,7 +15,7 @@ import pytest
 from helpers import native_device_type, to_numpy
 
 import polyad as pa
-from polyad import dispatch
+from polyad.core import dispatch
 from polyad.ops.special import incomplete
 from polyad.ops.special.gamma_zeta import zeta_exponent
 from polyad.ops.special.incomplete import betainc_shape, gammainc_shape

@@ -8,8 +8,8 @@ import pytest
 from helpers import to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.ops import sets
 
 

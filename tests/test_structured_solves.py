@@ -12,7 +12,8 @@ import scipy.linalg as sl
 from helpers import to_numpy
 
 import polyad as pa
-from polyad import dispatch, linalg, xp
+from polyad import linalg, xp
+from polyad.core import dispatch
 from polyad.ops.linalg import EXTENSIONS, structured
 from polyad.ops.linalg.lu import pivots_to_permutation
 

@@ -8,7 +8,8 @@ import pytest
 from helpers import to_numpy
 
 import polyad as pa
-from polyad import dispatch, xp
+from polyad import xp
+from polyad.core import dispatch
 
 BX = dispatch.default_backend().xp
 

@@ -7,7 +7,8 @@ import numpy as np
 from helpers import to_numpy
 
 import polyad as pa
-from polyad import core, dispatch, xp
+from polyad import core, xp
+from polyad.core import dispatch
 
 
 def _run_threads(target, n=4):

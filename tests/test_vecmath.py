@@ -14,8 +14,8 @@ import pytest
 from helpers import assert_close
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.graph.compiler import fuse
 from polyad.graph.compiler.fusion import FUSABLE, FusedOp
 

@@ -11,8 +11,8 @@ import pytest
 from helpers import assert_close, raises_cleanly
 
 import polyad as pa
-from polyad import dispatch
-from polyad.ops.common import is_floating
+from polyad.core import dispatch
+from polyad.core.avals import is_floating
 from polyad.testing.op_table import OP_TABLE, Sampler
 
 BATCH = 2  # the 1-d variant's length equals it, so a rule mistaking the batch axis for a data axis shows

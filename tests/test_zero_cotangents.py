@@ -15,8 +15,8 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad import dispatch
 from polyad import xp as pxp
+from polyad.core import dispatch
 from polyad.xp import special
 
 BX = dispatch.default_backend().xp

@@ -13,10 +13,10 @@ import types
 import array_api_compat.numpy as compat_numpy
 import numpy as np
 
-from polyad import standard
 from polyad.backends import Backend
 from polyad.backends.numpy import extras as numpy_extras
 from polyad.backends.numpy.random import Generator as _NumpyGenerator
+from polyad.core import standard
 
 
 class ToyDevice:

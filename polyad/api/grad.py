@@ -13,7 +13,7 @@ from typing import Any
 
 import optree
 
-from polyad.api.arguments import (
+from polyad.api._arguments import (
     check_argnums,
     check_callable,
     check_has_aux,
@@ -34,8 +34,8 @@ from polyad.api.arguments import (
 )
 from polyad.core import Tensor, current_level, new_level, recording_off_up_to
 from polyad.core import plain as _plain
+from polyad.core.avals import dtype_name, is_complex, is_floating
 from polyad.graph.predispatch import not_recorded, recorded
-from polyad.ops.common import dtype_name, is_complex, is_floating
 from polyad.ops.creation import ones, ones_like, zeros_like
 from polyad.ops.elementwise import add
 from polyad.transforms.reverse import PendingTensor, ReverseInterpreter, computed, worth_deferring

@@ -5,7 +5,7 @@ imports the other: below the transforms (``polyad.graph``) or at the top of the 
 from collections.abc import Callable
 from typing import Any
 
-from polyad.api.arguments import check_callable, flatten, is_array, leaf_name
+from polyad.api._arguments import check_callable, flatten, is_array, leaf_name
 from polyad.graph.capture import capture_graph
 from polyad.graph.delegate import call_delegate
 from polyad.graph.predispatch import capture_pre_dispatch_graph

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 import optree
 
-import polyad.dispatch as dispatch
-from polyad.api.arguments import (
+import polyad.core.dispatch as dispatch
+from polyad.api._arguments import (
     check_argnums,
     check_callable,
     check_has_aux,
@@ -31,20 +31,20 @@ from polyad.api.arguments import (
     leaf_name,
     partial_of,
 )
-from polyad.api.complex_jacobians import check_complex_options, complex_layout_jacobian
+from polyad.api._complex_jacobians import check_complex_options, complex_layout_jacobian
 from polyad.api.grad import run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.vmap import vmap
-from polyad.chunking import cluster
-from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.core import Tensor
+from polyad.core.avals import bottom, dtype_name, is_complex, is_read_only, read_only
 from polyad.graph.predispatch import recorded
-from polyad.ops.common import bottom, dtype_name, is_complex, is_read_only, read_only
 from polyad.ops.creation import arange, asarray, eye, zeros
 from polyad.ops.dtypes import astype
 from polyad.ops.elementwise import conj
 from polyad.ops.linalg.products import registered_identity_rows
 from polyad.ops.manipulation import expand_dims, reshape
+from polyad.parallel import cluster
+from polyad.parallel.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.transforms.reverse import release
 
 _BASES = collections.OrderedDict()  # (n, dtype, device) -> the n x n identity, read-only: the last used
@@ -466,12 +466,12 @@ _SHARED_ARGS = """
         chunk_size: None: every basis row in one vmap; k: chunks of k rows (the result is preallocated
             and filled chunk by chunk, capping peak memory); 1: a plain loop of {one} calls, no vmap;
             "auto": the largest chunk whose estimated memory fits ``max_memory`` (see
-            ``polyad.chunking.plan``; ``transformed.chunk_plan(*args)`` reports the choice).
+            ``polyad.parallel.plan``; ``transformed.chunk_plan(*args)`` reports the choice).
         holomorphic: True: ``func`` is holomorphic with complex inputs and outputs; the result is its
             complex Jacobian ``df/dz`` (JAX's ``holomorphic=True``).
         complex_layout: for any function of complex values (holomorphic or not): "real", the Jacobian
             of the map on (real, imaginary) pairs, each complex leaf of shape S a real one of shape
-            S + (2,); "wirtinger", the pair ``(df/dz, df/dz̄)``. See ``polyad.api.complex_jacobians``.
+            S + (2,); "wirtinger", the pair ``(df/dz, df/dz̄)``. See ``polyad.api._complex_jacobians``.
         max_memory: the memory budget of ``chunk_size="auto"`` (bytes, or a string like "512MiB";
             default ``polyad.config.max_memory``); implies "auto". With a client: per task.
         client: a ``distributed.Client`` or ``pa.distributed(client, ...)``: the chunks run as tasks on

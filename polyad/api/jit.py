@@ -22,21 +22,21 @@ from collections.abc import Callable, Iterable
 import optree
 
 import polyad.core as core
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 import polyad.graph.compiler as compiler
-from polyad.api import closed_over
-from polyad.api.arguments import check_callable, func_name, is_dim
-from polyad.api.weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
+from polyad.api import _closed_over as closed_over
+from polyad.api._arguments import check_callable, func_name, is_dim
+from polyad.api._weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
 from polyad.backends.numpy import fusion_compile
 from polyad.core import FreshTensor, Tensor
+from polyad.core.avals import ShapeDtype, bottom
+from polyad.core.dispatch import BY_TYPE
 from polyad.core.tensor import reconnect
-from polyad.dispatch import BY_TYPE
 from polyad.graph import predispatch
 from polyad.graph.compiler.codegen import interpret_graph
 from polyad.graph.compiler.fusion import check_math
 from polyad.graph.ir import Const
 from polyad.graph.tracing import trace_graph
-from polyad.ops.common import ShapeDtype, bottom
 
 CACHE_SIZE = 64  # traced signatures kept per jitted function (least recently used goes first)
 
@@ -61,7 +61,7 @@ def jit(
     While tracing, array arguments have no values: ``bool``, ``float``, ``int``, ``item()`` or
     ``np.asarray`` of one raises ``pa.ConcretizationError`` naming it. Mark such an argument static, or
     write the branch with ``xp.where``. Python floats are traced too, weakly typed as in JAX (a new value
-    does not trace again; ``x32 * dt`` stays float32, as eagerly; ``polyad/api/weak_floats.py``). Python
+    does not trace again; ``x32 * dt`` stays float32, as eagerly; ``polyad/api/_weak_floats.py``). Python
     ints, complex numbers, strings and dtypes among the arguments are part of the signature (a new one
     traces again), so they keep their Python semantics; pass an array to trace over its values. Other
     objects are refused unless marked static (their hash and ``==`` then key the
@@ -69,7 +69,7 @@ def jit(
     in-place change to one (``W[0] = 1.0``, ``W += dW``) is seen, as eagerly (JAX bakes them in at the
     first trace): an array that reaches a traced op is an input of the compiled code; one the function
     computes with by its library alone (``W * 2.0`` of a NumPy ``W``) is compared with a copy at each
-    call, and a change traces again (``polyad.api.closed_over``). A rebound global is not seen (pass
+    call, and a change traces again (``polyad.api._closed_over``). A rebound global is not seen (pass
     what changes as an argument). Arrays made inside the function are constants of the trace, folded at
     compile time. Values of enclosing transforms it
     closes over are inputs of the trace, replayed on at each call. ``pa.random`` draws are refused

@@ -5,7 +5,7 @@ from typing import Any
 
 import optree
 
-from polyad.api.arguments import (
+from polyad.api._arguments import (
     check_callable,
     check_has_aux,
     check_inputs,

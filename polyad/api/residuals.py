@@ -15,8 +15,8 @@ import optree
 
 from polyad.api.grad import run_vjp
 from polyad.core import Tensor
-from polyad.dispatch import backend_of_array
-from polyad.ops.common import bottom, dtype_name, itemsize
+from polyad.core.avals import bottom, dtype_name, itemsize
+from polyad.core.dispatch import backend_of_array
 from polyad.transforms.reverse import ReverseInterpreter
 
 

@@ -22,15 +22,9 @@ from typing import Any
 
 import optree
 
-import polyad.dispatch as dispatch
-from polyad.api.arguments import (
-    check_argnums,
-    check_callable,
-    check_real_floating,
-    flatten,
-    partial_of,
-)
-from polyad.api.coloring import ORDERS, SYMMETRIC, bidirectional_colors, color_columns, symmetric_colors
+import polyad.core.dispatch as dispatch
+from polyad.api._arguments import check_argnums, check_callable, check_real_floating, flatten, partial_of
+from polyad.api._coloring import ORDERS, SYMMETRIC, bidirectional_colors, color_columns, symmetric_colors
 from polyad.api.grad import run_vjp
 from polyad.api.jvp import run_jvp
 from polyad.api.sparsity import (
@@ -43,8 +37,8 @@ from polyad.api.sparsity import (
 from polyad.api.vmap import vmap
 from polyad.backends.host import np
 from polyad.core import plain
+from polyad.core.avals import bottom
 from polyad.graph.predispatch import not_recorded
-from polyad.ops.common import bottom
 from polyad.ops.creation import arange
 from polyad.ops.dtypes import astype
 from polyad.ops.manipulation import concat, reshape
@@ -524,7 +518,7 @@ def sparse_jacfwd(
             error where the compressed products show it. None: detected at each call (its colouring is kept
             while the detected pattern stays the same).
         coloring: the colouring's vertex order, "dsatur" (fewest colours), "largest_first" or "natural"
-            (faster to colour; see ``polyad.api.coloring``).
+            (faster to colour; see ``polyad.api._coloring``).
 
     Returns:
         A ``SparseJacobian``: called like ``func``, it returns a ``scipy.sparse.csr_array`` with the
@@ -632,7 +626,7 @@ def sparse_hessian(
 ) -> "SparseJacobian":
     """The Hessian as a sparse matrix: forward mode over the gradient (Hessian-vector products), one per
     colour of the Hessian's columns. ``coloring="star"`` uses symmetry: a star colouring of its adjacency
-    graph (``polyad.api.coloring.star_coloring``), each entry read directly from the product where it is
+    graph (``polyad.api._coloring.star_coloring``), each entry read directly from the product where it is
     alone among its colour in its row, or, by symmetry, from its mirror's (no substitution). An arrowhead
     Hessian (one dense row and column, as any objective with a global parameter has) takes 2 products
     this way instead of one per column. A distance-1 colouring ("dsatur", "largest_first", "natural")

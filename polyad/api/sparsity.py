@@ -11,9 +11,9 @@ from typing import Any
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad import backends
-from polyad.api.arguments import (
+from polyad.api._arguments import (
     check_argnums,
     check_callable,
     check_inputs,

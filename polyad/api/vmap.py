@@ -8,9 +8,9 @@ from typing import Any
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 import polyad.random as random
-from polyad.api.arguments import (
+from polyad.api._arguments import (
     check_callable,
     check_has_aux,
     check_randomness,
@@ -19,13 +19,13 @@ from polyad.api.arguments import (
     is_dim,
     reconnect_tree,
 )
-from polyad.chunking import cluster
-from polyad.chunking.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.core import new_level
 from polyad.core import plain as _plain
+from polyad.core.avals import ShapeDtype
 from polyad.graph.predispatch import recorded
-from polyad.ops.common import ShapeDtype
 from polyad.ops.manipulation import broadcast_to, expand_dims, moveaxis, stack, take_index
+from polyad.parallel import cluster
+from polyad.parallel.plan import Joined, check_chunk_options, measure, nbytes, plan, progress_bar
 from polyad.transforms.abstract import eval_abstract
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter, LoopLevel
 
@@ -191,7 +191,7 @@ def vmap(
             batch element) or "same" (one draw for the whole batch). See ``polyad.random``.
         chunk_size: run the batch in chunks of this many examples, written into a preallocated result
             (caps memory); 1 calls ``func`` once per example, unbatched, in a Python loop; "auto": the
-            largest chunk whose estimated memory fits ``max_memory`` (see ``polyad.chunking.plan``;
+            largest chunk whose estimated memory fits ``max_memory`` (see ``polyad.parallel.plan``;
             ``vmapped.chunk_plan(*args)`` reports the choice).
         max_memory: the memory budget of ``chunk_size="auto"`` (bytes, or a string like "512MiB";
             default ``polyad.config.max_memory``); implies "auto". With a client: per task.

@@ -11,8 +11,8 @@ turn). Every one has the ``Body`` protocol: ``body(*inputs) -> list``, ``out_ava
 import optree
 
 from polyad.core import Tensor, new_level
+from polyad.core.avals import ShapeDtype, is_floating, shape_of
 from polyad.ops.base import broadcast_to, expand_dims, move_to_front, moveaxis
-from polyad.ops.common import ShapeDtype, is_floating, shape_of
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 from polyad.transforms.forward import DualTensor, ForwardInterpreter

@@ -19,7 +19,7 @@ from polyad.control.bodies import BatchedBody, DualBody, recorded
 from polyad.control.closure import Body, own_copy, trace
 from polyad.control.loops import as_array, as_arrays, func_name
 from polyad.core import Op, bind, transform_active
-from polyad.ops.common import ShapeDtype, dtype_kind, is_floating
+from polyad.core.avals import ShapeDtype, dtype_kind, is_floating
 from polyad.ops.fills import zeros_like
 
 POLICIES = (None, "everything")

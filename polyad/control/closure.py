@@ -29,14 +29,14 @@ from contextlib import contextmanager
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.control.bodies import recorded
 from polyad.core import OPS, FreshTensor, Tensor, active_interpreters, transform_active
+from polyad.core.avals import ShapeDtype, bottom, dtype_kind, shape_of
 from polyad.graph import predispatch
 from polyad.graph.compiler import optimize
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
-from polyad.ops.common import ShapeDtype, bottom, dtype_kind, shape_of
 from polyad.ops.fills import zeros_like
 
 

@@ -21,8 +21,8 @@ from polyad.control.bodies import BatchedBody, DualBody, recorded
 from polyad.control.closure import trace
 from polyad.control.loops import as_array, as_arrays, check_carry, func_name
 from polyad.core import Op, Tensor, bind, transform_active
+from polyad.core.avals import ShapeDtype, dtype_kind, dtype_name, is_floating, ndim_of, shape_of
 from polyad.ops.base import astype, reshape, where
-from polyad.ops.common import ShapeDtype, dtype_kind, dtype_name, is_floating, ndim_of, shape_of
 from polyad.ops.elementwise import equal
 from polyad.ops.fills import zeros_like
 

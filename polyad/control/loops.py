@@ -11,13 +11,13 @@ import optree
 
 import polyad.config as config
 import polyad.control.schedules as schedules
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import vmapped
 from polyad.control.closure import LOOP_ADVICE, abstract_of, owned, owned_next, trace
 from polyad.control.scan import SCAN
 from polyad.core import Tensor, bind, transform_active
-from polyad.ops.common import ShapeDtype, dtype_name, ndim_of, shape_of
+from polyad.core.avals import ShapeDtype, dtype_name, ndim_of, shape_of
 
 CHECKPOINTS = (
     "None (store every step), an int >= 1 (the most carries stored: the binomial schedule), 'sqrt' or 'auto'"

@@ -25,12 +25,12 @@ Rules bind scans again on the values underneath, so the levels below see one op 
 import math
 
 import polyad.control.schedules as schedules
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback, with_batch_at
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, active_interpreters, bind
+from polyad.core.avals import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
-from polyad.ops.common import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.indexing import getitem
 from polyad.ops.manipulation import concat

@@ -22,7 +22,7 @@ import optree
 
 import polyad.config as config
 import polyad.control.schedules as schedules
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
 from polyad.control.closure import (
@@ -47,6 +47,7 @@ from polyad.control.while_steps import (
     PrimalCond,
 )
 from polyad.core import Op, Tensor, active_interpreters, bind, plain, transform_active
+from polyad.core.avals import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.base import (
     add,
     broadcast_to,
@@ -57,7 +58,6 @@ from polyad.ops.base import (
     take_index,
 )
 from polyad.ops.base import where as where_
-from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.reductions import any as any_of
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter

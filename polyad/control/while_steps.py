@@ -5,8 +5,8 @@ primal condition, the backward pass's views of them. Each has the ``Body`` proto
 
 from polyad.control.bodies import BatchedBody
 from polyad.control.closure import abstract_of
+from polyad.core.avals import ShapeDtype, ndim_of, shape_of
 from polyad.ops.base import reshape, where
-from polyad.ops.common import ShapeDtype, ndim_of, shape_of
 from polyad.ops.reductions import any as any_of
 
 

@@ -13,11 +13,11 @@ calls nothing first: the eager path pays nothing.
 
 import threading
 
+import polyad.core.dispatch as dispatch
 import polyad.core.tensor as tensor
-import polyad.dispatch as dispatch
+from polyad.core.dispatch import BY_TYPE
 from polyad.core.fresh import FreshTensor, fresh
 from polyad.core.tensor import Tensor, unusable
-from polyad.dispatch import BY_TYPE
 
 _get_ident = threading.get_ident
 _LOCK = threading.Lock()

@@ -39,7 +39,7 @@ import threading
 import warnings
 
 import polyad.backends as backends
-import polyad.standard as standard
+import polyad.core.standard as standard
 from polyad.core import refusals
 from polyad.core.call_sites import classify
 
@@ -535,7 +535,7 @@ class Tensor:
     _sticky = True
     _made_inside = False  # a FreshTensor may take a transform's value by a write (refusals.closed_over_write)
     # NumPy and CuPy must not swallow a tensor into an object array: until the namespace installs NumPy's
-    # dispatch (polyad/ops/numpy: __array_ufunc__ computes NumPy's ufuncs and operators in polyad ops),
+    # dispatch (polyad/interop/numpy: __array_ufunc__ computes NumPy's ufuncs and operators in polyad ops),
     # NumPy defers to our reflected operators.
     __array_ufunc__ = None
     __array_priority__ = 1000
@@ -777,7 +777,7 @@ def install_namespace(namespace, methods):
 
 def install_methods(methods):
     """Give ``Tensor`` the methods and properties ``methods`` (``{name: function or property}``): the
-    namespace's operators, and NumPy's methods and dispatch protocols (``polyad.ops.numpy.install``)."""
+    namespace's operators, and NumPy's methods and dispatch protocols (``polyad.interop.numpy.install``)."""
     for name, method in methods.items():
         setattr(Tensor, name, method)
 

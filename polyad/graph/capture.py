@@ -9,7 +9,7 @@ import warnings
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import FreshTensor, Interpreter, Tensor, bind, new_level
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Const, Node, Var

@@ -4,11 +4,11 @@ from typing import Any
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import bind
+from polyad.core.avals import bottom
 from polyad.graph.compiler.codegen import compile_graph
 from polyad.graph.ir import Const, Var, backend_arg, param_to_backend, signature_error, to_backend
-from polyad.ops.common import bottom
 
 
 class Graph:

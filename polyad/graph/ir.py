@@ -5,9 +5,9 @@
 
 import array_api_compat
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import Tensor
-from polyad.ops.common import dtype_name
+from polyad.core.avals import dtype_name
 
 
 class Var:

@@ -24,7 +24,7 @@ import weakref
 import optree
 
 import polyad.core as core
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Const, Node, Var
 

@@ -9,11 +9,11 @@ import optree
 
 import polyad.xp as xp
 from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, refusals, remove_hook
+from polyad.core.avals import ShapeDtype, bottom, dtype_name, same_named_dtype
 from polyad.graph.capture import GraphInterpreter, GraphTensor
 from polyad.graph.graph import Graph
 from polyad.graph.ir import Var
 from polyad.ops import views
-from polyad.ops.common import ShapeDtype, bottom, dtype_name, same_named_dtype
 from polyad.ops.dtypes import owns_dtype
 from polyad.transforms.abstract import abstract_rule
 

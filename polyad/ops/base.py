@@ -17,23 +17,25 @@ file's ``reshape``.
 """
 
 from polyad.core import bind
+from polyad.core.avals import (
+    ShapeDtype,
+    device_of,
+    dtype_kind,
+    is_complex,
+    is_floating,
+    ndim_of,
+    normalize_axis,
+    same_named_dtype,
+    shape_of,
+)
 from polyad.ops.common import (
     ABSTRACT_REAL,
     ABSTRACT_SAME,
-    ShapeDtype,
     define,
-    device_of,
-    dtype_kind,
     elementwise_abstract,
-    is_complex,
-    is_floating,
     namespace_function,
-    ndim_of,
-    normalize_axis,
     same_dtype,
-    same_named_dtype,
     shape_abstract,
-    shape_of,
     unary_batch,
 )
 from polyad.ops.fills import arange

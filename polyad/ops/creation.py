@@ -12,24 +12,22 @@ import math
 
 import array_api_compat
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import Tensor, bind, fresh
-from polyad.core.tensor import reconnect
-from polyad.ops.base import astype, broadcast_to, move_to_front, reshape, stack, unbroadcast, where
-from polyad.ops.common import (
+from polyad.core.avals import (
     ShapeDtype,
     bottom,
-    creation_op,
-    define,
     device_of,
     dtype_name,
     is_floating,
     ndim_of,
-    on_device,
     same_named_dtype,
     shape_of,
     shape_tuple,
 )
+from polyad.core.tensor import reconnect
+from polyad.ops.base import astype, broadcast_to, move_to_front, reshape, stack, unbroadcast, where
+from polyad.ops.common import creation_op, define, on_device
 from polyad.ops.dtypes import owns_dtype
 from polyad.ops.fills import arange as _arange_values
 from polyad.ops.fills import full_op, like_elsewhere, like_op, other_library

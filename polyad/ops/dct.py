@@ -1,7 +1,7 @@
 """The discrete cosine and sine transforms of types 1-4 (SciPy's "real transforms"): ``dct``, ``idct``,
 ``dst``, ``idst`` and the n-dimensional ``dctn``, ``idctn``, ``dstn``, ``idstn``, with SciPy's signatures
 and definitions. They are polyad extensions of the fft namespace (``polyad.xp.fft.dct``; the standard has
-no such functions), and what polyad's backend for ``scipy.fft`` runs (``polyad/scipy_fft.py``), so that
+no such functions), and what polyad's backend for ``scipy.fft`` runs (``polyad/interop/scipy_fft.py``), so that
 ``scipy.fft.dct`` differentiates and batches on polyad's tensors.
 
 **Definitions** (SciPy's, ``norm="backward"``, along one axis of length N; ``M`` the matrix, ``y = M x``):
@@ -54,10 +54,10 @@ integer and boolean arrays are cast to the default floating dtype, as SciPy comp
 import math
 import operator
 
-from polyad import dispatch
-from polyad.core import bind
+from polyad.core import bind, dispatch
+from polyad.core.avals import ShapeDtype, bottom, is_floating, xp_of
 from polyad.ops.base import astype, reshape, where
-from polyad.ops.common import ShapeDtype, bottom, define, is_floating, xp_of
+from polyad.ops.common import define
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
 from polyad.ops.fft import fft_batch_dim, remap_axes, resize_axes

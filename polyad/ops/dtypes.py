@@ -7,10 +7,10 @@ dtype (NumPy's and array_api_strict's dtypes are distinct objects), else the def
 scalars are accepted by ``result_type`` as the standard allows.
 """
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import Tensor
+from polyad.core.avals import bottom
 from polyad.ops.base import astype as astype
-from polyad.ops.common import bottom
 
 # ------------------------------------------------------------------------------ which backend answers
 

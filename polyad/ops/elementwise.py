@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, dtype_kind, is_complex
 from polyad.ops.base import add as add
 from polyad.ops.base import (
     broadcast_batch_args,
@@ -25,16 +26,7 @@ from polyad.ops.base import (
     unbroadcast,
     where,
 )
-from polyad.ops.common import (
-    ABSTRACT_BOOL,
-    ABSTRACT_REAL,
-    ABSTRACT_SAME,
-    ShapeDtype,
-    define,
-    dtype_kind,
-    is_complex,
-    unary_batch,
-)
+from polyad.ops.common import ABSTRACT_BOOL, ABSTRACT_REAL, ABSTRACT_SAME, define, unary_batch
 from polyad.ops.families import binary, times_ones, unary
 from polyad.ops.fills import zeros_like
 from polyad.ops.known_ones import KnownOnes, passes_ones, with_ones_rule

@@ -4,8 +4,9 @@ the VJP ``g * conj(f'(x))`` (and its ``ones`` form, which skips the product with
 ``polyad.ops.known_ones``) and the JVP ``t * f'(x)``.
 """
 
+from polyad.core.avals import dtype_kind
 from polyad.ops.base import broadcast_batch, conj_if_complex, unbroadcast
-from polyad.ops.common import ABSTRACT_SAME, define, dtype_kind, namespace_function, unary_batch
+from polyad.ops.common import ABSTRACT_SAME, define, namespace_function, unary_batch
 from polyad.ops.known_ones import Borrowed, with_ones_rule
 from polyad.ops.zero_safe import zero_safe_multiply
 

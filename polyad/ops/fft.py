@@ -29,8 +29,9 @@ their rules never depend on the backend's defaults.
 import operator
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, bottom, is_complex, is_floating, xp_of
 from polyad.ops.base import real, reshape, where
-from polyad.ops.common import ShapeDtype, bottom, define, is_complex, is_floating, on_device, xp_of
+from polyad.ops.common import define, on_device
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
 from polyad.ops.fills import arange

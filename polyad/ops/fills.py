@@ -6,9 +6,10 @@ the rest of the standard's creation functions.
 
 import math
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import bind
-from polyad.ops.common import ShapeDtype, bottom, creation_op, define, dtype_name, on_device, shape_tuple
+from polyad.core.avals import ShapeDtype, bottom, dtype_name, shape_tuple
+from polyad.ops.common import creation_op, define, on_device
 
 
 def _arange_len(start, stop=None, step=1):

@@ -10,6 +10,15 @@ breaks adjacency), else first. ``_analyse`` computes that layout once for shapes
 """
 
 from polyad.core import bind
+from polyad.core.avals import (
+    ShapeDtype,
+    broadcast_shape,
+    device_of,
+    dtype_kind,
+    ndim_of,
+    normalize_axis,
+    shape_of,
+)
 from polyad.ops.base import (
     batch_all_front,
     broadcast_to,
@@ -22,17 +31,7 @@ from polyad.ops.base import (
     unbroadcast,
     where,
 )
-from polyad.ops.common import (
-    ABSTRACT_BOOL,
-    ShapeDtype,
-    broadcast_shape,
-    define,
-    device_of,
-    dtype_kind,
-    ndim_of,
-    normalize_axis,
-    shape_of,
-)
+from polyad.ops.common import ABSTRACT_BOOL, define
 from polyad.ops.fills import arange, zeros, zeros_like
 
 

@@ -11,6 +11,7 @@ are importable from here.
 import math
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, broadcast_shape, device_of, ndim_of, normalize_axis, shape_of
 from polyad.ops.base import (
     as_tuple,
     batch_all_front,
@@ -28,16 +29,7 @@ from polyad.ops.base import stack as stack
 from polyad.ops.base import sum as _sum
 from polyad.ops.base import take_index as take_index
 from polyad.ops.base import unstack as unstack
-from polyad.ops.common import (
-    ShapeDtype,
-    broadcast_shape,
-    define,
-    device_of,
-    ndim_of,
-    normalize_axis,
-    shape_abstract,
-    shape_of,
-)
+from polyad.ops.common import define, shape_abstract
 from polyad.ops.fills import arange, zeros_like
 from polyad.ops.indexing import scatter_add
 

@@ -16,6 +16,7 @@ import builtins
 import math
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, device_of, is_complex, ndim_of, shape_of
 from polyad.ops.base import (
     astype,
     axis_tuple,
@@ -36,7 +37,7 @@ from polyad.ops.base import (
 )
 from polyad.ops.base import reduction_shape as reduction_shape
 from polyad.ops.base import sum as sum
-from polyad.ops.common import ShapeDtype, define, device_of, is_complex, ndim_of, real_dtype_rule, shape_of
+from polyad.ops.common import define, real_dtype_rule
 from polyad.ops.creation import full
 from polyad.ops.fills import zeros
 from polyad.ops.indexing import getitem

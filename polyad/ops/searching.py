@@ -19,9 +19,10 @@ refuses them always unless given a static size).
 from collections import namedtuple
 
 from polyad.core import ConcretizationError, bind
+from polyad.core.avals import ShapeDtype, device_of, ndim_of, normalize_axis, shape_of, xp_of
 from polyad.ops.base import astype, broadcast_to, move_to_front, reduction_shape, reshape, stack, take_index
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, define, device_of, ndim_of, normalize_axis, shape_of, xp_of
+from polyad.ops.common import define
 from polyad.ops.fills import zeros
 from polyad.ops.indexing import scatter_add, take, take_along_axis
 

@@ -19,8 +19,9 @@ of two kinds as the backend's ``==`` does (NumPy compares them by value, array_a
 """
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, device_of, ndim_of, shape_of
 from polyad.ops.base import expand_dims, move_to_front, reshape
-from polyad.ops.common import ShapeDtype, define, device_of, ndim_of, shape_of
+from polyad.ops.common import define
 from polyad.ops.creation import asarray
 from polyad.ops.elementwise import equal, logical_not
 from polyad.ops.reductions import any as _any

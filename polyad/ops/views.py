@@ -29,6 +29,7 @@ made (a small object and a weak reference) and one attribute test per in-place w
 from weakref import ref as _ref
 
 from polyad.core import Tensor, bind
+from polyad.core.avals import dtype_kind, normalize_axis
 from polyad.ops import indexing
 from polyad.ops.base import astype, inverse_permutation
 from polyad.ops.base import expand_dims as _expand_dims
@@ -36,7 +37,6 @@ from polyad.ops.base import moveaxis as _moveaxis
 from polyad.ops.base import permute_dims as _permute_dims
 from polyad.ops.base import reshape as _reshape
 from polyad.ops.base import unstack as _unstack_all
-from polyad.ops.common import dtype_kind, normalize_axis
 from polyad.ops.linalg.products import matrix_transpose as _matrix_transpose
 from polyad.ops.manipulation import flip as _flip
 from polyad.ops.manipulation import squeeze as _squeeze

@@ -14,8 +14,8 @@ from typing import Any
 import optree
 
 import polyad as pa
-import polyad.dispatch as dispatch
-from polyad.ops.common import is_complex, is_floating
+import polyad.core.dispatch as dispatch
+from polyad.core.avals import is_complex, is_floating
 
 
 def _xp_of(x):

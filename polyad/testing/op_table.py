@@ -11,9 +11,9 @@ import importlib
 import random
 from collections.abc import Callable
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 import polyad.xp as pxp
-from polyad.ops.common import is_floating
+from polyad.core.avals import is_floating
 
 # "lazy": on a backend with lazy arrays (Dask), the function and its transforms compute nothing
 # "edges": the values at inf, nan, zeros and exact points against SciPy (tests/test_special*.py)

@@ -29,7 +29,7 @@ OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba",
 # lowest first; a module belongs to the first layer whose prefix matches its name
 LAYERS = [
     ("backends", ("polyad.backends",)),
-    ("core", ("polyad.core", "polyad.dispatch", "polyad.standard", "polyad.config")),
+    ("core", ("polyad.core", "polyad.core.dispatch", "polyad.core.standard", "polyad.config")),
     ("ops", ("polyad.ops", "polyad.xp")),
     ("transforms", ("polyad.transforms", "polyad.random")),
     ("graph", ("polyad.graph",)),
@@ -39,7 +39,7 @@ LAYERS = [
         (
             "polyad.library",
             "polyad.custom_ops",
-            "polyad.chunking",
+            "polyad.parallel",
             "polyad.api",
             "polyad.moved",
             "polyad.testing",
@@ -234,7 +234,7 @@ def arrow_counts(files=None):
     graph = imports(files)
     arrows = {(m, t) for m, found in graph.items() for t, _, _ in found if t in files and t != m}
     crossing = [(m, t) for m, t in arrows if layer_of(m) != layer_of(t)]
-    folder = {m: ".".join(m.split(".")[:2]) for m in files}  # polyad.ops.numpy.x -> polyad.ops
+    folder = {m: ".".join(m.split(".")[:2]) for m in files}  # polyad.interop.numpy.x -> polyad.ops
     folder_arrows = {(folder[m], folder[t]) for m, t in arrows if folder[m] != folder[t]}
     edges = {}
     for a, b in folder_arrows:

@@ -1,4 +1,4 @@
-"""The op table's rows for NumPy's functions on polyad tensors (``polyad/ops/numpy``): each row calls
+"""The op table's rows for NumPy's functions on polyad tensors (``polyad/interop/numpy``): each row calls
 NumPy's own function (``np.diag``, ``np.linalg.solve``...) on polyad tensors, so that NumPy dispatches it
 to polyad, and checks it against NumPy's result on NumPy copies of the same arrays, then runs it through
 the op table's derivative, second-order and batching checks (``tests/test_numpy_dispatch.py``).
@@ -13,10 +13,10 @@ import dataclasses
 from collections.abc import Callable
 
 import polyad as pa
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.backends.host import np
 from polyad.core import transform_active
-from polyad.ops.numpy import EXACT, FUNCTIONS, METHODS, UFUNCS
+from polyad.interop.numpy import EXACT, FUNCTIONS, METHODS, UFUNCS
 from polyad.testing.op_table import OpInfo, Sample, on_backend
 
 S = Sample

@@ -5,7 +5,7 @@ the same function) and the ndarray methods. ``NUMPY_TABLE`` is every row of both
 import warnings
 
 from polyad.backends.host import np
-from polyad.ops.numpy import UFUNCS
+from polyad.interop.numpy import UFUNCS
 from polyad.testing import table_numpy
 from polyad.testing.op_table import BY_NAME, on_backend
 from polyad.testing.table_numpy import S, inplace, row

@@ -42,11 +42,11 @@ import optree
 
 import polyad as pa
 import polyad.core as core
-import polyad.dispatch as dispatch
-import polyad.standard as standard
+import polyad.core.dispatch as dispatch
+import polyad.core.standard as standard
 import polyad.xp as pxp
 from polyad.core import Tensor
-from polyad.ops.common import is_floating
+from polyad.core.avals import is_floating
 
 MODES = ("eager", "vmap", "jvp", "vjp")
 

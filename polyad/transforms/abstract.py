@@ -4,9 +4,9 @@ adapted to that rule kind."""
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import ConcretizationError, FreshTensor, Interpreter, Tensor, new_level, rule_kind, rule_of
-from polyad.ops.common import ShapeDtype
+from polyad.core.avals import ShapeDtype
 
 ABSTRACT_EVAL = rule_kind(
     "abstract_eval",

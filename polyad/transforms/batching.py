@@ -21,8 +21,8 @@ import threading
 import warnings
 
 from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, rule_of, split_args
+from polyad.core.avals import shape_of
 from polyad.ops.base import broadcast_to, expand_dims, stack, take_index
-from polyad.ops.common import shape_of
 from polyad.ops.elementwise import equal, isnan, logical_and, logical_or
 from polyad.ops.reductions import all as all_of
 

@@ -21,7 +21,7 @@ import weakref
 
 import optree
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.backends.host import np
 from polyad.core import (
     Interpreter,
@@ -35,8 +35,8 @@ from polyad.core import (
     rule_of,
     split_args,
 )
+from polyad.core.avals import ShapeDtype
 from polyad.ops.base import add
-from polyad.ops.common import ShapeDtype
 from polyad.ops.creation import asarray
 from polyad.ops.fills import zeros_like
 from polyad.ops.known_ones import Borrowed, KnownOnes

@@ -32,10 +32,11 @@ Index arithmetic runs on the host with the NumPy backend's library; SciPy (an op
 
 import math
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.backends.host import np
 from polyad.core import eval_raw, rule_of
-from polyad.ops.common import ABSTRACT_BOOL, ABSTRACT_REAL, ABSTRACT_SAME, bottom
+from polyad.core.avals import bottom
+from polyad.ops.common import ABSTRACT_BOOL, ABSTRACT_REAL, ABSTRACT_SAME
 from polyad.ops.indexing import getitem_op
 from polyad.ops.special.shared import abstract_float
 from polyad.transforms.abstract import ABSTRACT_EVAL

@@ -137,7 +137,7 @@ SCIPY_REAL_TRANSFORMS_NUMPY_ONLY = Fail(
 SKLEARN_NUMPY_ONLY = Fail(
     "scikit-learn",
     "no array API path: its NumPy code (np.ravel, dtype.kind) runs on polyad's tensors of NumPy arrays "
-    "(polyad/ops/numpy), not on those of another library",
+    "(polyad/interop/numpy), not on those of another library",
 )
 SKLEARN_FLOAT_RESULT = Fail(
     "scikit-learn",
@@ -390,7 +390,7 @@ def _polyad_backend(f, *args, **kwargs):
 
 
 # with SCIPY_ARRAY_API=1 SciPy sends the FFTs to the namespace of their input (polyad.xp.fft); the real
-# transforms need polyad's scipy.fft backend (polyad/scipy_fft.py)
+# transforms need polyad's scipy.fft backend (polyad/interop/scipy_fft.py)
 SCIPY_FFT = [
     Row("scipy.fft.fft |.|^2", _power(sfft.fft), _vec(8), fast=True),
     Row("scipy.fft.rfft(norm='ortho') |.|^2", _power(sfft.rfft, norm="ortho"), _vec(7)),
@@ -453,7 +453,7 @@ SKLEARN_METRICS = [
         known_failures=_METRIC),
     Row("sklearn.metrics.brier_score_loss", lambda p: metrics.brier_score_loss(LABELS, p), _probabilities,
         known_failures=_METRIC),
-    # its NumPy code (np.ravel, np.clip...) runs on polyad's tensors (polyad/ops/numpy): grad and jvp exact
+    # its NumPy code (np.ravel, np.clip...) runs on polyad's tensors (polyad/interop/numpy): grad and jvp exact
     Row("sklearn.metrics.hinge_loss", lambda d: metrics.hinge_loss(SIGNS, d), _vec(low=-0.5, high=0.5),
         known_failures=_METRIC if pa.get_backend() == "numpy" else _on(SKLEARN_NUMPY_ONLY)),
 ]  # fmt: skip

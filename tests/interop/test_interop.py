@@ -30,7 +30,7 @@ from helpers import to_numpy  # noqa: E402
 from interop_table import ROWS, TRANSFORMS  # noqa: E402
 
 import polyad as pa  # noqa: E402
-from polyad import dispatch  # noqa: E402
+from polyad.core import dispatch  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 

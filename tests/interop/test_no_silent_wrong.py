@@ -30,8 +30,8 @@ from helpers import assert_close, to_numpy  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 import polyad as pa  # noqa: E402
-from polyad import dispatch  # noqa: E402
 from polyad import xp as pxp  # noqa: E402
+from polyad.core import dispatch  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 BX = dispatch.default_backend().xp

@@ -16,7 +16,7 @@ transforms of the planned graph, and replay on a backend without ``out=``, compu
 import math
 
 import polyad.core as core
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.graph.ir import Node, Var, check_graph
 from polyad.transforms.abstract import ABSTRACT_EVAL
 

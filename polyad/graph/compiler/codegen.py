@@ -6,8 +6,8 @@ import functools
 import optree
 
 import polyad.core as core
-import polyad.dispatch as dispatch
-from polyad.dispatch import BY_TYPE
+import polyad.core.dispatch as dispatch
+from polyad.core.dispatch import BY_TYPE
 from polyad.graph.ir import Const, Var, live_nodes, param_to_backend, signature_error, to_backend
 
 

@@ -56,11 +56,11 @@ import heapq
 import math
 import numbers
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.core import KERNELS_OVERRIDDEN, Op, bind
+from polyad.core.avals import dtype_name as _name_of
 from polyad.graph.ir import Const, Node, Var, check_graph, param_to_backend
-from polyad.ops.common import dtype_name as _name_of
 from polyad.transforms.abstract import eval_abstract
 
 # op name -> (arity, Numba expression, CUDA expression); {0}, {1} are the arguments, {T} the dtype's name

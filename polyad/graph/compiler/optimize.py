@@ -37,9 +37,9 @@ Example:
 import math
 
 import polyad.core as core
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
+from polyad.core.avals import dtype_name
 from polyad.graph.ir import Const, Node, Var, check_graph, live_nodes, param_to_backend
-from polyad.ops.common import dtype_name
 
 # Folded constants up to this many elements are kept; a larger result stays a node (a constant is held
 # for the life of the compiled function, and replay moves it to the replay's backend every call).

@@ -21,9 +21,10 @@ import math
 from collections import namedtuple
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, device_of, is_complex, shape_of
 from polyad.ops.base import conj_if_complex, expand_dims, where
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, define, device_of, is_complex, shape_of
+from polyad.ops.common import define
 from polyad.ops.creation import eye, tril, triu
 from polyad.ops.elementwise import imag, safe_divide
 from polyad.ops.indexing import getitem

@@ -1,8 +1,9 @@
 """Diagonals: ``diagonal``, ``trace`` and their transpose, the internal ``diag_embed``."""
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, is_complex, shape_of
 from polyad.ops.base import astype, broadcast_to, expand_dims
-from polyad.ops.common import ShapeDtype, define, is_complex, shape_of
+from polyad.ops.common import define
 from polyad.ops.linalg.shared import leading_batch, real_if_complex
 
 # ------------------------------------------------------------------------------ diagonal, trace

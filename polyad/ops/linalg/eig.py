@@ -33,10 +33,10 @@ Dask's linalg has no ``eig``: there both functions raise, naming the backend.
 
 from collections import namedtuple
 
-from polyad import dispatch
-from polyad.core import bind
+from polyad.core import bind, dispatch
+from polyad.core.avals import ShapeDtype, is_complex, is_floating, ndim_of, shape_of
 from polyad.ops.base import conj_if_complex, expand_dims, real
-from polyad.ops.common import ShapeDtype, define, is_complex, is_floating, ndim_of, shape_of
+from polyad.ops.common import define
 from polyad.ops.creation import eye
 from polyad.ops.linalg.decompositions import diag_matrix, inverse_gaps
 from polyad.ops.linalg.diagonals import diagonal

@@ -15,8 +15,9 @@ Derivatives (square ``a``): from ``P^T da = dL U + L dU``, ``F = L^-1 P^T da U^-
 """
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, broadcast_shape, dtype_kind, is_complex, ndim_of, shape_of
 from polyad.ops.base import broadcast_to, conj_if_complex, expand_dims, unbroadcast
-from polyad.ops.common import ShapeDtype, broadcast_shape, define, dtype_kind, is_complex, ndim_of, shape_of
+from polyad.ops.common import define
 from polyad.ops.creation import asarray, eye, tril, triu
 from polyad.ops.indexing import take_along_axis
 from polyad.ops.linalg.products import conj_transpose, matmul, matrix_transpose
@@ -218,7 +219,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
 
     Example:
         >>> import numpy as np
-        >>> from polyad import linalg
+        >>> from polyad.scipy import linalg
         >>> lu, piv = linalg.lu_factor(np.array([[1.0, 2.0], [4.0, 2.0]]))
         >>> lu, piv
         (array([[4.  , 2.  ],
@@ -371,7 +372,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
     Example:
         >>> import numpy as np
-        >>> from polyad import linalg
+        >>> from polyad.scipy import linalg
         >>> a = np.array([[1.0, 2.0], [4.0, 2.0]])
         >>> linalg.lu_solve(linalg.lu_factor(a), np.array([3.0, 6.0]))
         array([1., 1.])

@@ -4,6 +4,7 @@ equally among ties.
 """
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, is_complex, ndim_of, shape_of
 from polyad.ops.base import (
     astype,
     conj_if_complex,
@@ -15,7 +16,7 @@ from polyad.ops.base import (
     take_index,
 )
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, define, is_complex, ndim_of, shape_of
+from polyad.ops.common import define
 from polyad.ops.elementwise import abs as _abs
 from polyad.ops.elementwise import safe_divide, sign
 from polyad.ops.fills import zeros_like

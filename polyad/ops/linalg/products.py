@@ -7,6 +7,7 @@ turn); ``outer`` writes its JVP, and batches by broadcasting rather than as a pr
 from contextlib import contextmanager
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, broadcast_shape, ndim_of, read_only, shape_of
 from polyad.ops.base import (
     broadcast_batch_args,
     conj_if_complex,
@@ -18,7 +19,7 @@ from polyad.ops.base import (
     reshape,
     unbroadcast,
 )
-from polyad.ops.common import ShapeDtype, broadcast_shape, define, ndim_of, read_only, shape_of
+from polyad.ops.common import define
 from polyad.ops.creation import asarray
 from polyad.ops.linalg.shared import add_optional, leading_batch
 from polyad.ops.manipulation import squeeze

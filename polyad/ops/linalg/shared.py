@@ -6,8 +6,8 @@ with several results (eigh, qr, slogdet, svd).
 """
 
 from polyad.core import bind
+from polyad.core.avals import is_complex, ndim_of
 from polyad.ops.base import move_to_front, real
-from polyad.ops.common import is_complex, ndim_of
 from polyad.ops.creation import full_like
 
 

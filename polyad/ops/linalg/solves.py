@@ -7,6 +7,7 @@ import math
 from collections import namedtuple
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, broadcast_shape, device_of, is_complex, ndim_of, shape_of
 from polyad.ops.base import (
     broadcast_batch_args,
     broadcast_to,
@@ -20,7 +21,7 @@ from polyad.ops.base import (
     where,
 )
 from polyad.ops.base import sum as _sum
-from polyad.ops.common import ShapeDtype, broadcast_shape, define, device_of, is_complex, ndim_of, shape_of
+from polyad.ops.common import define
 from polyad.ops.creation import eye
 from polyad.ops.elementwise import imag
 from polyad.ops.fills import zeros_like

@@ -21,10 +21,9 @@
 
 import math
 
-from polyad import dispatch
-from polyad.core import bind
+from polyad.core import bind, dispatch
+from polyad.core.avals import ShapeDtype, bottom, broadcast_shape, dtype_kind, ndim_of, shape_of, xp_of
 from polyad.ops.base import astype, expand_dims, move_to_front, reshape
-from polyad.ops.common import ShapeDtype, bottom, broadcast_shape, dtype_kind, ndim_of, shape_of, xp_of
 from polyad.ops.creation import asarray, tril, triu
 from polyad.ops.linalg.products import conj_transpose, matrix_transpose
 from polyad.ops.manipulation import squeeze

@@ -15,8 +15,9 @@ What each reads, and so what its derivative is a derivative of:
 """
 
 from polyad.core import bind
+from polyad.core.avals import ShapeDtype, is_complex
 from polyad.ops.base import conj_if_complex, unbroadcast
-from polyad.ops.common import ShapeDtype, define, is_complex
+from polyad.ops.common import define
 from polyad.ops.creation import tril, triu
 from polyad.ops.linalg.decompositions import diag_matrix
 from polyad.ops.linalg.diagonals import diagonal
@@ -157,7 +158,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
     Example:
         >>> import numpy as np
-        >>> from polyad import linalg
+        >>> from polyad.scipy import linalg
         >>> a = np.array([[2.0, 0.0], [1.0, 4.0]])
         >>> linalg.solve_triangular(a, np.array([2.0, 9.0]), lower=True)
         array([1., 2.])
@@ -299,7 +300,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
     Example:
         >>> import numpy as np
-        >>> from polyad import linalg
+        >>> from polyad.scipy import linalg
         >>> c, lower = linalg.cho_factor(np.array([[4.0, 2.0], [2.0, 5.0]]))
         >>> c, lower
         (array([[2., 1.],
@@ -429,7 +430,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
 
     Example:
         >>> import numpy as np
-        >>> from polyad import linalg
+        >>> from polyad.scipy import linalg
         >>> a = np.array([[4.0, 2.0], [2.0, 5.0]])
         >>> linalg.cho_solve(linalg.cho_factor(a), np.array([6.0, 7.0]))
         array([1., 1.])

@@ -12,7 +12,7 @@ gammaincc(k+1, m)``; the inverses differentiate as ``1 / F_p`` at their result.
 
 import math
 
-from polyad import dispatch
+from polyad.core import dispatch
 from polyad.ops.base import where
 from polyad.ops.elementwise import floor
 from polyad.ops.special.incomplete import beta_density, gamma_density

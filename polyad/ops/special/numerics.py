@@ -12,8 +12,7 @@ import fractions
 import itertools
 import math
 
-from polyad import dispatch
-from polyad.core import Op, eval_raw
+from polyad.core import Op, dispatch, eval_raw
 from polyad.ops.base import broadcast_batch, where
 from polyad.ops.elementwise import abs
 from polyad.ops.special.shared import PREFIX, abstract_float, derivative_rules, host_call

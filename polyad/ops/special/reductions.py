@@ -6,6 +6,7 @@ the tape holds one entry, not the half-dozen of the formula: ``logsumexp``'s VJP
 import math
 
 from polyad.core import Op, bind
+from polyad.core.avals import ShapeDtype, broadcast_shape, ndim_of, shape_of
 from polyad.ops.base import (
     broadcast_batch_args,
     expand_reduced,
@@ -18,7 +19,6 @@ from polyad.ops.base import (
     unbroadcast,
     where,
 )
-from polyad.ops.common import ShapeDtype, broadcast_shape, ndim_of, shape_of
 from polyad.ops.creation import asarray, full_like
 from polyad.ops.elementwise import exp
 from polyad.ops.special.shared import docstring, float_arg, public

@@ -14,10 +14,11 @@ a formula is refused by the dispatcher, naming the op, rather than copied to the
 import inspect
 import math
 
-import polyad.dispatch as dispatch
+import polyad.core.dispatch as dispatch
 from polyad.core import Op, bind
+from polyad.core.avals import ShapeDtype, broadcast_shape, dtype_kind, xp_of
 from polyad.ops.base import astype, broadcast_batch, broadcast_to_out, unbroadcast, where
-from polyad.ops.common import ShapeDtype, broadcast_shape, dtype_kind, unary_batch, xp_of
+from polyad.ops.common import unary_batch
 from polyad.ops.creation import asarray
 from polyad.ops.elementwise import abs
 from polyad.ops.zero_safe import zero_safe_multiply

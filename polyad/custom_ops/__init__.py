@@ -1,7 +1,0 @@
-"""Custom ops polyad ships, each made with ``polyad.library.custom_op`` as a user would make one:
-``softplus`` (``softplus.py``), the example of an op with a kernel per device type and its own rules.
-``pa.fused`` is this module's former name and still works."""
-
-from polyad.custom_ops.softplus import softplus
-
-__all__ = ["softplus"]

@@ -1,6 +1,0 @@
-"""Sparse linear algebra, differentiable: ``polyad.sparse.linalg`` (SciPy's ``scipy.sparse.linalg``
-solves through ``polyad.custom_linear_solve``)."""
-
-from polyad.sparse import linalg
-
-__all__ = ["linalg"]
