@@ -19,8 +19,20 @@ import importlib.machinery
 import sys
 
 # former name -> the module it names now (public paths users may have imported: they keep working, their
-# submodules too: polyad.compiler.optimize is polyad.graph.compiler.optimize)
-ALIASES = {"polyad.fused": "polyad.custom_ops", "polyad.compiler": "polyad.graph.compiler"}
+# submodules too: polyad.compiler.optimize is polyad.graph.compiler.optimize). polyad.optimize,
+# polyad.linalg, polyad.sparse.linalg and polyad.integrate are SciPy's names, polyad's public paths.
+ALIASES = {
+    "polyad.fused": "polyad.custom.ops",
+    "polyad.compiler": "polyad.graph.compiler",
+    "polyad.custom_ops": "polyad.custom.ops",
+    "polyad.library": "polyad.custom.library",
+    "polyad.optimize": "polyad.scipy.optimize",
+    "polyad.linalg": "polyad.scipy.linalg",
+    "polyad.sparse": "polyad.scipy.sparse",
+    "polyad.integrate": "polyad.scipy.integrate",
+    "polyad.dispatch": "polyad.core.dispatch",
+    "polyad.scipy_fft": "polyad.interop.scipy_fft",
+}
 # former name -> where its contents went (internal paths: the error says where to look)
 MOVED = {
     "polyad.exits": "polyad.core.tensor",
@@ -33,8 +45,23 @@ MOVED = {
     "polyad.api.forward_mode": "polyad.api.jvp (linearize: polyad.api.grad)",
     "polyad.api.vectorize": "polyad.api.vmap",
     "polyad.api.capture": "polyad.api.graphs",
-    "polyad.api.chunking": "polyad.chunking.plan",
-    "polyad.api.cluster": "polyad.chunking.cluster",
+    "polyad.api.chunking": "polyad.parallel.plan",
+    "polyad.api.cluster": "polyad.parallel.cluster",
+    # issue 37: one folder per kind of thing
+    "polyad.standard": "polyad.core.standard",
+    "polyad.ops.numpy": "polyad.interop.numpy",
+    "polyad.control.custom_derivatives": "polyad.custom.derivatives",
+    "polyad.control.rule_calls": "polyad.custom.rule_calls",
+    "polyad.control.implicit": "polyad.custom.implicit",
+    "polyad.chunking": "polyad.parallel",
+    "polyad.chunking.plan": "polyad.parallel.plan",
+    "polyad.chunking.cluster": "polyad.parallel.cluster",
+    "polyad.api.solver_support": "polyad.scipy.solver_support",
+    "polyad.api.arguments": "polyad.api._arguments (private)",
+    "polyad.api.closed_over": "polyad.api._closed_over (private)",
+    "polyad.api.coloring": "polyad.api._coloring (private)",
+    "polyad.api.complex_jacobians": "polyad.api._complex_jacobians (private)",
+    "polyad.api.weak_floats": "polyad.api._weak_floats (private)",
 }
 
 
