@@ -92,7 +92,7 @@ def _public_name(module, function):
 def _polyad_function(name):
     """Where polyad has a function for SciPy's ``name`` (read from modules already imported), or None."""
     short = name.rsplit(".", 1)[-1]
-    linalg = sys.modules.get("polyad.linalg")
+    linalg = sys.modules.get("polyad.scipy.linalg")  # its public path: polyad.linalg
     if ".linalg." in f".{name}" and linalg is not None and hasattr(linalg, short):
         return f"polyad.linalg.{short}"
     xp = sys.modules.get("polyad.xp")

@@ -28,14 +28,13 @@ Example:
 
 import math
 
-import numpy as np
-
 import polyad.core.dispatch as dispatch
 from polyad.api.grad import grad
 from polyad.api.jacobians import jacfwd
 from polyad.api.jvp import jvp
 from polyad.api.sparse import sparse_jacfwd
 from polyad.api.sparsity import jacobian_sparsity
+from polyad.backends.host import np
 from polyad.core import Tensor, plain
 from polyad.core.avals import bottom, is_floating
 from polyad.custom.implicit import ImplicitError, custom_root

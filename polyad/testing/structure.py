@@ -13,7 +13,7 @@ modules, then every rule broken (exit status 1 if any). ``tests/test_structure.p
 Example:
     >>> from polyad.testing.structure import layer_of
     >>> layer_of("polyad.transforms.reverse"), layer_of("polyad.api.grad")
-    (3, 6)
+    (4, 9)
 """
 
 import ast
@@ -26,36 +26,51 @@ MAX_LINES = 800
 OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba", "matplotlib", "tqdm",
             "sklearn", "array_api_strict", "networkx", "torch", "jax", "cloudpickle", "IPython",
             "mpmath"}  # fmt: skip
-# lowest first; a module belongs to the first layer whose prefix matches its name
+# lowest first: one folder each (a root module goes with the layer it serves); a module belongs to the first
+# layer naming it or a package above it. ``polyad`` names the package root's __init__.py only: no catch-all.
 LAYERS = [
     ("backends", ("polyad.backends",)),
-    ("core", ("polyad.core", "polyad.core.dispatch", "polyad.core.standard", "polyad.config")),
+    ("core", ("polyad.core", "polyad.config")),
     ("ops", ("polyad.ops", "polyad.xp")),
+    ("interop", ("polyad.interop",)),
     ("transforms", ("polyad.transforms", "polyad.random")),
     ("graph", ("polyad.graph",)),
     ("control", ("polyad.control",)),
-    (
-        "api",
-        (
-            "polyad.library",
-            "polyad.custom_ops",
-            "polyad.parallel",
-            "polyad.api",
-            "polyad.moved",
-            "polyad.testing",
-            "polyad.__main__",
-            "polyad",
-        ),
-    ),
+    ("custom", ("polyad.custom",)),
+    ("parallel", ("polyad.parallel",)),
+    ("api", ("polyad.api",)),
+    ("scipy", ("polyad.scipy",)),
+    ("root", ("polyad", "polyad.moved", "polyad.__main__")),
+    ("testing", ("polyad.testing",)),
 ]
+# what the package root may hold besides folders: the public faces and switches, and the former paths
+ROOT_MODULES = {"__init__", "__main__", "config", "xp", "random", "moved"}
+# NumPy is reached through ``polyad.backends.host`` (``from polyad.backends.host import np``) outside the
+# backends; the op tables compare with NumPy's own functions
+NUMPY_ALLOWED = ("polyad.backends", "polyad.testing.table_")
+# Dask's distributed client: only the cluster runner
+DISTRIBUTED_ALLOWED = ("polyad.parallel.cluster",)
 
 
 def layer_of(module):
-    """The index in ``LAYERS`` of the layer ``module`` belongs to: the first whose prefix matches it."""
+    """The index in ``LAYERS`` of the layer ``module`` belongs to: the first naming it or a package above
+    it (``polyad`` itself names the package root's ``__init__.py`` only)."""
     for i, (_, prefixes) in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
+        if any(module == p or (p != "polyad" and module.startswith(p + ".")) for p in prefixes):
             return i
     raise ValueError(f"{module} belongs to no layer")
+
+
+def _is_private_module(module):
+    """Whether ``module`` is private to its package: a name with one leading underscore in its path."""
+    return any(_private(part) for part in module.split(".")[1:])
+
+
+def _private_owner(module):
+    """The package that may import a private module: the one holding its first private part."""
+    parts = module.split(".")
+    first = next(i for i, part in enumerate(parts) if i and _private(part))
+    return ".".join(parts[:first])
 
 
 def source_files():
@@ -162,8 +177,27 @@ def check(files=None):
                     f"{path.relative_to(ROOT)}:{line} imports {target} from a higher layer "
                     f"({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})"
                 )
+            if target in files and _is_private_module(target) and not _is_private_module(module):
+                owner = _private_owner(target)
+                if not module.startswith(owner + "."):
+                    problems.append(f"{path.relative_to(ROOT)}:{line} imports {target}, private to {owner}")
+            top = target.split(".")[0]
+            if top == "numpy" and not module.startswith(NUMPY_ALLOWED):
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line} imports numpy: use ``from polyad.backends.host import np``"
+                )
+            if top == "distributed" and module not in DISTRIBUTED_ALLOWED:
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line} imports Dask's distributed: only "
+                    f"{', '.join(DISTRIBUTED_ALLOWED)} may"
+                )
         for line, name in private_uses(module, path, files):
             problems.append(f"{path.relative_to(ROOT)}:{line} uses {name}, private to its module")
+        if module.count(".") == (0 if path.name == "__init__.py" else 1) and path.stem not in ROOT_MODULES:
+            problems.append(
+                f"{path.relative_to(ROOT)} sits in the package root, which holds only "
+                f"{', '.join(sorted(ROOT_MODULES))} and folders"
+            )
     for cycle in cycles({m: {t for t, _, _ in e if t in files and t != m} for m, e in graph.items()}):
         problems.append("import circle: " + " -> ".join(cycle + [cycle[0]]))
     return problems

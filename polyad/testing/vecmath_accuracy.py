@@ -20,8 +20,7 @@ Example:
 import collections
 import math
 
-import numpy as np
-
+from polyad.backends.host import np
 from polyad.backends.numpy import fusion
 
 # ops and their bound in ulps (the targets: 1 for exp and log, 2 for the rest)
