@@ -7,7 +7,7 @@ Example:
     >>> from polyad.core.avals import ShapeDtype, is_floating, itemsize, broadcast_shape
     >>> is_floating(np.ones(2)), itemsize(np.dtype("complex64"), np), broadcast_shape((3, 1), (4,))
     (True, 8, (3, 4))
-    >>> ShapeDtype((2,), np.float32)
+    >>> ShapeDtype((2,), np.dtype("float32"))
     ShapeDtype(shape=(2,), dtype=float32)
 """
 

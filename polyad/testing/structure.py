@@ -99,11 +99,23 @@ def _resolve(module, node, is_package):
     return [[f"{base}.{a.name}", base] for a in node.names]
 
 
+_TREES = {}  # (path, mtime, size) -> (syntax tree, line count): check and arrow_counts parse each file once
+
+
+def _parsed(path):
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _TREES:
+        text = path.read_text()
+        _TREES[key] = (ast.parse(text, filename=str(path)), len(text.splitlines()))
+    return _TREES[key]
+
+
 def _imports_of(module, path, files):
     """``[(target, line, inside_function)]`` of one file's import statements."""
     is_package = path.name == "__init__.py"
     found = []
-    stack = [(node, False) for node in ast.iter_child_nodes(ast.parse(path.read_text(), filename=str(path)))]
+    stack = [(node, False) for node in ast.iter_child_nodes(_parsed(path)[0])]
     while stack:
         node, in_function = stack.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -118,7 +130,7 @@ def _imports_of(module, path, files):
 def private_uses(module, path, files):
     """``[(line, "module._name")]``: names with one leading underscore that ``module`` imports from another
     polyad module, or reads as an attribute of a polyad module it imported (``dispatch._state``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _parsed(path)[0]
     is_package = path.name == "__init__.py"
     aliases = {}  # local name -> polyad module it is bound to
     uses = []
@@ -149,9 +161,17 @@ def _private(name):
     return name.startswith("_") and not name.startswith("__")
 
 
+_GRAPHS = {}  # the last few import graphs drawn, by the files and their versions
+
+
 def imports(files):
     """``{module: [(target, line, inside_function)]}`` for every file's imports."""
-    return {module: _imports_of(module, path, files) for module, path in files.items()}
+    key = tuple((m, str(p), p.stat().st_mtime_ns) for m, p in sorted(files.items()))
+    if key not in _GRAPHS:
+        if len(_GRAPHS) > 3:  # the package's graph and a test's small ones
+            _GRAPHS.pop(next(iter(_GRAPHS)))
+        _GRAPHS[key] = {module: _imports_of(module, path, files) for module, path in files.items()}
+    return _GRAPHS[key]
 
 
 def _is_optional(target):
@@ -166,7 +186,7 @@ def check(files=None):
     optional = {m for m, found in graph.items() if any(_is_optional(t) and not f for t, _, f in found)}
     problems = []
     for module, path in files.items():
-        n = len(path.read_text().splitlines())
+        n = _parsed(path)[1]
         if n > MAX_LINES:
             problems.append(f"{path.relative_to(ROOT)} has {n} lines (at most {MAX_LINES})")
         for target, line, in_function in graph[module]:
@@ -183,9 +203,8 @@ def check(files=None):
                     problems.append(f"{path.relative_to(ROOT)}:{line} imports {target}, private to {owner}")
             top = target.split(".")[0]
             if top == "numpy" and not module.startswith(NUMPY_ALLOWED):
-                problems.append(
-                    f"{path.relative_to(ROOT)}:{line} imports numpy: use ``from polyad.backends.host import np``"
-                )
+                hint = "use ``from polyad.backends.host import np``"
+                problems.append(f"{path.relative_to(ROOT)}:{line} imports numpy: {hint}")
             if top == "distributed" and module not in DISTRIBUTED_ALLOWED:
                 problems.append(
                     f"{path.relative_to(ROOT)}:{line} imports Dask's distributed: only "
