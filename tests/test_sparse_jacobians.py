@@ -59,7 +59,7 @@ def test_a_five_point_stencil_takes_five_colours():
 
 
 def _valid_by_loop(pattern, colors):
-    """No row holds two columns of one colour (checked row by row, independently of coloring.py)."""
+    """No row holds two columns of one colour (checked row by row, independently of api/_coloring.py)."""
     dense = pattern.toarray()
     for row in dense:
         cols = np.nonzero(row)[0]
@@ -337,7 +337,7 @@ def test_a_missing_non_zero_is_found_on_the_device():
 
 def _recoverable_by_loop(pattern, colors):
     """Each non-zero (i, j) is alone among its colour in row i, or (i, j)'s mirror in row j; and
-    neighbours differ in colour (a plain loop over the dense pattern, independent of coloring.py)."""
+    neighbours differ in colour (a plain loop over the dense pattern, independent of api/_coloring.py)."""
     dense = pattern.toarray()
     n = dense.shape[0]
     for i in range(n):

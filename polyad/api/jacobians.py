@@ -5,7 +5,7 @@ A Jacobian is computed by rows of its basis: ``_Reverse.rows(start, stop)`` give
 rows start:stop of the outputs, ``_Forward.rows`` the tangents of those of the inputs. A call runs them
 in one chunk, in chunks (``chunk_size``: an int, or "auto" from a memory budget, ``chunking.py``) joined
 into a preallocated result, or as Dask tasks (``client=``, ``cluster.py``); ``_assemble`` then cuts the
-rows into one O + I block per output leaf and input leaf. Complex layouts (``complex_jacobians.py``) wrap
+rows into one O + I block per output leaf and input leaf. Complex layouts (``_complex_jacobians.py``) wrap
 all of this around the realified function.
 """
 

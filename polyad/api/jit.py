@@ -387,7 +387,7 @@ class Jitted:
         leaves = []
         mode = _COMPILED
         backend = None
-        weak = []  # positions in ``leaves`` of Python floats: traced, weakly typed (weak_floats.py)
+        weak = []  # positions in ``leaves`` of Python floats: traced, weakly typed (_weak_floats.py)
         for x in flat:
             b = BY_TYPE.get(type(x))
             if b is None and not isinstance(x, Tensor):

@@ -1,5 +1,5 @@
 """Sparse Jacobians and Hessians: the non-zero pattern found by the sparsity transform
-(``polyad.transforms.sparsity``), its columns (or rows) coloured (``coloring.py``), one JVP (or VJP) per
+(``polyad.transforms.sparsity``), its columns (or rows) coloured (``_coloring.py``), one JVP (or VJP) per
 colour pushed through ``vmap``, the values read from the products into the sparse container of the
 input's backend (its contract's ``sparse`` field) by index arithmetic on the device.
 

@@ -1,1 +1,2 @@
-"""Control flow as ops: loops, conditionals, checkpointing and implicit differentiation."""
+"""Control flow as ops: loops, conditionals and checkpointing (custom derivatives and implicit solves are
+in ``polyad.custom``)."""

@@ -7,6 +7,9 @@
 - ``registry``: ``Op`` and ``OPS``, rule kinds (``rule_kind``, ``rule_of``).
 - ``binding``: ``bind(op, *arrays, **metadata)`` (the highest level among the arrays handles the op) and
   level 0 (``eval_op``: a kernel on backend arrays).
+- ``dispatch``: the default backend, which backend an array belongs to, the kernel chosen per device type;
+  ``standard``: the standard's names; ``avals``: the array vocabulary (``ShapeDtype``, dtype kinds and
+  names, shapes), which every layer above reads.
 
 The names the layers above use are re-exported here.
 """
