@@ -54,6 +54,5 @@ nitpicky = True
 nitpick_ignore_regex = [("py:class", r"(typing|collections\.abc|types)\.[A-Za-z]+")]
 
 xp_reference.generate(HERE / "_generated")
-numpy_coverage.generate(
-    HERE / "_generated"
-)  # "Coming from NumPy"'s table, from polyad.interop.numpy's tables
+# "Coming from NumPy"'s table, from polyad.interop.numpy's tables
+numpy_coverage.generate(HERE / "_generated")

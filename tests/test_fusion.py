@@ -433,10 +433,9 @@ def test_groups_that_would_wait_on_each_other_run_unfused():
     # each other's outputs. Seen in pa.jit(pa.grad) of a two-state ODE solve with t_eval, whose compile
     # looped until MemoryError; now those groups run unfused and the value is eager's
     pytest.importorskip("numba")
-    from polyad.integrate import solve_ivp
-
     from polyad.graph.compiler.fusion import _topological
     from polyad.graph.ir import Node, Var
+    from polyad.integrate import solve_ivp
 
     a, b, c, d = (Var(i, (2,), np.float64) for i in range(4))
     nodes = [Node(pxp.sin.op, [b], {}, [a]), Node(pxp.cos.op, [a], {}, [b]), Node(pxp.exp.op, [d], {}, [c])]

@@ -1,5 +1,5 @@
-"""scipy.fft's functions on polyad's tensors through polyad's uarray backend (polyad/interop/scipy_fft.py), and the
-DCT/DST ops behind them (polyad/ops/dct.py), on the backend under test.
+"""scipy.fft's functions on polyad's tensors through polyad's uarray backend (polyad/interop/scipy_fft.py),
+and the DCT/DST ops behind them (polyad/ops/dct.py), on the backend under test.
 
 - adjointness ``<A x, y> = <x, A^T y>`` (``A^T y`` from ``pa.vjp``) for every family, type, norm and
   ``orthogonalize``, with padding and truncation, and Jacobians equal to SciPy's own matrices;

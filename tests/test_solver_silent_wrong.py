@@ -10,10 +10,10 @@ import warnings
 import numpy as np
 import pytest
 from helpers import to_numpy
-from polyad.integrate import solve_ivp
 
 import polyad as pa
 from polyad.custom.implicit import ImplicitError, SolverNotConvergedError
+from polyad.integrate import solve_ivp
 
 scipy_integrate = pytest.importorskip("scipy.integrate")
 

@@ -10,7 +10,7 @@ habits of NumPy code, each with its own fix. Only when refusing, the calling fra
   Fix: ``pa.xp.stack([a, b])``, ``pa.xp.asarray([a, b])``, ``pa.xp.asarray(x, copy=True)``.
 - a SciPy function given a traced value (``scipy.linalg.expm(x)``): a frame of ``scipy`` sits between the
   user's code and the conversion. Fix: polyad's own function where there is one (``polyad.linalg``,
-  ``pa.xp.linalg``, ``polyad.interop.scipy_fft``...), else ``pa.custom_vjp`` around the SciPy call.
+  ``pa.xp.linalg``, ``polyad.scipy_fft``...), else ``pa.custom_vjp`` around the SciPy call.
 
 ``pa.xp.asarray(u0)`` of a NumPy ``u0`` shares ``u0``'s memory (as the standard's ``asarray`` does), so a
 write into it changes ``u0`` on calls made outside a transform: every hint that suggests it for a buffer
@@ -98,9 +98,9 @@ def _polyad_function(name):
     xp = sys.modules.get("polyad.xp")
     if ".linalg." in f".{name}" and xp is not None and hasattr(getattr(xp, "linalg", None), short):
         return f"pa.xp.linalg.{short}"
-    fft = sys.modules.get("polyad.interop.scipy_fft")
+    fft = sys.modules.get("polyad.interop.scipy_fft")  # its public path: polyad.scipy_fft
     if ".fft." in f".{name}" and fft is not None and hasattr(fft, short):
-        return f"polyad.interop.scipy_fft.{short}"
+        return f"polyad.scipy_fft.{short}"
     return None
 
 
@@ -142,7 +142,7 @@ def array_hint(depth=0):
             f"call {own} instead, which differentiates and batches"
             if own is not None
             else "call polyad's function for it where there is one (polyad.linalg and pa.xp.linalg for "
-            "scipy.linalg, polyad.interop.scipy_fft, polyad.optimize and polyad.integrate for solvers)"
+            "scipy.linalg, polyad.scipy_fft, polyad.optimize and polyad.integrate for solvers)"
         )
         return (
             f". It was given to {scipy_name}, which computes in NumPy (compiled code polyad cannot "

@@ -1,8 +1,8 @@
 """The discrete cosine and sine transforms of types 1-4 (SciPy's "real transforms"): ``dct``, ``idct``,
 ``dst``, ``idst`` and the n-dimensional ``dctn``, ``idctn``, ``dstn``, ``idstn``, with SciPy's signatures
 and definitions. They are polyad extensions of the fft namespace (``polyad.xp.fft.dct``; the standard has
-no such functions), and what polyad's backend for ``scipy.fft`` runs (``polyad/interop/scipy_fft.py``), so that
-``scipy.fft.dct`` differentiates and batches on polyad's tensors.
+no such functions), and what polyad's backend for ``scipy.fft`` runs (``polyad/interop/scipy_fft.py``),
+so that ``scipy.fft.dct`` differentiates and batches on polyad's tensors.
 
 **Definitions** (SciPy's, ``norm="backward"``, along one axis of length N; ``M`` the matrix, ``y = M x``):
 DCT-I ``y_k = x_0 + (-1)^k x_{N-1} + 2 sum_{n=1}^{N-2} x_n cos(pi k n / (N-1))`` (N >= 2); DCT-II

@@ -287,7 +287,7 @@ def arrow_counts(files=None):
     graph = imports(files)
     arrows = {(m, t) for m, found in graph.items() for t, _, _ in found if t in files and t != m}
     crossing = [(m, t) for m, t in arrows if layer_of(m) != layer_of(t)]
-    folder = {m: ".".join(m.split(".")[:2]) for m in files}  # polyad.interop.numpy.x -> polyad.ops
+    folder = {m: ".".join(m.split(".")[:2]) for m in files}  # polyad.ops.linalg.x -> polyad.ops
     folder_arrows = {(folder[m], folder[t]) for m, t in arrows if folder[m] != folder[t]}
     edges = {}
     for a, b in folder_arrows:

@@ -453,7 +453,7 @@ SKLEARN_METRICS = [
         known_failures=_METRIC),
     Row("sklearn.metrics.brier_score_loss", lambda p: metrics.brier_score_loss(LABELS, p), _probabilities,
         known_failures=_METRIC),
-    # its NumPy code (np.ravel, np.clip...) runs on polyad's tensors (polyad/interop/numpy): grad and jvp exact
+    # its NumPy code (np.ravel, np.clip...) runs on polyad's tensors (polyad/interop/numpy/): grad, jvp exact
     Row("sklearn.metrics.hinge_loss", lambda d: metrics.hinge_loss(SIGNS, d), _vec(low=-0.5, high=0.5),
         known_failures=_METRIC if pa.get_backend() == "numpy" else _on(SKLEARN_NUMPY_ONLY)),
 ]  # fmt: skip

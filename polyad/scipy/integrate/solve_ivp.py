@@ -1,7 +1,7 @@
 """``solve_ivp``: SciPy's initial value problem solver, written in polyad ops, so its solution is
 differentiable with respect to ``y0``, ``args``, ``t_span``, ``t_eval`` and whatever ``fun`` closes over,
-under every transform (``polyad.scipy.integrate.driver``: the discrete solve; ``polyad.scipy.integrate.sensitivity``:
-reverse mode by forward sensitivities or the adjoint)."""
+under every transform (``polyad.scipy.integrate.driver``: the discrete solve;
+``polyad.scipy.integrate.sensitivity``: reverse mode by forward sensitivities or the adjoint)."""
 
 import math
 import warnings
