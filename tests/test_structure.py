@@ -105,13 +105,13 @@ def test_former_paths_keep_working_or_name_the_new_one():
     for old, new in [
         ("polyad.optimize", "polyad.scipy.optimize"),
         ("polyad.integrate", "polyad.scipy.integrate"),
-        ("polyad.scipy.integrate.driver", "polyad.scipy.integrate.driver"),
+        ("polyad.integrate.driver", "polyad.scipy.integrate.driver"),
         ("polyad.linalg", "polyad.scipy.linalg"),
         ("polyad.sparse.linalg", "polyad.scipy.sparse.linalg"),
         ("polyad.library", "polyad.custom.library"),
         ("polyad.custom_ops", "polyad.custom.ops"),
         ("polyad.fused", "polyad.custom.ops"),
-        ("polyad.core.dispatch", "polyad.core.dispatch"),
+        ("polyad.dispatch", "polyad.core.dispatch"),
     ]:
         assert importlib.import_module(old) is importlib.import_module(new), old
     from polyad.integrate import solve_ivp
@@ -120,10 +120,10 @@ def test_former_paths_keep_working_or_name_the_new_one():
     assert solve_ivp is pa.integrate.solve_ivp and spsolve is pa.sparse.linalg.spsolve
     # internal paths: the error names the new one (a moved folder's, for a module in it)
     for old, message in [
-        ("polyad.interop.numpy.ufuncs", "polyad.interop.numpy moved to polyad.interop.numpy"),
-        ("polyad.custom.implicit", "polyad.custom.implicit moved to polyad.custom.implicit"),
-        ("polyad.parallel.plan", "polyad.parallel moved to polyad.parallel"),
-        ("polyad.api._arguments", "polyad.api._arguments moved to polyad.api._arguments"),
+        ("polyad.ops.numpy.ufuncs", "polyad.ops.numpy moved to polyad.interop.numpy"),
+        ("polyad.control.implicit", "polyad.control.implicit moved to polyad.custom.implicit"),
+        ("polyad.chunking.plan", "polyad.chunking moved to polyad.parallel"),
+        ("polyad.api.arguments", "polyad.api.arguments moved to polyad.api._arguments"),
     ]:
         with pytest.raises(ModuleNotFoundError, match=message):
             importlib.import_module(old)
