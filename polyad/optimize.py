@@ -50,7 +50,7 @@ from polyad.api.solver_support import (
 from polyad.api.sparse import sparse_jacfwd
 from polyad.api.sparsity import jacobian_sparsity
 from polyad.control.implicit import ImplicitError, custom_root
-from polyad.core import Tensor, plain
+from polyad.core import ConcretizationError, Tensor, plain
 from polyad.ops.common import bottom, is_floating
 from polyad.xp import asarray, float64, reshape
 
@@ -314,6 +314,10 @@ def _newton_krylov(residual, x, tol, options, callback, where):
         )
     x = plain(x)
     backend = dispatch.backend_of_array(x)
+    if backend is None:  # vmap's batched values: its batch rule then runs this solve once per example
+        raise ConcretizationError(
+            f"{where}: method='newton_krylov' runs on plain arrays, got a {type(x).__name__}"
+        )
     bxp, shape = backend.xp, tuple(x.shape)
     counts = {"nfev": 1, "nmatvec": 0}
 
