@@ -609,3 +609,33 @@ def test_bidirectional_on_a_device_that_refuses_numpy():
     dense = dispatch.backend_of_array(x).sparse.to_dense(J)
     back = np.asarray(dense.to_device(strict.__array_namespace_info__().default_device()))
     np.testing.assert_allclose(back, pa.jacfwd(_arrow)(host_x), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", "bidirectional", "star"])
+def test_each_mode_with_a_reused_pattern_stays_on_a_device_that_refuses_numpy(mode):
+    """Seeds, products, recovery and the result's container all on device1, for each way of compressing:
+    JVPs of column colours, VJPs of row colours, both, and a star-coloured Hessian."""
+    strict = pytest.importorskip("array_api_strict")
+    device = strict.Device("device1")
+    n = 30
+    host_x = to_numpy(_point(n, 11))
+    if mode == "star":
+        jac = pa.sparse_hessian(arwhead, sparsity=pa.hessian_sparsity(arwhead)(host_x), coloring="star")
+        diagonal, last_row = _arwhead_hessian(host_x)
+        expected = np.diag(diagonal)
+        expected[-1, :-1] = expected[:-1, -1] = last_row
+        assert jac.n_colors == 2 and coloring.is_star_coloring(jac.sparsity, jac.colors)
+    else:
+        jac = pa.sparse_jacobian(_arrow, sparsity=pa.jacobian_sparsity(_arrow)(host_x), mode=mode)
+        expected = to_numpy(pa.jacfwd(_arrow)(host_x))
+        assert jac.chosen_mode == mode
+    x = strict.asarray(host_x, device=device)
+    before = backends.host_copies()
+    results = [jac(x), jac(x)]  # the first call at device1 places the seeds there; the second reuses them
+    assert backends.host_copies() == before
+    default = strict.__array_namespace_info__().default_device()
+    for J in results:
+        assert _in_container(J, x) and J.device == device and J.shape == (n, n)
+        dense = dispatch.backend_of_array(x).sparse.to_dense(J)
+        assert dense.device == device
+        np.testing.assert_allclose(np.asarray(dense.to_device(default)), expected, rtol=1e-13, atol=1e-12)
