@@ -208,7 +208,10 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     "sparse": the sparse Jacobian, ``sparse_jacfwd`` with the pattern found once, factorised by the
     backend's ``splu`` at each step; or a function ``M(v)`` approximating ``J^{-1} v``); ``tol``: the
     largest ``max|fun(x)|`` accepted (default ``eps^0.75 max(1, max|fun(x0)|)``). Its result adds
-    ``nmatvec``, the Jacobian-vector products taken.
+    ``nmatvec``, the Jacobian-vector products taken. Under ``pa.vmap`` each example is solved on its own
+    (its own Newton steps and GMRES iterations: a batch-wide count would change every example's
+    iterates), and one that did not converge makes every derivative of the batch raise; under ``pa.jit``
+    the solve runs at every call of the compiled function.
 
     Args:
         fun: ``fun(x, *args)`` returning an array of ``x``'s shape, written with polyad.

@@ -16,7 +16,7 @@ are written as polyad ops, so they differentiate again (``hessian`` through a ro
 Values ``f`` and ``matvec`` close over are the differentiated inputs (found by tracing them once,
 ``polyad.control.closure``); ``solve`` and ``tangent_solve`` are not differentiated (JAX's
 ``stop_gradient`` on them), and a ``solve`` that closes over a traced value of its own is refused.
-vmap runs the solve once per example (vmap's loop, with its ``LoopFallbackWarning``).
+vmap hands the solve the batch; a solve that needs one example's values (SciPy's) runs once per example.
 """
 
 import math
