@@ -50,7 +50,7 @@ from polyad.api.solver_support import (
 from polyad.api.sparse import sparse_jacfwd
 from polyad.api.sparsity import jacobian_sparsity
 from polyad.control.implicit import ImplicitError, custom_root
-from polyad.core import Tensor, plain
+from polyad.core import ConcretizationError, Tensor, plain
 from polyad.ops.common import bottom, is_floating
 from polyad.xp import asarray, float64, reshape
 
@@ -208,7 +208,10 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     "sparse": the sparse Jacobian, ``sparse_jacfwd`` with the pattern found once, factorised by the
     backend's ``splu`` at each step; or a function ``M(v)`` approximating ``J^{-1} v``); ``tol``: the
     largest ``max|fun(x)|`` accepted (default ``eps^0.75 max(1, max|fun(x0)|)``). Its result adds
-    ``nmatvec``, the Jacobian-vector products taken.
+    ``nmatvec``, the Jacobian-vector products taken. Under ``pa.vmap`` each example is solved on its own
+    (its own Newton steps and GMRES iterations: a batch-wide count would change every example's
+    iterates), and one that did not converge makes every derivative of the batch raise; under ``pa.jit``
+    the solve runs at every call of the compiled function.
 
     Args:
         fun: ``fun(x, *args)`` returning an array of ``x``'s shape, written with polyad.
@@ -314,6 +317,10 @@ def _newton_krylov(residual, x, tol, options, callback, where):
         )
     x = plain(x)
     backend = dispatch.backend_of_array(x)
+    if backend is None:  # vmap's batched values: its batch rule then runs this solve once per example
+        raise ConcretizationError(
+            f"{where}: method='newton_krylov' runs on plain arrays, got a {type(x).__name__}"
+        )
     bxp, shape = backend.xp, tuple(x.shape)
     counts = {"nfev": 1, "nmatvec": 0}
 
