@@ -450,5 +450,9 @@ def test_device_type_outside_the_priority_never_falls_to_the_generic_kernel():
 @pytest.mark.skipif(pa.get_backend() != "numpy", reason="the examples print NumPy results")
 def test_backends_docstring_examples():
     """``polyad.backends`` lives outside the polyad folder, which the doctest run covers: run its own."""
-    result = doctest.testmod(backends, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 5 and result.failed == 0
+    attempted = 0
+    for module in (backends, backends.contract, backends.devices, backends.registry):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted > 5

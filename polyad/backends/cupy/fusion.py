@@ -26,6 +26,8 @@ other names (it then renames them itself, by text replacement in the map and pos
 import hashlib
 import sys
 
+from .fusion_expressions import CUDA
+
 
 class ElementwiseSource:
     """The arguments of ``cupy.ElementwiseKernel(in_params, out_params, operation, name)``."""
@@ -54,10 +56,10 @@ def _body(spec):
     """The group's element-wise statements as CUDA C lines ``T t<id> = expr;``, in order."""
     lines = []
     for st in spec.statements:
-        if st.cuda is None:
+        if not st.elementwise:
             continue  # a sum: a ReductionKernel of its own
         names = [f"in{v}" if kind == "in" else f"t{v}" if kind == "t" else _literal(v) for kind, v in st.args]
-        lines.append(f"T t{st.target} = {st.cuda.format(*names)};")
+        lines.append(f"T t{st.target} = {CUDA[st.op].format(*names)};")
     return lines
 
 
@@ -109,14 +111,14 @@ def _stencil_body(spec):
         return names[(v, d)] if kind == "t" else _literal(v)
 
     for st in spec.statements:
-        if st.cuda is None and st.shift is None:
+        if not st.elementwise and st.shift is None:
             continue  # a sum: reduced from the stored summand
         for d in values.get(st.target, ()):
             if st.shift is not None:  # a roll: its argument at another offset
                 names[(st.target, d)] = name(st.args[0], d - st.shift)
                 continue
             names[(st.target, d)] = f"t{st.target}_{_offset_name(d)}"
-            lines.append(f"T {names[(st.target, d)]} = {st.cuda.format(*[name(a, d) for a in st.args])};")
+            lines.append(f"T {names[(st.target, d)]} = {CUDA[st.op].format(*[name(a, d) for a in st.args])};")
     return lines, names
 
 
@@ -284,3 +286,13 @@ def kernel(spec, fallback):
 def kernels(spec, fallback):
     """The backend's ``fused_kernels`` field: ``{"cuda": kernel}``."""
     return {"cuda": kernel(spec, fallback)}
+
+
+# the rest of the backend's ``fusion`` field (polyad.backends.contract): the compiler asks these
+expressions = CUDA  # the code of every fusable op
+exact_ops = None  # every op: a fused kernel calls the functions CuPy's eager kernels call
+
+
+def available():
+    """Whether fused kernels can be built here: always (CuPy is imported when a kernel first runs)."""
+    return True
