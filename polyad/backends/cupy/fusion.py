@@ -140,16 +140,25 @@ def _stencil_sources(spec):
     out_params = ", ".join(f"T out{k}" for k in range(len(spec.outputs)))
     name = f"polyad_fused_{_digest(inputs, out_params, operation)}"
     elementwise = ElementwiseSource(inputs, out_params, operation, name)
+    # each sum reduces its summand, written by the element-wise kernel as out<index>
+    return elementwise, _sum_sources(spec, lambda index: ("T x0", "x0", f"polyad_summed_{index}", ""))
+
+
+def _sum_sources(spec, summand):
+    """One entry per output of ``spec``: a ``ReductionSource`` summing ``summand(index)`` for a sum, None
+    for the others. ``summand(index) -> (in_params, map_expr, name, preamble)``: what the kernel reads and
+    maps to the summand; the reduction itself (a + b from 0, into ``y<index>``) is the same for all."""
     reductions = []
     for index, (_target, kind, params) in enumerate(spec.outputs):
         if kind != "sum":
             reductions.append(None)
             continue
+        in_params, map_expr, name, preamble = summand(index)
         reductions.append(
-            ReductionSource("T x0", f"T y{index}", "x0", "a + b", f"y{index} = a", "0",
-                            f"polyad_summed_{index}", "", params.get("axis"), bool(params.get("keepdims")))
+            ReductionSource(in_params, f"T y{index}", map_expr, "a + b", f"y{index} = a", "0", name, preamble,
+                            params.get("axis"), bool(params.get("keepdims")))
         )  # fmt: skip
-    return elementwise, reductions
+    return reductions
 
 
 def sources(spec):
@@ -170,37 +179,21 @@ def sources(spec):
         out_params = ", ".join(f"T out{k}" for k, _ in elementwise_outputs)
         name = f"polyad_fused_{_digest(inputs, out_params, operation)}"
         elementwise = ElementwiseSource(inputs, out_params, operation, name)
-    reductions = []
-    for index, (_target, kind, params) in enumerate(spec.outputs):
-        if kind != "sum":
-            reductions.append(None)
-            continue
-        summand = spec.summand_of(index)[1]
-        # the kernel's parameters (x<k>, y<index>; see the module's docstring), the device function's in<k>
-        kernel_inputs = ", ".join(f"{_type(spec, k)} x{k}" for k in range(len(spec.input_shapes)))
-        args = ", ".join(f"x{k}" for k in range(len(spec.input_shapes)))
-        function = f"polyad_summand_{_digest(inputs, *body, str(summand))}"
+    # the kernel's parameters (x<k>, y<index>; see the module's docstring), the device function's in<k>
+    kernel_inputs = ", ".join(f"{_type(spec, k)} x{k}" for k in range(len(spec.input_shapes)))
+    args = ", ".join(f"x{k}" for k in range(len(spec.input_shapes)))
+
+    def summand(index):  # a device function of the group's statements computes the sum's summand
+        target = spec.summand_of(index)[1]
+        function = f"polyad_summand_{_digest(inputs, *body, str(target))}"
         preamble = "\n".join(
             [f"template <typename T>\n__device__ T {function}({inputs}) {{"]
             + [f"    {line}" for line in body]
-            + [f"    return t{summand};", "}"]
+            + [f"    return t{target};", "}"]
         )
-        name = f"{function}_sum"
-        reductions.append(
-            ReductionSource(
-                kernel_inputs,
-                f"T y{index}",
-                f"{function}({args})",
-                "a + b",
-                f"y{index} = a",
-                "0",
-                name,
-                preamble,
-                params.get("axis"),
-                bool(params.get("keepdims")),
-            )  # fmt: skip
-        )
-    return elementwise, reductions
+        return kernel_inputs, f"{function}({args})", f"{function}_sum", preamble
+
+    return elementwise, _sum_sources(spec, summand)
 
 
 def build(spec, cupy):
