@@ -218,7 +218,10 @@ def check(files=None):
         for line, name in private_uses(module, path, files):
             problems.append(f"{path.relative_to(ROOT)}:{line} uses {name}, private to its module")
         for line, what in backend_leaks(module, path):
-            problems.append(f"{path.relative_to(ROOT)}:{line} {what}: a backend's, outside polyad/backends/")
+            problems.append(
+                f"{path.relative_to(ROOT)}:{line} {what} outside polyad/backends/ (a field of the backend "
+                "contract says what differs between libraries)"
+            )
     for cycle in cycles({m: {t for t, _, _ in e if t in files and t != m} for m, e in graph.items()}):
         problems.append("import circle: " + " -> ".join(cycle + [cycle[0]]))
     return problems
