@@ -82,6 +82,18 @@ def source_files():
     return files
 
 
+_TREES = {}  # path -> (its text, its syntax tree): each check walks the tree, parsed once per text
+
+
+def _tree(path):
+    """The syntax tree of the file at ``path`` (parsed again only when its text changed)."""
+    text = path.read_text()
+    cached = _TREES.get(str(path))
+    if cached is None or cached[0] != text:
+        cached = _TREES[str(path)] = (text, ast.parse(text, filename=str(path)))
+    return cached[1]
+
+
 def _resolve(module, node, is_package):
     """The absolute module names an import statement in ``module`` names (candidates, longest first)."""
     if isinstance(node, ast.Import):
@@ -100,7 +112,7 @@ def _imports_of(module, path, files):
     """``[(target, line, inside_function)]`` of one file's import statements."""
     is_package = path.name == "__init__.py"
     found = []
-    stack = [(node, False) for node in ast.iter_child_nodes(ast.parse(path.read_text(), filename=str(path)))]
+    stack = [(node, False) for node in ast.iter_child_nodes(_tree(path))]
     while stack:
         node, in_function = stack.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -115,7 +127,7 @@ def _imports_of(module, path, files):
 def private_uses(module, path, files):
     """``[(line, "module._name")]``: names with one leading underscore that ``module`` imports from another
     polyad module, or reads as an attribute of a polyad module it imported (``dispatch._state``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     is_package = path.name == "__init__.py"
     aliases = {}  # local name -> polyad module it is bound to
     uses = []
@@ -167,8 +179,12 @@ def backend_leaks(module, path):
     (``BACKEND_LIBRARIES``) or one backend's folder, or compares a value with a backend's name."""
     if module == "polyad.backends" or module.startswith("polyad.backends."):
         return []
+    text = path.read_text()
+    quoted = any(f"{q}{name}{q}" in text for name in BACKEND_NAMES for q in "'\"")
+    if not quoted and "polyad.backends" not in text and not any(lib in text for lib in BACKEND_LIBRARIES):
+        return []  # nothing to look for: most files, without walking their tree
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if isinstance(node, ast.ImportFrom) and node.module == "polyad.backends":
