@@ -17,7 +17,7 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad.backends.numpy import fusion_compile
+from polyad.backends.numpy.compiler import fusion_compile
 
 xs = pytest.importorskip("array_api_strict")
 xp = pa.xp

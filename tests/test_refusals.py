@@ -21,7 +21,7 @@ from helpers import assert_close, to_numpy
 
 import polyad as pa
 from polyad import dispatch
-from polyad.backends.numpy import fusion
+from polyad.backends.numpy.compiler import fusion
 from polyad.core import ConcretizationError
 
 xp = pa.xp

@@ -5,7 +5,10 @@ Rules (ARCHITECTURE.md, whose list of layers ``tests/test_structure.py`` holds a
 - no import circle, between any two files;
 - no import inside a function, except of optional libraries (cupy, scipy, dask, ...);
 - no source file over 800 lines;
-- no name with a leading underscore imported from another module, nor read as ``module._name``.
+- no name with a leading underscore imported from another module, nor read as ``module._name``;
+- outside ``polyad/backends/``, no import of cupy, cupyx or numba, nor of one backend's folder, and no test
+  of a backend's name (``b.name == "numpy"``, ``output in ("dask", ...)``): what differs between libraries is
+  a field of the backend contract (``polyad.backends.contract``).
 
 ``python -m polyad.testing.structure`` prints each layer with its files and their imports of polyad
 modules, then every rule broken (exit status 1 if any). ``tests/test_structure.py`` runs the same checks.
@@ -26,6 +29,15 @@ MAX_LINES = 800
 OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba", "matplotlib", "tqdm",
             "sklearn", "array_api_strict", "networkx", "torch", "jax", "cloudpickle", "IPython",
             "mpmath"}  # fmt: skip
+# libraries only a backend imports, and the built-in backends' names, which only a backend compares against
+BACKEND_LIBRARIES = {"cupy", "cupyx", "numba"}
+BACKEND_NAMES = {"numpy", "cupy", "dask", "array_api_strict"}
+# modules outside polyad/backends/ that may still name a backend: the op tables (their rows list what
+# fails on which backend), and for a backend's folder also the rest of polyad.testing (the vecmath accuracy
+# checks) and the info command (the CuPy wheel advice of backends/cupy/driver.py); the cluster runner is
+# Dask's by design (its output="dask")
+NAME_EXEMPT = ("polyad.testing.table_", "polyad.chunking.cluster")
+FOLDER_EXEMPT = ("polyad.testing.", "polyad.__main__")
 # lowest first; a module belongs to the first layer whose prefix matches its name
 LAYERS = [
     ("backends", ("polyad.backends",)),
@@ -70,6 +82,18 @@ def source_files():
     return files
 
 
+_TREES = {}  # path -> (its text, its syntax tree): each check walks the tree, parsed once per text
+
+
+def _tree(path):
+    """The syntax tree of the file at ``path`` (parsed again only when its text changed)."""
+    text = path.read_text()
+    cached = _TREES.get(str(path))
+    if cached is None or cached[0] != text:
+        cached = _TREES[str(path)] = (text, ast.parse(text, filename=str(path)))
+    return cached[1]
+
+
 def _resolve(module, node, is_package):
     """The absolute module names an import statement in ``module`` names (candidates, longest first)."""
     if isinstance(node, ast.Import):
@@ -88,7 +112,7 @@ def _imports_of(module, path, files):
     """``[(target, line, inside_function)]`` of one file's import statements."""
     is_package = path.name == "__init__.py"
     found = []
-    stack = [(node, False) for node in ast.iter_child_nodes(ast.parse(path.read_text(), filename=str(path)))]
+    stack = [(node, False) for node in ast.iter_child_nodes(_tree(path))]
     while stack:
         node, in_function = stack.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -103,7 +127,7 @@ def _imports_of(module, path, files):
 def private_uses(module, path, files):
     """``[(line, "module._name")]``: names with one leading underscore that ``module`` imports from another
     polyad module, or reads as an attribute of a polyad module it imported (``dispatch._state``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     is_package = path.name == "__init__.py"
     aliases = {}  # local name -> polyad module it is bound to
     uses = []
@@ -132,6 +156,51 @@ def private_uses(module, path, files):
 
 def _private(name):
     return name.startswith("_") and not name.startswith("__")
+
+
+def _strings(node):
+    """The string constants of ``node``: itself, or the elements of a tuple, list or set display."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def _is_module_name(node):
+    """Whether ``node`` reads a Python module's name (``x.__module__``, ``getattr(x, "__module__")``, a
+    variable ``module``): a test of where a function comes from, not of a backend."""
+    text = ast.unparse(node)
+    return "__module__" in text or isinstance(node, ast.Name) and node.id == "module"
+
+
+def backend_leaks(module, path):
+    """``[(line, what)]``: where ``module``, outside ``polyad/backends/``, imports a backend's library
+    (``BACKEND_LIBRARIES``) or one backend's folder, or compares a value with a backend's name."""
+    if module == "polyad.backends" or module.startswith("polyad.backends."):
+        return []
+    text = path.read_text()
+    quoted = any(f"{q}{name}{q}" in text for name in BACKEND_NAMES for q in "'\"")
+    if not quoted and "polyad.backends" not in text and not any(lib in text for lib in BACKEND_LIBRARIES):
+        return []  # nothing to look for: most files, without walking their tree
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.module == "polyad.backends":
+                names = [f"polyad.backends.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] in BACKEND_LIBRARIES:
+                    found.append((node.lineno, f"imports {name}"))
+                elif name.split(".")[:3][-1] in BACKEND_NAMES and name.startswith("polyad.backends."):
+                    if not module.startswith(FOLDER_EXEMPT):
+                        found.append((node.lineno, f"imports {name}, one backend's folder"))
+        elif isinstance(node, ast.Compare) and not module.startswith(NAME_EXEMPT):
+            sides = [node.left, *node.comparators]
+            named = set().union(*map(_strings, sides)) & BACKEND_NAMES
+            if named and not any(_is_module_name(side) for side in sides):
+                found.append((node.lineno, f"tests a backend's name ({ast.unparse(node)})"))
+    return sorted(found)
 
 
 def imports(files):
@@ -164,6 +233,11 @@ def check(files=None):
                 )
         for line, name in private_uses(module, path, files):
             problems.append(f"{path.relative_to(ROOT)}:{line} uses {name}, private to its module")
+        for line, what in backend_leaks(module, path):
+            problems.append(
+                f"{path.relative_to(ROOT)}:{line} {what} outside polyad/backends/ (a field of the backend "
+                "contract says what differs between libraries)"
+            )
     for cycle in cycles({m: {t for t, _, _ in e if t in files and t != m} for m, e in graph.items()}):
         problems.append("import circle: " + " -> ".join(cycle + [cycle[0]]))
     return problems
