@@ -422,3 +422,81 @@ def test_python_numbers_in_a_carry_follow_the_arrays_device(transform):
     batched = pa.vmap(pa.grad(_python_number_carries))(on([X, X]))
     assert_on_device(batched)
     assert_close(to_numpy(batched), np.full((2, 4), 15.375), rtol=1e-13, atol=1e-13)
+
+
+# ------------------------------------------------------------------------------ integrators
+
+# these pin the numpy default themselves (the case that failed): the same test on every lane, run once
+numpy_lane_only = pytest.mark.skipif(
+    pa.get_backend() != "numpy", reason="pins the numpy default backend itself: run on the numpy lane"
+)
+
+
+def _lattice(t, y):  # a 1-D diffusion lattice with a cubic sink: a tridiagonal Jacobian
+    inner = y[2:] - 2 * y[1:-1] + y[:-2]
+    return xp.concat([y[1:2] - 2 * y[:1], inner, y[-2:-1] - 2 * y[-1:]]) - y**3
+
+
+def _decay(v, method, **options):
+    return pa.integrate.solve_ivp(lambda t, y: -y * y, (0.0, 0.5), v, method=method, rtol=1e-8, atol=1e-10,
+                                  **options)  # fmt: skip
+
+
+def _decay_solution(y0, t):  # y' = -y^2: y(t) = y0 / (1 + y0 t), dy(t)/dy0 = 1 / (1 + y0 t)^2
+    y0 = np.asarray(y0)[:, None]
+    return y0 / (1 + y0 * np.asarray(t)), 1 / (1 + y0 * np.asarray(t)) ** 2
+
+
+@numpy_lane_only
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "Radau", "BDF"])
+def test_solve_ivp_outside_transforms_follows_the_device_with_the_numpy_default(method):
+    # outside transforms the counters were made with polyad.xp.int64 (the default backend's: NumPy's) in
+    # y0's own namespace: every eager call on another library's arrays failed
+    y0, t_eval = [0.5, 1.0], [0.25, 0.5]
+    with pa.backend("numpy"):
+        sol = _decay(on(y0), method, t_eval=on(t_eval), dense_output=True)
+        at = sol.sol(0.4)
+    assert_on_device([sol.y, sol.t, at])
+    assert_close(to_numpy(sol.t), np.asarray(t_eval))
+    assert_close(to_numpy(sol.y), _decay_solution(y0, t_eval)[0], rtol=1e-6)
+    assert_close(to_numpy(at), _decay_solution(y0, [0.4])[0][:, 0], rtol=1e-5)
+
+
+@numpy_lane_only
+def test_solve_ivp_under_transforms_follows_the_device_with_the_numpy_default():
+    # BDF's step constants were made on the default device (its traced step mixed two libraries), and
+    # sol(t) under a transform made its times there
+    y0 = [0.5, 1.0]
+    with pa.backend("numpy"):
+        g = pa.grad(lambda v: xp.sum(_decay(v, "RK45", dense_output=True).sol(0.4)))(on(y0))
+        batched = pa.vmap(lambda v: _decay(v, "BDF").y[:, -1])(on([y0, [2.0, 0.25]]))
+    assert_on_device([g, batched])
+    assert_close(to_numpy(g), _decay_solution(y0, [0.4])[1][:, 0], rtol=1e-6)
+    assert_close(to_numpy(batched), _decay_solution([0.5, 1.0, 2.0, 0.25], [0.5])[0].reshape(2, 2), rtol=1e-5)
+
+
+@numpy_lane_only
+def test_solve_ivp_events_and_detected_sparsity_on_the_device():
+    # the event's root is found by float iterations and made an array again (on the default device, before);
+    # the sparse Newton matrices of a detected pattern go to SuperLU by counted host copies and their
+    # solutions come back to the device
+    from polyad import backends
+
+    with pa.backend("numpy"):
+        sol = pa.integrate.solve_ivp(lambda t, y: -y, (0.0, 5.0), on([0.5, 1.0]), method="BDF", rtol=1e-10,
+                                     atol=1e-12, events=lambda t, y: y[0] - 0.25)  # fmt: skip
+        assert_on_device([sol.t_events[0], sol.y_events[0]])
+        assert_close(to_numpy(sol.t_events[0]), np.asarray([np.log(2.0)]), rtol=1e-7)  # 0.5 exp(-t) = 0.25
+        y0 = np.linspace(0.2, 1.0, 6)
+        for method in ("Radau", "BDF"):
+            before = backends.host_copies()
+            sparse = _lattice_solve(on(y0), method, jac_sparsity="detect")
+            assert backends.host_copies() > before  # SuperLU's deliberate, counted copies
+            assert_on_device(sparse)
+            dense = _lattice_solve(y0, method)  # the dense Newton matrices, on NumPy
+            assert_close(to_numpy(sparse), to_numpy(dense), rtol=1e-10)
+
+
+def _lattice_solve(y0, method, **options):
+    return pa.integrate.solve_ivp(_lattice, (0.0, 0.5), y0, method=method, rtol=1e-6, atol=1e-8,
+                                  **options).y[:, -1]  # fmt: skip
