@@ -103,6 +103,19 @@ def _result(found, **solution):
     return result
 
 
+def _report_on_device(res, like):
+    """SciPy's report ``res`` with its arrays (``fun``, ``jac``, ``grad``, ``active_mask``...) moved to the
+    library and device of ``like`` (the inputs'), as the solution is: results follow their inputs. They
+    stay SciPy's numbers (no derivative); NumPy inputs keep SciPy's arrays as they are."""
+    backend = dispatch.backend_of_array(bottom(like))
+    if backend is None or backend.name == "numpy":
+        return res
+    for key, value in list(res.items()):
+        if isinstance(value, np.ndarray) and key != "x":  # x: the solution, set by _result
+            res[key] = backend.xp.asarray(value, device=getattr(like, "device", None))
+    return res
+
+
 # ------------------------------------------------------------------------------ root_scalar
 
 
@@ -284,7 +297,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         res = so.root(host_f, to_host(x).reshape(-1), method=method, jac=j, tol=tol, callback=callback,
                       options=options)  # fmt: skip
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
@@ -493,7 +506,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
             kw["hessp"] = host_hessp
         res = so.minimize(host_fun, to_host(x).reshape(-1), **kw)
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
@@ -601,7 +614,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
             kw["x_scale"] = x_scale
         res = so.least_squares(host_fun, to_host(x).reshape(-1), jac=j, **kw)
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
