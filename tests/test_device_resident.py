@@ -294,6 +294,28 @@ def test_optimize_results_come_back_to_the_inputs_device():
     assert_close(to_numpy(g), 1 / (3 * 2.0 ** (2 / 3)), rtol=1e-8)
 
 
+def test_sparse_linalg_solves_return_to_the_right_hand_sides_device():
+    # cg, gmres and spsolve: tests/test_solvers.py; here the factorisations, bicgstab and the derivatives
+    sp = pytest.importorskip("scipy.sparse")
+    from polyad.sparse import linalg as splinalg
+
+    K = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
+    A, b = sp.csc_matrix(K), [1.0, 2.0, 3.0]
+    solutions = [splinalg.splu(A).solve(on(b)), splinalg.factorized(A)(on(b)),
+                 splinalg.bicgstab(on(K), on(b), rtol=1e-13)[0]]  # fmt: skip
+    assert_on_device(solutions)
+    for x in solutions:
+        assert_close(to_numpy(x), np.linalg.solve(K, b), rtol=1e-10)
+
+    def energy(v):  # d/db of |K^-1 b|^2 = 2 K^-T K^-1 b
+        return xp.sum(splinalg.spsolve(A, v) ** 2) + xp.sum(splinalg.cg(A, v, rtol=1e-13)[0] ** 2)
+
+    g = pa.grad(energy)(on(b))
+    assert_on_device(g)
+    inverse = np.linalg.inv(K)
+    assert_close(to_numpy(g), 4 * inverse.T @ inverse @ np.asarray(b), rtol=1e-9)
+
+
 # ------------------------------------------------------------------------------ CuPy behaviours, on CPU
 
 
