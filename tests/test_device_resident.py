@@ -158,6 +158,22 @@ def test_jit_traces_on_the_device_not_on_its_cache_key(monkeypatch):
     assert_close(to_numpy(got), np.arange(4.0) * np.arange(1.0, 5.0))
 
 
+def test_jit_refuses_an_array_of_another_library_beside_the_inputs():
+    # an array made without a device (on the default backend, NumPy) or a NumPy closure beside device
+    # inputs: eager transforms refuse the mix by name; pa.jit failed with array_api_strict's own
+    # "result_type() inputs must be Array API arrays" (CuPy's raw errors on a GPU)
+    weights = np.eye(4) * 2.0
+    with pa.backend("numpy"):
+        for f in (lambda v: v + xp.ones(4), lambda v: weights @ v):
+            with pytest.raises(
+                TypeError, match=r"pa\.jit\(.*arrays of two libraries.*array_api_strict.*numpy"
+            ):
+                pa.jit(f)(on(X))
+        got = pa.jit(lambda v: v + xp.ones(4, device=v.device))(on(X))  # the fix the message names
+    assert_on_device(got)
+    assert_close(to_numpy(got), np.asarray(X) + 1.0)
+
+
 def test_arange_with_device_tensor_bounds():
     # the length is read from the bounds: on purpose, through the backend (CuPy's arange refused its own
     # 0-d arrays: "Implicit conversion to a NumPy array")
