@@ -3,9 +3,10 @@
 objects.
 
 SciPy runs on the primal values (host copies; CuPy arrays are copied to the host too, deliberately:
-``cupyx.scipy`` has no optimisers; the solution is copied back to the inputs' library and device), with
-the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``,
-``hess``) unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
+``cupyx.scipy`` has no optimisers, and ``polyad.backends.host_copies`` counts the copies; the solution
+and the arrays of SciPy's report, ``fun``, ``jac``, ``grad``, are copied back to the inputs' library and
+device), with the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``, ``hess``)
+unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
 differentiable with respect to ``args`` (and anything the function closes over) by the implicit function
 theorem (``polyad.custom_root``): one linear solve at the solution, whatever SciPy did, and to every order
 (``hessian``). ``x0`` carries no derivative. A solver that did not converge makes every derivative raise
