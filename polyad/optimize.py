@@ -3,9 +3,10 @@
 objects.
 
 SciPy runs on the primal values (host copies; CuPy arrays are copied to the host too, deliberately:
-``cupyx.scipy`` has no optimisers; the solution is copied back to the inputs' library and device), with
-the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``,
-``hess``) unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
+``cupyx.scipy`` has no optimisers, and ``polyad.backends.host_copies`` counts the copies; the solution
+and the arrays of SciPy's report, ``fun``, ``jac``, ``grad``, are copied back to the inputs' library and
+device), with the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``, ``hess``)
+unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
 differentiable with respect to ``args`` (and anything the function closes over) by the implicit function
 theorem (``polyad.custom_root``): one linear solve at the solution, whatever SciPy did, and to every order
 (``hessian``). ``x0`` carries no derivative. A solver that did not converge makes every derivative raise
@@ -101,6 +102,19 @@ def _result(found, **solution):
         except TypeError:
             pass
     return result
+
+
+def _report_on_device(res, like):
+    """SciPy's report ``res`` with its arrays (``fun``, ``jac``, ``grad``, ``active_mask``...) moved to the
+    library and device of ``like`` (the inputs'), as the solution is: results follow their inputs. They
+    stay SciPy's numbers (no derivative); NumPy inputs keep SciPy's arrays as they are."""
+    backend = dispatch.backend_of_array(bottom(like))
+    if backend is None or backend.name == "numpy":
+        return res
+    for key, value in list(res.items()):
+        if isinstance(value, np.ndarray) and key != "x":  # x: the solution, set by _result
+            res[key] = backend.xp.asarray(value, device=getattr(like, "device", None))
+    return res
 
 
 # ------------------------------------------------------------------------------ root_scalar
@@ -287,7 +301,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         res = so.root(host_f, to_host(x).reshape(-1), method=method, jac=j, tol=tol, callback=callback,
                       options=options)  # fmt: skip
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
@@ -500,7 +514,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
             kw["hessp"] = host_hessp
         res = so.minimize(host_fun, to_host(x).reshape(-1), **kw)
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
@@ -608,7 +622,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
             kw["x_scale"] = x_scale
         res = so.least_squares(host_fun, to_host(x).reshape(-1), jac=j, **kw)
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
