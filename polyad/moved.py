@@ -32,6 +32,16 @@ ALIASES = {
     "polyad.integrate": "polyad.scipy.integrate",
     "polyad.dispatch": "polyad.core.dispatch",
     "polyad.scipy_fft": "polyad.interop.scipy_fft",
+    # the NumPy backend's compiler, now in its own folder (scripts and notebooks import these)
+    "polyad.backends.numpy.fusion": "polyad.backends.numpy.compiler.fusion",
+    "polyad.backends.numpy.fusion_compile": "polyad.backends.numpy.compiler.fusion_compile",
+    "polyad.backends.numpy.fusion_threads": "polyad.backends.numpy.compiler.fusion_threads",
+    "polyad.backends.numpy.vecmath": "polyad.backends.numpy.compiler.vecmath",
+    "polyad.backends.numpy.vecmath_base": "polyad.backends.numpy.compiler.vecmath_base",
+    "polyad.backends.numpy.vecmath_coefficients": "polyad.backends.numpy.compiler.vecmath_coefficients",
+    "polyad.backends.numpy.vecmath_exp": "polyad.backends.numpy.compiler.vecmath_exp",
+    "polyad.backends.numpy.vecmath_names": "polyad.backends.numpy.compiler.vecmath_names",
+    "polyad.backends.numpy.vecmath_trig": "polyad.backends.numpy.compiler.vecmath_trig",
 }
 # former name -> where its contents went (internal paths: the error says where to look)
 MOVED = {

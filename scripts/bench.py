@@ -25,7 +25,7 @@ import numpy as np
 
 import polyad as pa
 from polyad import xp
-from polyad.backends.numpy import fusion_compile
+from polyad.backends.numpy.compiler import fusion_compile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -17,30 +17,13 @@ import scipy.integrate as si
 
 import polyad as pa
 from polyad.integrate import solve_ivp
+from polyad.testing.ode_problems import robertson, robertson_jacobian_numpy
+from polyad.testing.ode_problems import robertson_numpy as np_robertson
 
 xp = pa.xp
 P = [0.04, 1e4, 3e7]
 Y0 = [1.0, 0.0, 0.0]
 RTOL, ATOL = 1e-6, 1e-10
-
-
-def robertson(t, y, p):
-    return xp.stack([
-        -p[0] * y[0] + p[1] * y[1] * y[2],
-        p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
-        p[2] * y[1] ** 2,
-    ])  # fmt: skip
-
-
-def np_robertson(t, y, p):
-    return np.array([-p[0] * y[0] + p[1] * y[1] * y[2], p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
-                     p[2] * y[1] ** 2])  # fmt: skip
-
-
-def np_jac(t, y, p):
-    y, p = np.asarray(y), np.asarray(p)
-    return np.array([[-p[0], p[1] * y[2], p[1] * y[1]], [p[0], -p[1] * y[2] - 2 * p[2] * y[1], -p[1] * y[1]],
-                     [0.0, 2 * p[2] * y[1], 0.0]])  # fmt: skip
 
 
 def timed(f, repeat):
@@ -80,9 +63,9 @@ def main():
 
     p = xp.asarray(P)
     ref, t_scipy = timed(lambda: scipy_solve(P), a.repeat)
-    _, t_scipy_jac = timed(lambda: scipy_solve(P, np_jac), a.repeat)
+    _, t_scipy_jac = timed(lambda: scipy_solve(P, robertson_jacobian_numpy), a.repeat)
     sol, t_ours = timed(lambda: ours(p), a.repeat)
-    _, t_ours_jac = timed(lambda: ours(p, np_jac), a.repeat)
+    _, t_ours_jac = timed(lambda: ours(p, robertson_jacobian_numpy), a.repeat)
     grad, t_grad = timed(lambda: pa.grad(loss)(p), a.repeat)
     compiled = pa.jit(pa.grad(loss))
     start = time.perf_counter()

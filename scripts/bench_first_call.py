@@ -36,7 +36,7 @@ t0 = time.perf_counter()
 import numpy as np
 import polyad as pa
 from polyad import xp
-from polyad.backends.numpy import fusion_compile
+from polyad.backends.numpy.compiler import fusion_compile
 imported = time.perf_counter() - t0
 sys.path.insert(0, sys.argv[3])
 import bench

@@ -2,7 +2,7 @@
 then the fused loop's math functions one by one.
 
 W2 rows, all in one run: the compiled graph of ``grad`` unfused; ``pa.jit(grad)`` with math="fast" (the
-vectorised functions of polyad/backends/numpy/vecmath.py) on one thread and in chunks on every usable thread;
+vectorised functions of numpy/compiler/vecmath.py) on one thread and in chunks on every usable thread;
 the same fused loop with libm's scalar functions (the kernel before vecmath); ``pa.jit(grad,
 math="exact")``; the fused expression through numexpr (the library not chosen, for the record: it inlines
 every value into one expression, with no common subexpressions); the hand-written NumPy gradient and
@@ -32,10 +32,11 @@ os.environ.setdefault("POLYAD_FUSION_COMPILE", "wait")  # time the loops, not th
 
 import polyad as pa  # noqa: E402
 from polyad import xp  # noqa: E402
-from polyad.backends.numpy import fusion as cpu  # noqa: E402
-from polyad.backends.numpy import fusion_threads  # noqa: E402
+from polyad.backends.numpy.compiler import fusion as cpu  # noqa: E402
+from polyad.backends.numpy.compiler import fusion_threads  # noqa: E402
+from polyad.backends.numpy.compiler.expressions import NUMBA  # noqa: E402
 from polyad.graph.compiler import fuse  # noqa: E402
-from polyad.graph.compiler.fusion import FUSABLE, FusedOp  # noqa: E402
+from polyad.graph.compiler.fusion import FusedOp  # noqa: E402
 
 
 def w2_loss(m, v):
@@ -209,7 +210,7 @@ _DOMAINS = {"log": (0.01, 100.0), "log1p": (-0.9, 10.0), "asin": (-1.0, 1.0), "a
 
 def functions(n, repeats):
     """Per function and dtype: ns per element of the vectorised loop, the libm loop, NumPy and jax.jit."""
-    from polyad.backends.numpy import vecmath
+    from polyad.backends.numpy.compiler import vecmath
     from polyad.testing.vecmath_accuracy import numpy_function
 
     try:
@@ -239,7 +240,7 @@ def functions(n, repeats):
             names = [f"in{k}[i]" for k in range(len(args))]
             params = ", ".join(["n", *[f"in{k}" for k in range(len(args))], "out0"])
             text = (f"def fused({params}):\n    for i in range(n):\n"
-                    f"        out0[i] = {FUSABLE[op][1].format(*names)}\n    return 0\n")  # fmt: skip
+                    f"        out0[i] = {NUMBA[op].format(*names)}\n    return 0\n")  # fmt: skip
             libm = cpu._compile(text)
             out = np.empty(n, dtype)
             library = numpy_function(op)

@@ -45,7 +45,7 @@ def run_polyad(n, steps, mode, slots):
     first = time.perf_counter()
     value = g(k)
     first = time.perf_counter() - first
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     fusion_compile.wait()  # pa.jit's fused loops compile in the background after its first call
     start = time.perf_counter()

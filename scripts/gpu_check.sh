@@ -4,6 +4,9 @@
 # short still leaves its results.
 #
 #   bash scripts/gpu_check.sh              # logs in $OUT (the device tool's folder) or build/gpu_check
+#   DRY_RUN=1 PYTHON=.venv/bin/python bash scripts/gpu_check.sh
+#       on a CPU: the same steps on NumPy, the lane cut to one small file and bench_gpu.py to its --help
+#       (the plumbing only: logs, timeouts, the summary)
 #
 # Wheels of what the GPU image lacks (array-api-compat, optree, array-api-strict, pytest-timeout) are
 # installed from .whl/ if that folder exists (see BENCHMARKS.md, "GPU check", for how it is filled).
@@ -14,41 +17,51 @@ cd "$(dirname "$0")/.."
 LOG=${OUT:-build/gpu_check}
 mkdir -p "$LOG"
 TOTAL_S=${TOTAL_S:-420}
+PY=${PYTHON:-python3}  # the interpreter (PYTHON=.venv/bin/python for a dry run here)
 START=$(date +%s)
 left() { echo $((TOTAL_S - ($(date +%s) - START))); }
 
 if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/polyad-site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/polyad-site
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 POLYAD_BACKEND=cupy XLA_PYTHON_CLIENT_PREALLOCATE=false
+LANE_TESTS=tests
+BENCH_ARGS=(--budget "${BENCH_BUDGET:-1.5}")
+if [ -n "${DRY_RUN:-}" ]; then  # no GPU: the plumbing (logs, timeouts, summary) on NumPy
+    export POLYAD_BACKEND=numpy
+    LANE_TESTS=tests/test_cuda_driver.py
+    BENCH_ARGS=(--help)
+fi
 
 {
     date -u
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    python3 -c "import sys, cupy, numpy, scipy; print(sys.version.split()[0], 'cupy', cupy.__version__, \
-'numpy', numpy.__version__, 'scipy', scipy.__version__)"
-    python3 -m polyad info
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU (no nvidia-smi)"
+    "$PY" -c "import sys, numpy, scipy; print(sys.version.split()[0], 'numpy', numpy.__version__, \
+'scipy', scipy.__version__)"
+    "$PY" -c "import cupy; print('cupy', cupy.__version__)"
+    "$PY" -m polyad info
 } >"$LOG/info.txt" 2>&1
 cat "$LOG/info.txt"
 
-echo "== demo (cupy)"
-timeout -k 5 "${DEMO_S:-60}" python3 scripts/demo.py --figure "$LOG/demo.png" >"$LOG/demo.log" 2>&1
+echo "== demo ($POLYAD_BACKEND)"
+timeout -k 5 "${DEMO_S:-60}" "$PY" scripts/demo.py --figure "$LOG/demo.png" >"$LOG/demo.log" 2>&1
 DEMO_RC=$?
 tail -5 "$LOG/demo.log"
 
 echo "== bench_gpu"
-timeout -k 5 "${BENCH_S:-120}" python3 scripts/bench_gpu.py --budget "${BENCH_BUDGET:-1.5}" \
-    >"$LOG/bench_gpu.log" 2>&1
+timeout -k 5 "${BENCH_S:-120}" "$PY" scripts/bench_gpu.py "${BENCH_ARGS[@]}" >"$LOG/bench_gpu.log" 2>&1
 BENCH_RC=$?
 cat "$LOG/bench_gpu.log"
 
 LANE_S=$(($(left) - 15))
-echo "== CuPy lane, ${LANE_S} s"
-NPROC=$(nproc)
-timeout -k 10 "$LANE_S" python3 -m pytest tests -p no:cacheprovider -n "$NPROC" -v -rfE --tb=line \
+echo "== lane ($POLYAD_BACKEND), ${LANE_S} s"
+# over every core with pytest-xdist (on the GPU image); without it one process, still logging per test
+PARALLEL=()
+"$PY" -c "import xdist" 2>/dev/null && PARALLEL=(-n "$(nproc)")
+timeout -k 10 "$LANE_S" "$PY" -m pytest "$LANE_TESTS" -p no:cacheprovider "${PARALLEL[@]}" -v -rfE --tb=line \
     -o timeout=60 --ignore=tests/interop --ignore=tests/test_dask.py --ignore=tests/test_distributed.py \
     >"$LOG/lane.log" 2>&1
 LANE_RC=$?

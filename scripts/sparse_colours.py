@@ -1,6 +1,8 @@
 """Colour counts of sparse Hessians: the star colouring (``sparse_hessian(coloring="star")``) against the
 distance-1 DSATUR colouring of the columns (``coloring="dsatur"``), on the test problems, with the one
 ``coloring="auto"`` (the default) picks. Each count is the number of Hessian-vector products per call.
+Then sparse Jacobians: products per call by columns (forward, JVPs), by rows (reverse, VJPs) and
+bidirectional (both), with the mode ``sparse_jacobian``'s ``mode="auto"`` picks.
 
     PYTHONPATH=. python scripts/sparse_colours.py
 
@@ -69,6 +71,51 @@ def main():
         print(f"{name:38s} {int(d1.max()) + 1:10d} {int(star.max()) + 1:6d} {auto.n_colors:6d}")
 
 
+def arrow(x):  # a dense column (the scale x[0]), a band and a dense row (the total)
+    return xp.concat([x[0] * x[1:] ** 2 + xp.sin(x[:-1]), xp.sum(x * x, keepdims=True)])
+
+
+def stencil_2d(u, n=32):  # the Bratu residual: the five-point stencil with zero boundary values
+    g = xp.reshape(u, (n, n))
+    zrow, zcol = xp.zeros((1, n), dtype=u.dtype), xp.zeros((n + 2, 1), dtype=u.dtype)
+    p = xp.concat([zcol, xp.concat([zrow, g, zrow], axis=0), zcol], axis=1)
+    lap = 4.0 * p[1:-1, 1:-1] - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
+    return xp.reshape(lap, (n * n,)) - 0.1 * xp.exp(u)
+
+
+def brusselator_32(x):
+    from bench_sparse_brusselator import brusselator, grid  # noqa: PLC0415  (scripts/, beside this one)
+
+    return brusselator(x, 32, xp.asarray(grid(32)[0]), xp)
+
+
+def global_row_and_column(x):  # a chain whose every entry scales with x[-1], and a global constraint
+    return xp.concat([x[-1] * (x[1:-1] - x[:-2]) ** 2, xp.sum(x, keepdims=True) - 1.0, x[-1:] ** 3])
+
+
+JACOBIANS = {
+    "2-d stencil (Bratu), 32 x 32": (stencil_2d, 1024),
+    "Brusselator, N = 32": (brusselator_32, 2048),
+    "dense row + band + dense column, n = 1000": (arrow, 1000),
+    "band + global parameter + constraint, n = 1000": (global_row_and_column, 1000),
+    "cumulative sum (triangular), n = 200": (lambda x: xp.cumulative_sum(x), 200),
+}
+
+
+def jacobian_colours():
+    print(f"\n{'problem':48s} {'forward':>7s} {'reverse':>7s} {'bidirectional':>13s} {'auto':>20s}")
+    for name, (f, n) in JACOBIANS.items():
+        x = np.linspace(0.5, 1.5, n)
+        pattern = pa.jacobian_sparsity(f)(x)
+        counts = [pa.sparse_jacobian(f, sparsity=pattern, mode=m).n_colors for m in MODES]
+        auto = pa.sparse_jacobian(f, sparsity=pattern)
+        chosen = f"{auto.n_colors} ({auto.chosen_mode})"
+        print(f"{name:48s} {counts[0]:7d} {counts[1]:7d} {counts[2]:13d} {chosen:>20s}")
+
+
+MODES = ("forward", "reverse", "bidirectional")
+
+
 def _arwhead_stages(x):
     """The stages' times: pattern, star colouring, sparse_hessian's set-up and first call, a call."""
     t = [time.perf_counter()]
@@ -102,4 +149,5 @@ def arwhead_large(n=100_000):
 
 if __name__ == "__main__":
     main()
+    jacobian_colours()
     arwhead_large()

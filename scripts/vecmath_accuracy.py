@@ -10,7 +10,7 @@ import argparse
 import pathlib
 import time
 
-from polyad.backends.numpy import vecmath
+from polyad.backends.numpy.compiler import vecmath
 from polyad.testing.vecmath_accuracy import BOUNDS, measure
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "api" / "jit_accuracy.inc"

@@ -13,7 +13,7 @@ import pytest
 
 import polyad as pa
 from polyad import core
-from polyad.backends.numpy import fusion_compile
+from polyad.backends.numpy.compiler import fusion_compile
 from polyad.core import dispatch
 from polyad.testing.op_table import OP_TABLE, Sampler, float_argnums
 

@@ -140,6 +140,12 @@ def test_checker_runs_when_the_backend_loads():
         ({"array_types": ()}, ["array_types"]),
         ({"to_numpy": None}, ["to_numpy must be callable"]),
         ({"name": "other"}, ["registered as 'toy_bad'"]),
+        ({"host_arrays": "yes"}, ["host_arrays must be a bool", "'yes'"]),
+        ({"lazy": 1}, ["lazy must be a bool"]),
+        (
+            {"fusion": types.SimpleNamespace(kernels=lambda spec, fallback: {})},
+            ["fusion lacks available, exact_ops, expressions"],
+        ),
     ],
 )
 def test_checker_names_each_broken_field(changes, fragments):
@@ -162,6 +168,41 @@ def test_builtin_backends_keep_the_contract():
         if name in ("numpy", "cupy", "array_api_strict"):
             b = backends.check(backends.load(name), name)
             assert callable(b.xp.scatter_add) and callable(b.xp.index_add)
+
+
+def test_fusion_asks_the_backends_fusion_field():
+    # the compiler reads what a backend declares, never its name: an unavailable fusion leaves the graph
+    # as it is; under math="exact" only the backend's exact_ops join a group; its kernels build each group
+    from polyad.graph.compiler.fusion import FUSABLE, fuse
+
+    x = np.linspace(0.0, 1.0, 4)
+    graph = pa.make_graph(lambda v: pa.xp.sum(pa.xp.exp(v) * v + v), x)
+    cases = [  # (available, exact_ops, math, the fused graph's node names)
+        (False, None, "fast", None),
+        (True, None, "exact", ["fused[exp,multiply,add,sum]"]),
+        (True, frozenset({"multiply", "add"}), "exact", ["exp", "fused[multiply,add,sum]"]),
+        (True, frozenset({"multiply", "add"}), "fast", ["fused[exp,multiply,add,sum]"]),
+    ]
+    for k, (available, exact_ops, math, expected) in enumerate(cases):
+        fusion = types.SimpleNamespace(
+            kernels=lambda spec, fallback: {},
+            available=lambda available=available: available,
+            exact_ops=exact_ops,
+            expressions=dict.fromkeys(FUSABLE, "{0}"),
+        )
+        name = f"toy_fuse{k}"
+        unregister = backends.register(
+            name, lambda name=name, fusion=fusion: toy_backend.make_backend(name, fusion=fusion)
+        )
+        try:
+            fused = fuse(graph, name, math)
+        finally:
+            unregister()
+        if expected is None:
+            assert fused is graph
+        else:
+            assert [n.op.name for n in fused.nodes] == expected
+            assert_close(fused(x), graph(x), rtol=1e-14)
 
 
 # ------------------------------------------------------------------------------ entry points
@@ -451,5 +492,9 @@ def test_device_type_outside_the_priority_never_falls_to_the_generic_kernel():
 @pytest.mark.skipif(pa.get_backend() != "numpy", reason="the examples print NumPy results")
 def test_backends_docstring_examples():
     """``polyad.backends`` lives outside the polyad folder, which the doctest run covers: run its own."""
-    result = doctest.testmod(backends, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 5 and result.failed == 0
+    attempted = 0
+    for module in (backends, backends.contract, backends.devices, backends.registry):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted > 5

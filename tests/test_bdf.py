@@ -10,6 +10,8 @@ from helpers import to_numpy
 
 import polyad as pa
 from polyad.integrate import solve_ivp
+from polyad.testing.ode_problems import robertson, robertson_jacobian_numpy
+from polyad.testing.ode_problems import robertson_numpy as np_robertson
 
 scipy_integrate = pytest.importorskip("scipy.integrate")
 
@@ -25,26 +27,8 @@ def close(a, b, rtol, atol=0.0):
     np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=rtol, atol=atol)
 
 
-def robertson(t, y, p):
-    return xp.stack([
-        -p[0] * y[0] + p[1] * y[1] * y[2],
-        p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
-        p[2] * y[1] ** 2,
-    ])  # fmt: skip
-
-
-def np_robertson(t, y, p):
-    return np.array([-p[0] * y[0] + p[1] * y[1] * y[2], p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
-                     p[2] * y[1] ** 2])  # fmt: skip
-
-
 def np_robertson_jac(t, y, p):
-    y, p = np.asarray(to_numpy(y)), np.asarray(to_numpy(p))
-    return np.array([
-        [-p[0], p[1] * y[2], p[1] * y[1]],
-        [p[0], -p[1] * y[2] - 2 * p[2] * y[1], -p[1] * y[1]],
-        [0.0, 2 * p[2] * y[1], 0.0],
-    ])  # fmt: skip
+    return robertson_jacobian_numpy(t, to_numpy(y), to_numpy(p))
 
 
 @pytest.mark.parametrize("rtol", [1e-4, 1e-6])

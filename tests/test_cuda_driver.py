@@ -1,6 +1,9 @@
 """``python -m polyad info``'s CUDA lines: the CuPy wheel (polyad extra) that fits a driver, for driver
 versions given here (this machine has no GPU), and the command's output."""
 
+import os
+import sys
+
 import pytest
 
 from polyad.__main__ import main
@@ -55,3 +58,22 @@ def test_info_prints_the_cuda_lines_for_this_machine(capsys):
     at = lines.index("CUDA:")
     expected = driver.advice(driver.driver_cuda_version(), driver.installed_wheels())
     assert [line.strip() for line in lines[at + 1 : at + 1 + len(expected)]] == expected
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script as nvidia-smi")
+def test_info_reads_a_faked_drivers_version_from_nvidia_smi(capsys, monkeypatch, tmp_path):
+    # the seam: no driver library here, so info asks nvidia-smi on PATH; a fake one reports CUDA 12.4
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo '| NVIDIA-SMI 550.54.15      Driver Version: 550.54.15      CUDA Version: 12.4     |'\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(driver, "_from_libcuda", lambda: None)
+    monkeypatch.setattr(driver, "installed_wheels", lambda: ["cupy-cuda13x"])
+    assert driver.driver_cuda_version() == (12, 4)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA 12.4" in out and "cupy-cuda12x" in out and '"polyad[cuda12]"' in out
+    assert "installed: cupy-cuda13x (needs a newer driver than this one: install cupy-cuda12x)" in out

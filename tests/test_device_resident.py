@@ -17,7 +17,7 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad.backends.numpy import fusion_compile
+from polyad.backends.numpy.compiler import fusion_compile
 
 xs = pytest.importorskip("array_api_strict")
 xp = pa.xp
@@ -158,6 +158,22 @@ def test_jit_traces_on_the_device_not_on_its_cache_key(monkeypatch):
     assert_close(to_numpy(got), np.arange(4.0) * np.arange(1.0, 5.0))
 
 
+def test_jit_refuses_an_array_of_another_library_beside_the_inputs():
+    # an array made without a device (on the default backend, NumPy) or a NumPy closure beside device
+    # inputs: eager transforms refuse the mix by name; pa.jit failed with array_api_strict's own
+    # "result_type() inputs must be Array API arrays" (CuPy's raw errors on a GPU)
+    weights = np.eye(4) * 2.0
+    with pa.backend("numpy"):
+        for f in (lambda v: v + xp.ones(4), lambda v: weights @ v):
+            with pytest.raises(
+                TypeError, match=r"pa\.jit\(.*arrays of two libraries.*array_api_strict.*numpy"
+            ):
+                pa.jit(f)(on(X))
+        got = pa.jit(lambda v: v + xp.ones(4, device=v.device))(on(X))  # the fix the message names
+    assert_on_device(got)
+    assert_close(to_numpy(got), np.asarray(X) + 1.0)
+
+
 def test_arange_with_device_tensor_bounds():
     # the length is read from the bounds: on purpose, through the backend (CuPy's arange refused its own
     # 0-d arrays: "Implicit conversion to a NumPy array")
@@ -261,6 +277,27 @@ def test_optimize_results_come_back_to_the_inputs_device():
     assert_close(to_numpy(fixed(on(a))), np.sqrt(a))
     assert_close(to_numpy(pa.jacrev(squares)(on(a))), np.diag(0.5 / np.sqrt(a)), rtol=1e-7)
 
+    # SciPy's report follows the solution to the inputs' device (it stayed NumPy arrays): fun, jac, grad at
+    # the solution, the residuals and gradients there near zero, the Jacobian of x^2 - a diag(2 sqrt(a))
+    squares_report = optimize.least_squares(lambda x, a: x * x - a, xp.ones(2, device=DEVICE), args=(on(a),),
+                                            xtol=1e-14)  # fmt: skip
+    minimum_report = optimize.minimize(lambda x, a: xp.sum((x - a) ** 2), xp.zeros(2, device=DEVICE),
+                                       args=(on(a),), method="BFGS")  # fmt: skip
+    root_report = optimize.root(
+        lambda x, a: x**3 + x - a, xp.ones(2, device=DEVICE), args=(on(a),), tol=1e-12
+    )
+    reports = [
+        squares_report.fun,
+        squares_report.jac,
+        squares_report.grad,
+        minimum_report.jac,
+        root_report.fun,
+    ]
+    assert_on_device(reports)
+    assert_close(to_numpy(squares_report.jac), np.diag(2 * np.sqrt(a)), rtol=1e-6)
+    for near_zero in (squares_report.fun, squares_report.grad, minimum_report.jac, root_report.fun):
+        assert_close(to_numpy(near_zero), np.zeros(2), atol=1e-6)
+
     def scalar_root(a):
         return optimize.root_scalar(lambda x, a: x**3 - a, args=(a,), bracket=(0.0, 2.0), method="brentq",
                                     xtol=1e-14).root  # fmt: skip
@@ -271,6 +308,28 @@ def test_optimize_results_come_back_to_the_inputs_device():
     g = pa.grad(scalar_root)(on(2.0))
     assert_on_device(g)
     assert_close(to_numpy(g), 1 / (3 * 2.0 ** (2 / 3)), rtol=1e-8)
+
+
+def test_sparse_linalg_solves_return_to_the_right_hand_sides_device():
+    # cg, gmres and spsolve: tests/test_solvers.py; here the factorisations, bicgstab and the derivatives
+    sp = pytest.importorskip("scipy.sparse")
+    from polyad.sparse import linalg as splinalg
+
+    K = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
+    A, b = sp.csc_matrix(K), [1.0, 2.0, 3.0]
+    solutions = [splinalg.splu(A).solve(on(b)), splinalg.factorized(A)(on(b)),
+                 splinalg.bicgstab(on(K), on(b), rtol=1e-13)[0]]  # fmt: skip
+    assert_on_device(solutions)
+    for x in solutions:
+        assert_close(to_numpy(x), np.linalg.solve(K, b), rtol=1e-10)
+
+    def energy(v):  # d/db of |K^-1 b|^2 = 2 K^-T K^-1 b
+        return xp.sum(splinalg.spsolve(A, v) ** 2) + xp.sum(splinalg.cg(A, v, rtol=1e-13)[0] ** 2)
+
+    g = pa.grad(energy)(on(b))
+    assert_on_device(g)
+    inverse = np.linalg.inv(K)
+    assert_close(to_numpy(g), 4 * inverse.T @ inverse @ np.asarray(b), rtol=1e-9)
 
 
 # ------------------------------------------------------------------------------ CuPy behaviours, on CPU
@@ -422,3 +481,116 @@ def test_python_numbers_in_a_carry_follow_the_arrays_device(transform):
     batched = pa.vmap(pa.grad(_python_number_carries))(on([X, X]))
     assert_on_device(batched)
     assert_close(to_numpy(batched), np.full((2, 4), 15.375), rtol=1e-13, atol=1e-13)
+
+
+# ------------------------------------------------------------------------------ integrators
+
+# these pin the numpy default themselves (the case that failed): the same test on every lane, run once
+numpy_lane_only = pytest.mark.skipif(
+    pa.get_backend() != "numpy", reason="pins the numpy default backend itself: run on the numpy lane"
+)
+
+
+def _lattice(t, y):  # a 1-D diffusion lattice with a cubic sink: a tridiagonal Jacobian
+    inner = y[2:] - 2 * y[1:-1] + y[:-2]
+    return xp.concat([y[1:2] - 2 * y[:1], inner, y[-2:-1] - 2 * y[-1:]]) - y**3
+
+
+def _decay(v, method, **options):
+    return pa.integrate.solve_ivp(lambda t, y: -y * y, (0.0, 0.5), v, method=method, rtol=1e-8, atol=1e-10,
+                                  **options)  # fmt: skip
+
+
+def _decay_solution(y0, t):  # y' = -y^2: y(t) = y0 / (1 + y0 t), dy(t)/dy0 = 1 / (1 + y0 t)^2
+    y0 = np.asarray(y0)[:, None]
+    return y0 / (1 + y0 * np.asarray(t)), 1 / (1 + y0 * np.asarray(t)) ** 2
+
+
+@numpy_lane_only
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "Radau", "BDF"])
+def test_solve_ivp_outside_transforms_follows_the_device_with_the_numpy_default(method):
+    # outside transforms the counters were made with polyad.xp.int64 (the default backend's: NumPy's) in
+    # y0's own namespace: every eager call on another library's arrays failed
+    y0, t_eval = [0.5, 1.0], [0.25, 0.5]
+    with pa.backend("numpy"):
+        sol = _decay(on(y0), method, t_eval=on(t_eval), dense_output=True)
+        at = sol.sol(0.4)
+    assert_on_device([sol.y, sol.t, at])
+    assert_close(to_numpy(sol.t), np.asarray(t_eval))
+    assert_close(to_numpy(sol.y), _decay_solution(y0, t_eval)[0], rtol=1e-6)
+    assert_close(to_numpy(at), _decay_solution(y0, [0.4])[0][:, 0], rtol=1e-5)
+
+
+@numpy_lane_only
+def test_solve_ivp_under_transforms_follows_the_device_with_the_numpy_default():
+    # BDF's step constants were made on the default device (its traced step mixed two libraries), and
+    # sol(t) under a transform made its times there
+    y0 = [0.5, 1.0]
+    with pa.backend("numpy"):
+        g = pa.grad(lambda v: xp.sum(_decay(v, "RK45", dense_output=True).sol(0.4)))(on(y0))
+        batched = pa.vmap(lambda v: _decay(v, "BDF").y[:, -1])(on([y0, [2.0, 0.25]]))
+    assert_on_device([g, batched])
+    assert_close(to_numpy(g), _decay_solution(y0, [0.4])[1][:, 0], rtol=1e-6)
+    assert_close(to_numpy(batched), _decay_solution([0.5, 1.0, 2.0, 0.25], [0.5])[0].reshape(2, 2), rtol=1e-5)
+
+
+@numpy_lane_only
+def test_solve_ivp_events_and_detected_sparsity_on_the_device():
+    # the event's root is found by float iterations and made an array again (on the default device, before);
+    # the sparse Newton matrices of a detected pattern go to SuperLU by counted host copies and their
+    # solutions come back to the device
+    from polyad import backends
+
+    with pa.backend("numpy"):
+        sol = pa.integrate.solve_ivp(lambda t, y: -y, (0.0, 5.0), on([0.5, 1.0]), method="BDF", rtol=1e-10,
+                                     atol=1e-12, events=lambda t, y: y[0] - 0.25)  # fmt: skip
+        assert_on_device([sol.t_events[0], sol.y_events[0]])
+        assert_close(to_numpy(sol.t_events[0]), np.asarray([np.log(2.0)]), rtol=1e-7)  # 0.5 exp(-t) = 0.25
+        y0 = np.linspace(0.2, 1.0, 6)
+        for method in ("Radau", "BDF"):
+            before = backends.host_copies()
+            sparse = _lattice_solve(on(y0), method, jac_sparsity="detect")
+            assert backends.host_copies() > before  # SuperLU's deliberate, counted copies
+            assert_on_device(sparse)
+            dense = _lattice_solve(y0, method)  # the dense Newton matrices, on NumPy
+            assert_close(to_numpy(sparse), to_numpy(dense), rtol=1e-10)
+
+
+def _lattice_solve(y0, method, **options):
+    return pa.integrate.solve_ivp(_lattice, (0.0, 0.5), y0, method=method, rtol=1e-6, atol=1e-8,
+                                  **options).y[:, -1]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["rtol", "tol"])
+def test_cupyx_krylov_gets_the_tolerance_under_its_own_name(name, monkeypatch):
+    # CuPy 14's cupyx names the relative tolerance rtol, older cupyx tol: the backend passes polyad's rtol
+    # under the name the installed solver's signature has (a fixed name failed on the CuPy lane with "cg()
+    # got an unexpected keyword argument 'tol'"); here a stand-in cupyx.cg with either signature solves
+    # by SciPy's
+    import scipy.sparse.linalg as spla
+
+    extras = _cupy_extras_on_numpy(monkeypatch)
+    seen = []
+
+    def solve(A, b, x0, tolerance, atol, maxiter, M):
+        seen.append(tolerance)
+        return spla.cg(A, b, x0=x0, rtol=tolerance, atol=atol, maxiter=maxiter, M=M)
+
+    if name == "rtol":
+
+        def cg(A, b, x0=None, *, rtol=1e-5, maxiter=None, M=None, callback=None, atol=None):
+            return solve(A, b, x0, rtol, atol, maxiter, M)
+    else:
+
+        def cg(A, b, x0=None, tol=1e-5, maxiter=None, M=None, callback=None, atol=None):
+            return solve(A, b, x0, tol, atol, maxiter, M)
+
+    monkeypatch.setattr(extras.cupyx_linalg, "cg", cg, raising=False)
+    monkeypatch.setattr(extras.cupyx_linalg, "LinearOperator", spla.LinearOperator, raising=False)
+    K = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]])
+    b = np.array([1.0, 2.0, 3.0])
+    x, info = extras.sparse.krylov("cg", lambda v: K @ v, b, rtol=1e-13)
+    assert seen == [1e-13] and info == 0
+    assert_close(x, np.linalg.solve(K, b), rtol=1e-11)
+    with pytest.raises(NotImplementedError, match="cupyx.scipy.sparse.linalg has no bicgstab"):
+        extras.sparse.krylov("bicgstab", lambda v: K @ v, b)

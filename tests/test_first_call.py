@@ -1,6 +1,6 @@
 """First calls of pa.jit (issue 23, item 3): Python float arguments are traced, weakly typed, so new values
 do not trace again (polyad/api/_weak_floats.py); fused CPU loops compile in the background while the
-group's ops run as NumPy calls (polyad/backends/numpy/fusion_compile.py), groups of the same structure
+group's ops run as NumPy calls (backends/numpy/compiler/fusion_compile.py), groups of the same structure
 share one loop, and the kernel cache on disk is keyed by all the loop's code depends on. Values are
 checked against eager code; no timing is asserted here (scripts/bench.py --first-call measures)."""
 
@@ -156,7 +156,7 @@ def gated(monkeypatch):
     """The CPU loops compile only once ``gate`` is set; ``runs`` counts the calls of compiled loops (the
     call on empty arrays that compiles one included) and ``texts`` the sources compiled."""
     pytest.importorskip("numba")
-    from polyad.backends.numpy import fusion, fusion_compile
+    from polyad.backends.numpy.compiler import fusion, fusion_compile
 
     assert fusion_compile.wait(120)  # loops of earlier tests compile with the real compiler, uncounted
     real = fusion._compile
@@ -180,7 +180,7 @@ def gated(monkeypatch):
 
 @on_numpy
 def test_the_first_call_runs_the_groups_ops_while_the_loop_compiles(gated):
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     def f(x):  # a constant of its own: no other test has compiled this loop
         return pxp.exp(pxp.sin(x) * 1.23456789123) + x * x
@@ -201,7 +201,7 @@ def test_the_first_call_runs_the_groups_ops_while_the_loop_compiles(gated):
 
 @on_numpy
 def test_groups_of_the_same_structure_share_one_loop(gated):
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     def solver(u, dt):
         return heat(u, dt, steps=6, centre=4.000000123)  # a loop no other test compiles
@@ -224,7 +224,7 @@ def test_the_first_call_of_a_jitted_loop_runs_compiled_loops_only(monkeypatch):
     """A graph that loops compiles its fused loops before its first run (polyad.api.jit.compiles_first):
     not one step of the first call runs the groups' ops eagerly while a loop compiles (issue 34)."""
     pytest.importorskip("numba")
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     assert fusion_compile.wait(120)
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")
@@ -256,7 +256,7 @@ def test_the_first_call_of_a_jitted_loop_runs_compiled_loops_only(monkeypatch):
 @on_numpy
 def test_a_loop_that_fails_to_compile_warns_once_and_the_values_stay_right(monkeypatch):
     pytest.importorskip("numba")
-    from polyad.backends.numpy import fusion
+    from polyad.backends.numpy.compiler import fusion
 
     def broken(text, cache=True):
         raise RuntimeError("no loop today")
@@ -279,7 +279,7 @@ def test_a_loop_that_fails_to_compile_warns_once_and_the_values_stay_right(monke
 
 
 def test_a_bad_compile_mode_is_named(monkeypatch):
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "later")
     with pytest.raises(ValueError, match=r"POLYAD_FUSION_COMPILE.*'background', 'wait'.*'later'"):
@@ -291,7 +291,7 @@ def test_the_kernel_file_changes_with_what_its_code_depends_on(monkeypatch, tmp_
     """The cached file is named by a hash of its whole source, Numba's and NumPy's versions and the fast
     functions' source: a change of any gives a new file, so Numba never loads a stale kernel."""
     pytest.importorskip("numba")
-    from polyad.backends.numpy import fusion
+    from polyad.backends.numpy.compiler import fusion
 
     monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
     text = "def fused(n, in0, out0):\n    for i in range(n):\n        out0[i] = in0[i] * 3.0\n    return 0\n"
@@ -309,7 +309,7 @@ def test_the_first_call_does_not_wait_for_the_optimiser(monkeypatch):
     """The first call runs the graph as traced (eager's kernels, compiled straight-line); optimising and
     fusing run in the background, and later calls switch to their result."""
     import polyad.graph.compiler as compiler
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     assert fusion_compile.wait(120)
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")
@@ -341,7 +341,7 @@ def test_the_first_call_does_not_wait_for_the_optimiser(monkeypatch):
 @on_numpy
 def test_an_optimiser_that_fails_in_the_background_warns_and_the_values_stay_right(monkeypatch):
     import polyad.graph.compiler as compiler
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     assert fusion_compile.wait(120)
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")

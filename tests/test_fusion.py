@@ -13,7 +13,7 @@ from helpers import assert_close, to_numpy
 import polyad as pa
 from polyad import xp as pxp
 from polyad.backends.cupy import fusion as cuda_fusion
-from polyad.backends.numpy import fusion as cpu_fusion
+from polyad.backends.numpy.compiler import fusion as cpu_fusion
 from polyad.core import dispatch
 from polyad.graph import Const, Graph
 from polyad.graph.compiler import fuse
@@ -392,11 +392,17 @@ def test_cuda_reduction_source():
 
 
 def test_every_fusable_op_has_a_cuda_and_a_cpu_expression():
-    for name, (arity, cpu, cuda) in FUSABLE.items():
-        args = [f"a{k}" for k in range(arity)]
-        for template in (cpu, cuda):
-            text = template.format(*args)
+    # each backend that fuses writes the code of exactly the compiler's fusable ops, using every argument
+    from polyad.backends.cupy import fusion as cuda_fusion
+    from polyad.backends.numpy import compiler as cpu_compiler
+
+    for codegen in (cpu_compiler, cuda_fusion):
+        assert set(codegen.expressions) == set(FUSABLE)
+        for name, arity in FUSABLE.items():
+            args = [f"a{k}" for k in range(arity)]
+            text = codegen.expressions[name].format(*args)
             assert all(a in text for a in args), name
+            assert f"{{{arity}}}" not in codegen.expressions[name], name  # no argument beyond the arity
 
 
 @pytest.mark.cuda

@@ -278,7 +278,7 @@ def test_a_jitted_gradient_of_a_scan_equals_eager():
 def test_the_threaded_chunks_of_a_stencil_loop(monkeypatch):
     # chunks read their neighbours' elements: every chunk gets the whole arrays and its range
     pytest.importorskip("numba")
-    from polyad.backends.numpy import fusion_threads
+    from polyad.backends.numpy.compiler import fusion_threads
 
     monkeypatch.setattr(fusion_threads, "FORCE", "parallel")
     monkeypatch.setenv(fusion_threads.ENV_THREADS, "2")
@@ -306,7 +306,7 @@ def test_the_first_call_of_a_jitted_1000_step_loop_runs_no_eager_step(monkeypatc
     """The body is traced (the step, then its pullback), never run eagerly step by step, and every fused
     loop is compiled before it runs (polyad.api.jit.compiles_first)."""
     pytest.importorskip("numba")
-    from polyad.backends.numpy import fusion_compile
+    from polyad.backends.numpy.compiler import fusion_compile
 
     assert fusion_compile.wait(120)
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")

@@ -12,6 +12,8 @@ from helpers import start_tracemalloc, to_numpy
 
 import polyad as pa
 from polyad.integrate import solve_ivp
+from polyad.testing.ode_problems import robertson
+from polyad.testing.ode_problems import robertson_numpy as np_robertson
 
 scipy_integrate = pytest.importorskip("scipy.integrate")
 
@@ -295,19 +297,6 @@ def test_nonlinear_sensitivities_against_discrete(sensitivity):
 
 
 # ------------------------------------------------------------------------------ Radau (stiff)
-
-
-def robertson(t, y, p):
-    return xp.stack([
-        -p[0] * y[0] + p[1] * y[1] * y[2],
-        p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
-        p[2] * y[1] ** 2,
-    ])  # fmt: skip
-
-
-def np_robertson(t, y, p):
-    return np.array([-p[0] * y[0] + p[1] * y[1] * y[2], p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] ** 2,
-                     p[2] * y[1] ** 2])  # fmt: skip
 
 
 def test_radau_primal_against_scipy():

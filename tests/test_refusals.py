@@ -20,7 +20,7 @@ import pytest
 from helpers import assert_close, to_numpy
 
 import polyad as pa
-from polyad.backends.numpy import fusion
+from polyad.backends.numpy.compiler import fusion
 from polyad.core import ConcretizationError, dispatch
 
 xp = pa.xp

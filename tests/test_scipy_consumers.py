@@ -93,6 +93,34 @@ for name, (f, x) in CHECKS.items():
     except Exception as e:
         results[name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
 
+# the same functions on array_api_strict's device1, which refuses NumPy as CuPy's arrays do: the gradient
+# stays there (SciPy's writes by a lone mask, x[(mask,)] = v, were a host conversion); finite differences
+# of SciPy on CPU-device arrays as the reference
+try:
+    import array_api_strict as xs
+except ImportError:
+    xs = None
+ON_DEVICE = {
+    "logsumexp": lambda v: sp.logsumexp(v),
+    "log_softmax": lambda v: xp.sum(sp.log_softmax(v) * xp.asarray(W, device=v.device)),
+    "zscore": lambda v: xp.sum(st.zscore(v) ** 3 * xp.asarray(W, device=v.device)),
+    "rel_entr": lambda v: xp.sum(sp.rel_entr(xp.abs(v), xp.asarray([1.0, 0.5, 3.0, 2.0], device=v.device))),
+    "variation": lambda v: st.variation(v + 3.0),
+}
+for name, f in ON_DEVICE.items() if xs is not None else ():
+    device, cpu = xs.Device("device1"), xs.Device("CPU_DEVICE")
+    try:
+        g = pa.grad(f)(xs.asarray(X, device=device))
+        steps = [[EPS if j == i else 0.0 for j in range(len(X))] for i in range(len(X))]
+        at = lambda d, s: float(f(xs.asarray([x + s * e for x, e in zip(X, d)], device=cpu)))
+        results["device1_" + name] = {
+            "device": str(g.device),
+            "grad": np_of(g.to_device(cpu)),
+            "fd": [(at(d, 1) - at(d, -1)) / (2 * EPS) for d in steps],
+        }
+    except Exception as e:
+        results["device1_" + name] = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
+
 # forward mode through SciPy: the tangent of logsumexp is softmax . t
 try:
     t = [1.0, 0.0, -1.0, 2.0]
@@ -186,3 +214,11 @@ def test_jvp_through_logsumexp(results):
     r = _get(results, "jvp_logsumexp")
     t = np.array([1.0, 0.0, -1.0, 2.0])
     np.testing.assert_allclose(r["tangent"], _softmax(X) @ t, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["logsumexp", "log_softmax", "zscore", "rel_entr", "variation"])
+def test_scipy_on_a_device_that_refuses_numpy(results, name):
+    pytest.importorskip("array_api_strict")
+    r = _get(results, "device1_" + name)
+    assert r["device"] == "array_api_strict.Device('device1')", r["device"]
+    np.testing.assert_allclose(r["grad"], r["fd"], rtol=1e-6, atol=1e-8)

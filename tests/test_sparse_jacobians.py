@@ -481,6 +481,45 @@ def test_an_array_csr_matrix_vector_product_stays_sparse():
     np.testing.assert_array_equal(np.asarray(M @ strict.ones(n, dtype=strict.float64)), rows + 1.0)
 
 
+def test_an_array_csr_matrix_times_a_matrix_stays_sparse():
+    # on main, ArrayCSR @ matrix went through the dense array (and an int64 index per dense entry)
+    import tracemalloc  # noqa: PLC0415
+
+    import array_api_strict as strict  # noqa: PLC0415
+
+    from polyad.backends.array_csr import ArrayCSR  # noqa: PLC0415
+
+    def as_array_csr(S):
+        S.sort_indices()
+        parts = (S.data, S.indices.astype(np.int64), S.indptr.astype(np.int64))
+        return ArrayCSR(strict, *map(strict.asarray, parts), S.shape)
+
+    rng = np.random.default_rng(4)
+    for m, n, k, density in [(7, 5, 3, 0.3), (60, 90, 4, 0.04), (3, 4, 2, 0.0), (150, 150, 1, 0.5)]:
+        S = scipy_sparse.random_array((m, n), density=density, rng=rng, format="csr")
+        B = rng.normal(size=(n, k))
+        product = as_array_csr(S) @ strict.asarray(B)
+        assert product.shape == (m, k)
+        np.testing.assert_allclose(np.asarray(product), S @ B, rtol=1e-13, atol=1e-13)
+    n, k = 5_000, 3  # a tridiagonal matrix times 3 columns: its dense array alone is 200 MB
+    S = scipy_sparse.diags_array([np.ones(n - 1), 2.0 * np.ones(n), -np.ones(n - 1)], offsets=[-1, 0, 1])
+    M, B = as_array_csr(S.tocsr()), rng.normal(size=(n, k))
+    tracemalloc.start()
+    try:
+        product = np.asarray(M @ strict.asarray(B))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20  # O(nnz k): 1.5e4 x 3 x 8 bytes per array in the scan
+    np.testing.assert_allclose(product, S @ B, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="other must have 5 rows"):
+        as_array_csr(scipy_sparse.random_array((4, 5), density=0.5, rng=rng, format="csr")) @ strict.ones(
+            (4, 2)
+        )
+    with pytest.raises(TypeError, match="1-D or 2-D array"):
+        as_array_csr(scipy_sparse.eye_array(3, format="csr")) @ strict.ones((2, 3, 3))
+
+
 def test_a_star_colouring_is_for_hessians_only():
     with pytest.raises(ValueError, match="star colouring needs a symmetric matrix"):
         pa.sparse_jacfwd(xp.sin, coloring="star")
@@ -571,3 +610,33 @@ def test_bidirectional_on_a_device_that_refuses_numpy():
     dense = dispatch.backend_of_array(x).sparse.to_dense(J)
     back = np.asarray(dense.to_device(strict.__array_namespace_info__().default_device()))
     np.testing.assert_allclose(back, pa.jacfwd(_arrow)(host_x), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", "bidirectional", "star"])
+def test_each_mode_with_a_reused_pattern_stays_on_a_device_that_refuses_numpy(mode):
+    """Seeds, products, recovery and the result's container all on device1, for each way of compressing:
+    JVPs of column colours, VJPs of row colours, both, and a star-coloured Hessian."""
+    strict = pytest.importorskip("array_api_strict")
+    device = strict.Device("device1")
+    n = 30
+    host_x = to_numpy(_point(n, 11))
+    if mode == "star":
+        jac = pa.sparse_hessian(arwhead, sparsity=pa.hessian_sparsity(arwhead)(host_x), coloring="star")
+        diagonal, last_row = _arwhead_hessian(host_x)
+        expected = np.diag(diagonal)
+        expected[-1, :-1] = expected[:-1, -1] = last_row
+        assert jac.n_colors == 2 and coloring.is_star_coloring(jac.sparsity, jac.colors)
+    else:
+        jac = pa.sparse_jacobian(_arrow, sparsity=pa.jacobian_sparsity(_arrow)(host_x), mode=mode)
+        expected = to_numpy(pa.jacfwd(_arrow)(host_x))
+        assert jac.chosen_mode == mode
+    x = strict.asarray(host_x, device=device)
+    before = backends.host_copies()
+    results = [jac(x), jac(x)]  # the first call at device1 places the seeds there; the second reuses them
+    assert backends.host_copies() == before
+    default = strict.__array_namespace_info__().default_device()
+    for J in results:
+        assert _in_container(J, x) and J.device == device and J.shape == (n, n)
+        dense = dispatch.backend_of_array(x).sparse.to_dense(J)
+        assert dense.device == device
+        np.testing.assert_allclose(np.asarray(dense.to_device(default)), expected, rtol=1e-13, atol=1e-12)

@@ -1,7 +1,7 @@
 """The structure ARCHITECTURE.md promises, checked on the code's own imports (polyad/testing/structure.py):
 imports run one way through the layers, no circle, no import inside a function except of optional
-libraries, no source file over 800 lines, no private name used across modules; and ARCHITECTURE.md lists
-the layers the checker enforces."""
+libraries, no source file over 800 lines, no private name used across modules, no backend's library,
+folder or name outside polyad/backends/; and ARCHITECTURE.md lists the layers the checker enforces."""
 
 import importlib
 import pathlib
@@ -127,3 +127,39 @@ def test_former_paths_keep_working_or_name_the_new_one():
     ]:
         with pytest.raises(ModuleNotFoundError, match=message):
             importlib.import_module(old)
+
+
+def test_checker_finds_backend_imports_and_name_tests_outside_backends(tmp_path):
+    # outside polyad/backends/: a cupyx import, an import of one backend's folder and a test of a
+    # backend's name are refused; the same lines inside polyad/backends/, a module-name test and an op
+    # table of polyad/testing/ pass
+    (tmp_path / "polyad" / "api").mkdir(parents=True)
+    (tmp_path / "polyad" / "backends").mkdir()
+    (tmp_path / "polyad" / "testing").mkdir()
+    leaky = (
+        "def f(b, x, setting):\n"
+        "    import cupyx.scipy.sparse\n"
+        "    from polyad.backends.numpy import compiler\n"
+        "    if b.name == 'numpy' or setting.output in ('dask', 'array'):\n"
+        "        return type(x).__module__ == 'numpy'\n"
+    )
+    clean = "def f(x, module):\n    return type(x).__module__ == 'numpy' or module == 'numpy'\n"
+    files = {
+        "polyad.api.leaky": tmp_path / "polyad" / "api" / "leaky.py",
+        "polyad.api.clean": tmp_path / "polyad" / "api" / "clean.py",
+        "polyad.backends.own": tmp_path / "polyad" / "backends" / "own.py",
+        "polyad.testing.table_toy": tmp_path / "polyad" / "testing" / "table_toy.py",
+    }
+    files["polyad.api.leaky"].write_text(leaky)
+    files["polyad.api.clean"].write_text(clean)
+    files["polyad.backends.own"].write_text(leaky)
+    files["polyad.testing.table_toy"].write_text("ROWS = [r for r in () if r.backend == 'cupy']\n")
+    found = {m: structure.backend_leaks(m, p) for m, p in files.items()}
+    assert [what for _, what in found["polyad.api.leaky"]] == [
+        "imports cupyx.scipy.sparse",
+        "imports polyad.backends.numpy, one backend's folder",
+        "tests a backend's name (b.name == 'numpy')",
+        "tests a backend's name (setting.output in ('dask', 'array'))",
+    ]
+    for module in ("polyad.api.clean", "polyad.backends.own", "polyad.testing.table_toy"):
+        assert found[module] == [], module

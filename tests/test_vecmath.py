@@ -1,5 +1,5 @@
-"""The math of pa.jit's fused CPU loops (polyad/backends/numpy/vecmath.py) and their threads
-(polyad/backends/numpy/fusion_threads.py): errors in ulps against mpmath within the bounds the documentation
+"""The math of pa.jit's fused CPU loops (polyad/backends/numpy/compiler/vecmath.py) and their threads
+(backends/numpy/compiler/fusion_threads.py): errors in ulps against mpmath within the bounds the documentation
 states, NumPy's special values, vectorised loops, math="exact" equal to eager bit for bit, math="fast"
 equal to the measured functions, the libm fallback for huge trigonometric arguments, the documented
 table, and chunked runs equal to serial ones."""
@@ -22,7 +22,7 @@ from polyad.graph.compiler.fusion import FUSABLE, FusedOp
 numba = pytest.importorskip("numba")
 pytest.importorskip("mpmath")
 
-from polyad.backends.numpy import fusion, fusion_threads, vecmath  # noqa: E402 (needs Numba)
+from polyad.backends.numpy.compiler import fusion, fusion_threads, vecmath  # noqa: E402 (needs Numba)
 from polyad.testing import vecmath_accuracy as accuracy  # noqa: E402
 
 DTYPES = ("float64", "float32")

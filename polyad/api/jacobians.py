@@ -369,7 +369,7 @@ def _jacobian_task(spec, arguments, start, stop, chunk):
 
 def _on_cluster(spec, opts, setting, call, args, kwargs):
     cluster.check_randomness(spec.randomness, call.what)
-    lazy = setting.output == "dask"
+    lazy = setting.lazy
     # jacrev's rows are its outputs: their number (and a lazy result's shapes) from eval_shape here
     rows = sum(math.prod(s) for s in call.i_shapes) if spec.mode == "jacfwd" else None
     chunks, shapes = _plan(spec, opts, call, setting, rows, need_shapes=lazy)

@@ -27,7 +27,7 @@ import polyad.graph.compiler as compiler
 from polyad.api import _closed_over as closed_over
 from polyad.api._arguments import check_callable, func_name, is_dim
 from polyad.api._weak_floats import WEAK_FLOAT, is_traced_leaf, weak_aval, weak_value
-from polyad.backends.numpy import fusion_compile
+from polyad.backends import fusion_compiler
 from polyad.core import FreshTensor, Tensor
 from polyad.core.avals import ShapeDtype, bottom
 from polyad.core.dispatch import BY_TYPE
@@ -151,7 +151,7 @@ class _Entry:
 
     A first call need not wait for the optimiser and the fusion (tens of milliseconds for a graph of a
     few thousand nodes, the steps of an unrolled loop): ``finish`` is then the rest of the pipeline,
-    which a background thread runs (``fusion_compile.submit``) while calls run ``graph`` as it was traced
+    which a background thread runs (``fusion_compiler.submit``) while calls run ``graph`` as it was traced
     (eager's kernels); ``run`` switches when it is done. ``optimized``, ``fused`` and ``compiled`` run it
     at once where asked for before (``lower``, a transformed call)."""
 
@@ -534,17 +534,17 @@ class Jitted:
         def finish():
             optimized = compiler.optimize(graph)
             fused, compiled = _pipeline(optimized, backend, math, device)
-            if backend.name == "numpy":  # the fused loops start compiling now, not at their first call
+            if backend.host_arrays:  # the fused CPU loops (run on host arrays) start compiling now
                 for node in fused.nodes:
                     warm = getattr(getattr(node.op, "kernels", {}).get("cpu"), "warm", None)
                     if warm is not None:
                         warm()
             return optimized, fused, compiled
 
-        if fusion_compile.mode() == "wait":
+        if fusion_compiler.mode() == "wait":
             return _Entry(graph, *finish(), closed=closed, watch=watch)
         if compiles_first(graph):
-            with fusion_compile.waiting():
+            with fusion_compiler.waiting():
                 entry = _Entry(graph, *finish(), closed=closed, watch=watch)
             entry.run = _first_call_compiles(entry, entry.run)
             return entry
@@ -683,7 +683,7 @@ def _first_call_compiles(entry, run):
     loops included), so that not one step of a long loop runs eager's kernels."""
 
     def first(*args):
-        with fusion_compile.waiting():
+        with fusion_compiler.waiting():
             out = run(*args)
         if entry.run is first:
             entry.run = run
@@ -701,7 +701,7 @@ def _then_finish(entry, run):
         out = run(*args)
         if entry.run is first:
             entry.run = run
-            fusion_compile.submit(entry.finish)
+            fusion_compiler.submit(entry.finish)
         return out
 
     return first

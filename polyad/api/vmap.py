@@ -390,14 +390,14 @@ def _on_cluster(call, setting):
     shared = (call.func, call.dims, call.tree, call.out_dims, call.randomness, call.what)
     arguments = (cluster.to_host(fixed), cluster.to_host(call.kwargs))
     # a lazy result: a task per chunk (its blocks); an array: the chunks in one run per worker thread
-    runs = [[r] for r in ranges] if setting.output == "dask" else cluster.runs(ranges, setting)
+    runs = [[r] for r in ranges] if setting.lazy else cluster.runs(ranges, setting)
     parts = []
     for run in runs:
         a, b = run[0][0], run[-1][1]
         mapped = [x for x, d in zip(call.chunk(a, b), call.dims) if d is not None]
-        parts.append((cluster.to_host(mapped, copy=setting.output == "dask"), [hi - lo for lo, hi in run]))
+        parts.append((cluster.to_host(mapped, copy=setting.lazy), [hi - lo for lo, hi in run]))
     tasks = cluster.submit(setting, call.what, _vmap_task, shared, arguments, parts)
-    if setting.output == "dask":
+    if setting.lazy:
         return _dask_result(call, [cluster.item(t, 0) for t in tasks], ranges)
     ref = next(x for x, d in zip(call.flat, call.dims) if d is not None)
     backend = dispatch.backend_of_array(ref)

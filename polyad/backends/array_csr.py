@@ -16,8 +16,8 @@ Example:
 class ArrayCSR:
     """CSR arrays (``data``, ``indices``, ``indptr``: the column indices sorted within each row) of one
     library and device, with SciPy's names for what polyad reads: ``shape``, ``dtype``, ``nnz``,
-    ``format``, ``toarray()``, ``abs(A)`` and ``A @ v`` (a vector: by a segmented scan over the entries,
-    never dense; a matrix: through the dense array)."""
+    ``format``, ``toarray()``, ``abs(A)`` and ``A @ B`` (a vector or a matrix: by a segmented scan over the
+    entries, never the dense ``A``)."""
 
     format = "csr"
 
@@ -57,37 +57,49 @@ class ArrayCSR:
         return ArrayCSR(self.xp, self.xp.abs(self.data), self.indices, self.indptr, self.shape)
 
     def __matmul__(self, other):
-        if getattr(other, "ndim", None) != 1:
-            return self.toarray() @ other
-        return self._matvec(other)
+        ndim = getattr(other, "ndim", None)
+        if ndim not in (1, 2):
+            raise TypeError(
+                f"ArrayCSR @ other: other must be a 1-D or 2-D array of the same library, got "
+                f"{type(other).__name__} with ndim {ndim}"
+            )
+        if ndim == 1:
+            return self._product(self.xp.reshape(other, (-1, 1)))[:, 0]
+        return self._product(other)
 
-    def _matvec(self, v):
-        """``A @ v`` for a vector: each entry times its column's ``v``, summed along its row by a
-        Hillis-Steele scan (log2(nnz) steps of a shift and an add where the shifted entry lies in the same
-        row), read at each row's last entry. Standard calls only (the library has no scatter-add), O(nnz)
-        memory, and pairwise-like rounding (a cumulative sum's differences would cancel catastrophically)."""
+    def _product(self, B):
+        """``A @ B`` for a matrix ``B`` (n, k): each entry times its column's row of ``B`` (nnz, k), summed
+        along its row by a Hillis-Steele scan (log2(nnz) steps of a shift and an add where the shifted
+        entry lies in the same row), read at each row's last entry. Standard calls only (the library has
+        no scatter-add), O(nnz k) memory, never the dense A, and pairwise-like rounding (a cumulative sum's
+        differences would cancel catastrophically)."""
         xp, (m, n) = self.xp, self.shape
         device = self.data.device
-        if v.shape != (n,):
-            raise ValueError(f"ArrayCSR @ v: v must have shape ({n},), got {tuple(v.shape)}")
-        dtype = xp.result_type(self.data, v)
+        if B.shape[0] != n:
+            raise ValueError(
+                f"ArrayCSR @ other: other must have {n} rows (A is {m}x{n}), got {tuple(B.shape)}"
+            )
+        k = B.shape[1]
+        dtype = xp.result_type(self.data, B)
         if self.nnz == 0:
-            return xp.zeros((m,), dtype=dtype, device=device)
-        values = xp.astype(self.data, dtype) * xp.astype(xp.take(v, self.indices), dtype)
+            return xp.zeros((m, k), dtype=dtype, device=device)
+        values = xp.astype(self.data, dtype)[:, None] * xp.astype(xp.take(B, self.indices, axis=0), dtype)
         entries = xp.arange(self.nnz, dtype=self.indptr.dtype, device=device)
         rows = xp.searchsorted(self.indptr, entries, side="right") - 1
+        zero = xp.zeros((), dtype=dtype, device=device)
         shift = 1
         while shift < self.nnz:
-            pad = xp.zeros((shift,), dtype=dtype, device=device)
-            before = xp.concat([pad, values[: self.nnz - shift]])
+            before = xp.concat(
+                [xp.zeros((shift, k), dtype=dtype, device=device), values[: self.nnz - shift, :]]
+            )
             same = xp.concat(
                 [xp.zeros((shift,), dtype=xp.bool, device=device), rows[shift:] == rows[:-shift]]
             )
-            values = values + xp.where(same, before, pad[:1])
+            values = values + xp.where(same[:, None], before, zero)
             shift *= 2
         ends = self.indptr[1:]
-        last = xp.take(values, xp.clip(ends - 1, 0, self.nnz - 1))
-        return xp.where(ends > self.indptr[:-1], last, xp.zeros((), dtype=dtype, device=device))
+        last = xp.take(values, xp.clip(ends - 1, 0, self.nnz - 1), axis=0)
+        return xp.where((ends > self.indptr[:-1])[:, None], last, zero)
 
     def __repr__(self):
         m, n = self.shape

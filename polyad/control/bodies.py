@@ -10,9 +10,9 @@ turn). Every one has the ``Body`` protocol: ``body(*inputs) -> list``, ``out_ava
 
 import optree
 
-from polyad.core import Tensor, new_level
+from polyad.core import Tensor, new_level, plain
 from polyad.core.avals import ShapeDtype, is_floating, shape_of
-from polyad.ops.base import broadcast_to, expand_dims, move_to_front, moveaxis
+from polyad.ops.base import broadcast_to, expand_dims, move_to_front, moveaxis, stack
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
 from polyad.transforms.forward import DualTensor, ForwardInterpreter
@@ -149,3 +149,19 @@ def with_batch_at(value, dim, size, axis=0):
         shape[axis] = size
         return broadcast_to(value, tuple(shape))
     return moveaxis(value, dim, axis)
+
+
+def each_example(run, size, groups, dims):
+    """``run(*groups)`` once per example, its outputs stacked at 0: ``groups`` are lists of plain arrays,
+    each with the batch at ``dims`` (0, or None: shared by every example). vmap's per-example loop, for
+    a kernel handed a whole batch its function cannot take at once."""
+    outs = [
+        run(
+            *(
+                [a if d is None else a[i, ...] for a, d in zip(g, gd, strict=True)]
+                for g, gd in zip(groups, dims)
+            )
+        )
+        for i in range(size)
+    ]
+    return [stack([plain(o) for o in column]) for column in zip(*outs, strict=True)]

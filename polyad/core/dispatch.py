@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import polyad.backends as backends
-from polyad.backends import DEVICE_PRIORITY, DEVICE_TYPE_PREDICATES, BackendUnavailable
+from polyad.backends import DEVICE_PRIORITY, DEVICE_TYPE_PREDICATES, BackendUnavailable, first_by_priority
 
 # re-exported: the device types and the Backend class live in the layer below
 from polyad.backends import Backend as Backend
@@ -300,12 +300,10 @@ def choose_kernel(op, backend, arrays):
         seen = {dt}
     else:
         seen = {device_type(a, backend_of_array(a)) for a in arrays if backend_of_array(a) is not None}
-        for dt in DEVICE_PRIORITY:
-            if dt in seen:
-                kernel = op.kernels.get(dt)
-                if kernel is not None:
-                    return kernel
-                break
+        dt = first_by_priority(seen)
+        kernel = op.kernels.get(dt) if dt is not None else None
+        if kernel is not None:
+            return kernel
         if op.generic is not None:
             return op.generic
     raise NotImplementedError(

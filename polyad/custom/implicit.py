@@ -16,7 +16,7 @@ are written as polyad ops, so they differentiate again (``hessian`` through a ro
 Values ``f`` and ``matvec`` close over are the differentiated inputs (found by tracing them once,
 ``polyad.control.closure``); ``solve`` and ``tangent_solve`` are not differentiated (JAX's
 ``stop_gradient`` on them), and a ``solve`` that closes over a traced value of its own is refused.
-vmap runs the solve once per example (vmap's loop, with its ``LoopFallbackWarning``).
+vmap hands the solve the batch; a solve that needs one example's values (SciPy's) runs once per example.
 """
 
 import math
@@ -25,7 +25,7 @@ import optree
 
 import polyad.xp as xp
 from polyad.backends.host import np
-from polyad.control.bodies import with_batch_at
+from polyad.control.bodies import each_example, with_batch_at
 from polyad.control.closure import refuse_pre_dispatch_capture, substituted, trace, unaliased
 from polyad.control.loops import func_name
 from polyad.core import Op, Tensor, bind, new_level, plain, transform_active
@@ -409,13 +409,19 @@ class BatchedProblem:
         return self._run_function(self.inner.f, x, values, then)
 
     def run(self, unknowns, values, solver_values):
-        with new_level(BatchInterpreter, self.size, self.randomness) as interp:
-            outs = self.inner.run(
-                self._wrap(interp, unknowns, [0] * len(unknowns)),
-                self._wrap(interp, values, self.dims[: len(values)]),
-                self._wrap(interp, solver_values, self.dims[len(values) :]),
-            )
-            return [batch_front(o, interp, self.size) for o in outs]
+        try:
+            with new_level(BatchInterpreter, self.size, self.randomness) as interp:
+                outs = self.inner.run(
+                    self._wrap(interp, unknowns, [0] * len(unknowns)),
+                    self._wrap(interp, values, self.dims[: len(values)]),
+                    self._wrap(interp, solver_values, self.dims[len(values) :]),
+                )
+                return [batch_front(o, interp, self.size) for o in outs]
+        except TypeError as err:  # a solve of plain values (SciPy's, newton_krylov's) under pa.jit, whose
+            if isinstance(err, ImplicitError):  # trace of the batch rule ran no solve to fall back on
+                raise  # vmap's per-example loop: that loop is here
+        groups, m = (unknowns, values, solver_values), len(values)
+        return each_example(self.inner.run, self.size, groups, ((0,) * self.n, self.dims[:m], self.dims[m:]))
 
     def _like(self, inner, dims=None):
         return BatchedProblem(inner, self.dims if dims is None else dims, self.size, self.randomness)

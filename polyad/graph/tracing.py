@@ -7,6 +7,7 @@ import threading
 
 import optree
 
+import polyad.core.dispatch as dispatch
 import polyad.xp as xp
 from polyad.core import PASS, ConcretizationError, Tensor, add_hook, new_level, refusals, remove_hook
 from polyad.core.avals import ShapeDtype, bottom, dtype_name, same_named_dtype
@@ -172,6 +173,7 @@ class TracingInterpreter(GraphInterpreter):
         folded at compile time). Arrays made while tracing stay constants."""
         traced = self._closed_ids.get(id(array))
         if traced is None:
+            self._check_library(array)
             traced = self.new_var(ShapeDtype.of(array))
             self._closed_ids[id(array)] = traced  # ``closed`` keeps ``array`` alive: its id stays its own
             self.closed.append((array, traced._aux))
@@ -183,7 +185,22 @@ class TracingInterpreter(GraphInterpreter):
 
     def const_value(self, array):
         """What tracing computes on for a constant array: its shape and dtype."""
+        self._check_library(array)
         return ShapeDtype.of(array)
+
+    def _check_library(self, array):
+        """Refuse an array of another library than the inputs' (a closure, or a creation without a
+        device on the default backend), as eager transforms do; the abstract rules would fail on its
+        dtype with the library's own error, or the first calls in a kernel."""
+        owner = dispatch.backend_of_array(array)
+        if owner is None or owner is self.backend or owner.name in self.backend.accepts:
+            return
+        raise TypeError(
+            f"{self.where}: arrays of two libraries in one call: the inputs are {self.backend.name} arrays, "
+            f"and the function uses a {owner.name} array ({type(array).__name__} of shape "
+            f"{tuple(array.shape)}) closed over or made without a device; make it with device=x.device "
+            "(x an input) or move it to the inputs' backend"
+        )
 
     def evaluate(self, op, values, params):
         """The op's outputs as shapes and dtypes, from its abstract evaluation rule (no kernel runs)."""

@@ -94,7 +94,7 @@ def _ours(x):
     if isinstance(x, Tensor):
         return True
     owner = dispatch.backend_of_array(x)
-    return owner is not None and owner.name != "numpy"
+    return owner is not None and not owner.host_arrays
 
 
 class ScipyFFTBackend:

@@ -281,7 +281,9 @@ def _update_kernel(xp, x, v, *arrays, key):
     out = xp.asarray(x, copy=True)
     k = join_key(key, arrays)
     try:
-        out[k] = v
+        # x[(mask,)] as x[mask]: array_api_strict converts a tuple key's arrays to NumPy, which its arrays
+        # off the CPU device refuse (SciPy's apply_where and at().set() write by a lone mask)
+        out[k[0] if len(k) == 1 else k] = v
     except IndexError:
         if not any(not _is_bool(a) for a in arrays):
             raise

@@ -87,6 +87,11 @@ class Distributed:
             )
         self.client, self.output, self.timeout = client, output, timeout
 
+    @property
+    def lazy(self):
+        """Whether a call returns a lazy Dask array of the tasks (``output="dask"``), not arrays."""
+        return self.output == "dask"
+
     def __enter__(self):
         _stack().append(self)
         return self

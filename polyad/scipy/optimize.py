@@ -3,9 +3,10 @@
 objects.
 
 SciPy runs on the primal values (host copies; CuPy arrays are copied to the host too, deliberately:
-``cupyx.scipy`` has no optimisers; the solution is copied back to the inputs' library and device), with
-the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``,
-``hess``) unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
+``cupyx.scipy`` has no optimisers, and ``polyad.backends.host_copies`` counts the copies; the solution
+and the arrays of SciPy's report, ``fun``, ``jac``, ``grad``, are copied back to the inputs' library and
+device), with the function's derivatives from polyad where SciPy takes them (``jac``, ``fprime``, ``hess``)
+unless given. The solution (``.root``, ``.x``, or ``fixed_point``'s result) is a polyad value
 differentiable with respect to ``args`` (and anything the function closes over) by the implicit function
 theorem (``polyad.custom_root``): one linear solve at the solution, whatever SciPy did, and to every order
 (``hessian``). ``x0`` carries no derivative. A solver that did not converge makes every derivative raise
@@ -35,7 +36,7 @@ from polyad.api.jvp import jvp
 from polyad.api.sparse import sparse_jacfwd
 from polyad.api.sparsity import jacobian_sparsity
 from polyad.backends.host import np
-from polyad.core import Tensor, plain
+from polyad.core import ConcretizationError, Tensor, plain
 from polyad.core.avals import bottom, is_floating
 from polyad.custom.implicit import ImplicitError, custom_root
 from polyad.scipy.solver_support import (
@@ -100,6 +101,19 @@ def _result(found, **solution):
         except TypeError:
             pass
     return result
+
+
+def _report_on_device(res, like):
+    """SciPy's report ``res`` with its arrays (``fun``, ``jac``, ``grad``, ``active_mask``...) moved to the
+    library and device of ``like`` (the inputs'), as the solution is: results follow their inputs. They
+    stay SciPy's numbers (no derivative); NumPy inputs keep SciPy's arrays as they are."""
+    backend = dispatch.backend_of_array(bottom(like))
+    if backend is None or backend.host_arrays:  # NumPy arrays: SciPy's own
+        return res
+    for key, value in list(res.items()):
+        if isinstance(value, np.ndarray) and key != "x":  # x: the solution, set by _result
+            res[key] = backend.xp.asarray(value, device=getattr(like, "device", None))
+    return res
 
 
 # ------------------------------------------------------------------------------ root_scalar
@@ -207,7 +221,10 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     "sparse": the sparse Jacobian, ``sparse_jacfwd`` with the pattern found once, factorised by the
     backend's ``splu`` at each step; or a function ``M(v)`` approximating ``J^{-1} v``); ``tol``: the
     largest ``max|fun(x)|`` accepted (default ``eps^0.75 max(1, max|fun(x0)|)``). Its result adds
-    ``nmatvec``, the Jacobian-vector products taken.
+    ``nmatvec``, the Jacobian-vector products taken. Under ``pa.vmap`` each example is solved on its own
+    (its own Newton steps and GMRES iterations: a batch-wide count would change every example's
+    iterates), and one that did not converge makes every derivative of the batch raise; under ``pa.jit``
+    the solve runs at every call of the compiled function.
 
     Args:
         fun: ``fun(x, *args)`` returning an array of ``x``'s shape, written with polyad.
@@ -283,7 +300,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
         res = so.root(host_f, to_host(x).reshape(-1), method=method, jac=j, tol=tol, callback=callback,
                       options=options)  # fmt: skip
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
@@ -313,6 +330,10 @@ def _newton_krylov(residual, x, tol, options, callback, where):
         )
     x = plain(x)
     backend = dispatch.backend_of_array(x)
+    if backend is None:  # vmap's batched values: its batch rule then runs this solve once per example
+        raise ConcretizationError(
+            f"{where}: method='newton_krylov' runs on plain arrays, got a {type(x).__name__}"
+        )
     bxp, shape = backend.xp, tuple(x.shape)
     counts = {"nfev": 1, "nmatvec": 0}
 
@@ -492,7 +513,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
             kw["hessp"] = host_hessp
         res = so.minimize(host_fun, to_host(x).reshape(-1), **kw)
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 
@@ -600,7 +621,7 @@ def least_squares(fun, x0, jac=None, bounds=(-np.inf, np.inf), method="trf", fto
             kw["x_scale"] = x_scale
         res = so.least_squares(host_fun, to_host(x).reshape(-1), jac=j, **kw)
         convergence.record(res.success, res.message)
-        found[:] = [res]  # the last solve's report (a compiled function solves at every call)
+        found[:] = [_report_on_device(res, x)]  # the last solve's report (each call of a compiled f solves)
         host_x[:] = [np.array(res.x)]  # the result object's x becomes the traced solution
         return from_host(np.reshape(res.x, shape), x)
 

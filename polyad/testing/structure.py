@@ -5,7 +5,13 @@ Rules (ARCHITECTURE.md, whose list of layers ``tests/test_structure.py`` holds a
 - no import circle, between any two files;
 - no import inside a function, except of optional libraries (cupy, scipy, dask, ...);
 - no source file over 800 lines;
-- no name with a leading underscore imported from another module, nor read as ``module._name``.
+- no name with a leading underscore imported from another module, nor read as ``module._name``;
+- outside ``polyad/backends/``, no import of cupy, cupyx or numba, nor of one backend's folder, and no test
+  of a backend's name (``b.name == "numpy"``, ``output in ("dask", ...)``): what differs between libraries is
+  a field of the backend contract (``polyad.backends.contract``).
+- the package root holds only ``ROOT_MODULES`` and folders; NumPy only through ``polyad.backends.host``
+  (``NUMPY_ALLOWED`` aside); Dask's ``distributed`` only in the cluster runner; a private module (a name
+  with a leading underscore: ``api/_arguments.py``) imported only inside its package.
 
 ``python -m polyad.testing.structure`` prints each layer with its files and their imports of polyad
 modules, then every rule broken (exit status 1 if any). ``tests/test_structure.py`` runs the same checks.
@@ -26,6 +32,15 @@ MAX_LINES = 800
 OPTIONAL = {"cupy", "cupyx", "scipy", "dask", "distributed", "numexpr", "numba", "matplotlib", "tqdm",
             "sklearn", "array_api_strict", "networkx", "torch", "jax", "cloudpickle", "IPython",
             "mpmath"}  # fmt: skip
+# libraries only a backend imports, and the built-in backends' names, which only a backend compares against
+BACKEND_LIBRARIES = {"cupy", "cupyx", "numba"}
+BACKEND_NAMES = {"numpy", "cupy", "dask", "array_api_strict"}
+# modules outside polyad/backends/ that may still name a backend: the op tables (their rows list what
+# fails on which backend), and for a backend's folder also the rest of polyad.testing (the vecmath accuracy
+# checks) and the info command (the CuPy wheel advice of backends/cupy/driver.py); the cluster runner is
+# Dask's by design (its output="dask")
+NAME_EXEMPT = ("polyad.testing.table_", "polyad.parallel.cluster")
+FOLDER_EXEMPT = ("polyad.testing.", "polyad.__main__")
 # lowest first: one folder each (a root module goes with the layer it serves); a module belongs to the first
 # layer naming it or a package above it. ``polyad`` names the package root's __init__.py only: no catch-all.
 LAYERS = [
@@ -48,6 +63,7 @@ ROOT_MODULES = {"__init__", "__main__", "config", "xp", "random", "moved"}
 # NumPy is reached through ``polyad.backends.host`` (``from polyad.backends.host import np``) outside the
 # backends; the op tables compare with NumPy's own functions
 NUMPY_ALLOWED = ("polyad.backends", "polyad.testing.table_")
+HOST_LIBRARY = {"numpy"}
 # Dask's distributed client: only the cluster runner
 DISTRIBUTED_ALLOWED = ("polyad.parallel.cluster",)
 
@@ -161,6 +177,51 @@ def _private(name):
     return name.startswith("_") and not name.startswith("__")
 
 
+def _strings(node):
+    """The string constants of ``node``: itself, or the elements of a tuple, list or set display."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def _is_module_name(node):
+    """Whether ``node`` reads a Python module's name (``x.__module__``, ``getattr(x, "__module__")``, a
+    variable ``module``): a test of where a function comes from, not of a backend."""
+    text = ast.unparse(node)
+    return "__module__" in text or isinstance(node, ast.Name) and node.id == "module"
+
+
+def backend_leaks(module, path):
+    """``[(line, what)]``: where ``module``, outside ``polyad/backends/``, imports a backend's library
+    (``BACKEND_LIBRARIES``) or one backend's folder, or compares a value with a backend's name."""
+    if module == "polyad.backends" or module.startswith("polyad.backends."):
+        return []
+    text = path.read_text()
+    quoted = any(f"{q}{name}{q}" in text for name in BACKEND_NAMES for q in "'\"")
+    if not quoted and "polyad.backends" not in text and not any(lib in text for lib in BACKEND_LIBRARIES):
+        return []  # nothing to look for: most files, without walking their tree
+    found = []
+    for node in ast.walk(_parsed(path)[0]):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.module == "polyad.backends":
+                names = [f"polyad.backends.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] in BACKEND_LIBRARIES:
+                    found.append((node.lineno, f"imports {name}"))
+                elif name.split(".")[:3][-1] in BACKEND_NAMES and name.startswith("polyad.backends."):
+                    if not module.startswith(FOLDER_EXEMPT):
+                        found.append((node.lineno, f"imports {name}, one backend's folder"))
+        elif isinstance(node, ast.Compare) and not module.startswith(NAME_EXEMPT):
+            sides = [node.left, *node.comparators]
+            named = set().union(*map(_strings, sides)) & BACKEND_NAMES
+            if named and not any(_is_module_name(side) for side in sides):
+                found.append((node.lineno, f"tests a backend's name ({ast.unparse(node)})"))
+    return sorted(found)
+
+
 _GRAPHS = {}  # the last few import graphs drawn, by the files and their versions
 
 
@@ -202,7 +263,7 @@ def check(files=None):
                 if not module.startswith(owner + "."):
                     problems.append(f"{path.relative_to(ROOT)}:{line} imports {target}, private to {owner}")
             top = target.split(".")[0]
-            if top == "numpy" and not module.startswith(NUMPY_ALLOWED):
+            if top in HOST_LIBRARY and not module.startswith(NUMPY_ALLOWED):
                 hint = "use ``from polyad.backends.host import np``"
                 problems.append(f"{path.relative_to(ROOT)}:{line} imports numpy: {hint}")
             if top == "distributed" and module not in DISTRIBUTED_ALLOWED:
@@ -212,6 +273,11 @@ def check(files=None):
                 )
         for line, name in private_uses(module, path, files):
             problems.append(f"{path.relative_to(ROOT)}:{line} uses {name}, private to its module")
+        for line, what in backend_leaks(module, path):
+            problems.append(
+                f"{path.relative_to(ROOT)}:{line} {what} outside polyad/backends/ (a field of the backend "
+                "contract says what differs between libraries)"
+            )
         if module.count(".") == (0 if path.name == "__init__.py" else 1) and path.stem not in ROOT_MODULES:
             problems.append(
                 f"{path.relative_to(ROOT)} sits in the package root, which holds only "

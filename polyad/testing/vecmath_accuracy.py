@@ -1,5 +1,5 @@
 """How accurate the fused CPU kernels' math functions are (``math="fast"``:
-``polyad/backends/numpy/vecmath.py``): errors in ulps against mpmath, per function, dtype and range,
+``polyad/backends/numpy/compiler/vecmath.py``): errors in ulps against mpmath, per function, dtype and range,
 next to NumPy's own (or SciPy's, for erf).
 
 ``measure(op, dtype, n)`` samples each range of ``CASES`` and returns one ``Row`` per range; the tests
@@ -21,7 +21,7 @@ import collections
 import math
 
 from polyad.backends.host import np
-from polyad.backends.numpy import fusion
+from polyad.backends.numpy.compiler import fusion
 
 # ops and their bound in ulps (the issue's targets: 1 for exp and log, 2 for the rest)
 BOUNDS = {

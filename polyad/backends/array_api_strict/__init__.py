@@ -3,7 +3,7 @@
 import array_api_strict
 import numpy as np
 
-from .. import Backend
+from ..contract import Backend
 from . import extras, kernels, random
 
 # polyad implements the 2025.12 revision of the standard; pin the reference to it.

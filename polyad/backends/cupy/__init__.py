@@ -1,7 +1,7 @@
 """The CuPy backend: CUDA arrays through array_api_compat.cupy. Loading it needs CuPy and a GPU; importing
 this module does not (CuPy is imported by ``load``)."""
 
-from .. import Backend, BackendUnavailable
+from ..contract import Backend, BackendUnavailable
 from . import fusion  # source text only: CuPy is imported when a kernel first runs
 
 
@@ -36,5 +36,6 @@ def load():
         kernels=kernels.KERNELS,  # operators: CuPy calls NumPy's ufunc, then Tensor's __array_ufunc__
         version=cupy.__version__,
         native=cupy,
-        fused_kernels=fusion.kernels,
+        ufunc_out=True,
+        fusion=fusion,
     )

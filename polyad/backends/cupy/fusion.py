@@ -26,6 +26,8 @@ other names (it then renames them itself, by text replacement in the map and pos
 import hashlib
 import sys
 
+from .fusion_expressions import CUDA
+
 
 class ElementwiseSource:
     """The arguments of ``cupy.ElementwiseKernel(in_params, out_params, operation, name)``."""
@@ -54,10 +56,10 @@ def _body(spec):
     """The group's element-wise statements as CUDA C lines ``T t<id> = expr;``, in order."""
     lines = []
     for st in spec.statements:
-        if st.cuda is None:
+        if not st.elementwise:
             continue  # a sum: a ReductionKernel of its own
         names = [f"in{v}" if kind == "in" else f"t{v}" if kind == "t" else _literal(v) for kind, v in st.args]
-        lines.append(f"T t{st.target} = {st.cuda.format(*names)};")
+        lines.append(f"T t{st.target} = {CUDA[st.op].format(*names)};")
     return lines
 
 
@@ -109,14 +111,14 @@ def _stencil_body(spec):
         return names[(v, d)] if kind == "t" else _literal(v)
 
     for st in spec.statements:
-        if st.cuda is None and st.shift is None:
+        if not st.elementwise and st.shift is None:
             continue  # a sum: reduced from the stored summand
         for d in values.get(st.target, ()):
             if st.shift is not None:  # a roll: its argument at another offset
                 names[(st.target, d)] = name(st.args[0], d - st.shift)
                 continue
             names[(st.target, d)] = f"t{st.target}_{_offset_name(d)}"
-            lines.append(f"T {names[(st.target, d)]} = {st.cuda.format(*[name(a, d) for a in st.args])};")
+            lines.append(f"T {names[(st.target, d)]} = {CUDA[st.op].format(*[name(a, d) for a in st.args])};")
     return lines, names
 
 
@@ -138,16 +140,25 @@ def _stencil_sources(spec):
     out_params = ", ".join(f"T out{k}" for k in range(len(spec.outputs)))
     name = f"polyad_fused_{_digest(inputs, out_params, operation)}"
     elementwise = ElementwiseSource(inputs, out_params, operation, name)
+    # each sum reduces its summand, written by the element-wise kernel as out<index>
+    return elementwise, _sum_sources(spec, lambda index: ("T x0", "x0", f"polyad_summed_{index}", ""))
+
+
+def _sum_sources(spec, summand):
+    """One entry per output of ``spec``: a ``ReductionSource`` summing ``summand(index)`` for a sum, None
+    for the others. ``summand(index) -> (in_params, map_expr, name, preamble)``: what the kernel reads and
+    maps to the summand; the reduction itself (a + b from 0, into ``y<index>``) is the same for all."""
     reductions = []
     for index, (_target, kind, params) in enumerate(spec.outputs):
         if kind != "sum":
             reductions.append(None)
             continue
+        in_params, map_expr, name, preamble = summand(index)
         reductions.append(
-            ReductionSource("T x0", f"T y{index}", "x0", "a + b", f"y{index} = a", "0",
-                            f"polyad_summed_{index}", "", params.get("axis"), bool(params.get("keepdims")))
+            ReductionSource(in_params, f"T y{index}", map_expr, "a + b", f"y{index} = a", "0", name, preamble,
+                            params.get("axis"), bool(params.get("keepdims")))
         )  # fmt: skip
-    return elementwise, reductions
+    return reductions
 
 
 def sources(spec):
@@ -168,37 +179,21 @@ def sources(spec):
         out_params = ", ".join(f"T out{k}" for k, _ in elementwise_outputs)
         name = f"polyad_fused_{_digest(inputs, out_params, operation)}"
         elementwise = ElementwiseSource(inputs, out_params, operation, name)
-    reductions = []
-    for index, (_target, kind, params) in enumerate(spec.outputs):
-        if kind != "sum":
-            reductions.append(None)
-            continue
-        summand = spec.summand_of(index)[1]
-        # the kernel's parameters (x<k>, y<index>; see the module's docstring), the device function's in<k>
-        kernel_inputs = ", ".join(f"{_type(spec, k)} x{k}" for k in range(len(spec.input_shapes)))
-        args = ", ".join(f"x{k}" for k in range(len(spec.input_shapes)))
-        function = f"polyad_summand_{_digest(inputs, *body, str(summand))}"
+    # the kernel's parameters (x<k>, y<index>; see the module's docstring), the device function's in<k>
+    kernel_inputs = ", ".join(f"{_type(spec, k)} x{k}" for k in range(len(spec.input_shapes)))
+    args = ", ".join(f"x{k}" for k in range(len(spec.input_shapes)))
+
+    def summand(index):  # a device function of the group's statements computes the sum's summand
+        target = spec.summand_of(index)[1]
+        function = f"polyad_summand_{_digest(inputs, *body, str(target))}"
         preamble = "\n".join(
             [f"template <typename T>\n__device__ T {function}({inputs}) {{"]
             + [f"    {line}" for line in body]
-            + [f"    return t{summand};", "}"]
+            + [f"    return t{target};", "}"]
         )
-        name = f"{function}_sum"
-        reductions.append(
-            ReductionSource(
-                kernel_inputs,
-                f"T y{index}",
-                f"{function}({args})",
-                "a + b",
-                f"y{index} = a",
-                "0",
-                name,
-                preamble,
-                params.get("axis"),
-                bool(params.get("keepdims")),
-            )  # fmt: skip
-        )
-    return elementwise, reductions
+        return kernel_inputs, f"{function}({args})", f"{function}_sum", preamble
+
+    return elementwise, _sum_sources(spec, summand)
 
 
 def build(spec, cupy):
@@ -284,3 +279,13 @@ def kernel(spec, fallback):
 def kernels(spec, fallback):
     """The backend's ``fused_kernels`` field: ``{"cuda": kernel}``."""
     return {"cuda": kernel(spec, fallback)}
+
+
+# the rest of the backend's ``fusion`` field (polyad.backends.contract): the compiler asks these
+expressions = CUDA  # the code of every fusable op
+exact_ops = None  # every op: a fused kernel calls the functions CuPy's eager kernels call
+
+
+def available():
+    """Whether fused kernels can be built here: always (CuPy is imported when a kernel first runs)."""
+    return True

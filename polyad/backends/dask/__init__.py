@@ -13,7 +13,7 @@ chunk by chunk (``map_host``). A NumPy array in a call with Dask arrays is taken
 (``accepts``): ``dask_x[xp.asarray([0, 2])]`` works with NumPy as the default backend.
 """
 
-from .. import Backend, BackendUnavailable
+from ..contract import Backend, BackendUnavailable
 from . import kernels
 
 
@@ -46,4 +46,5 @@ def load():
         kernels=kernels.KERNELS,  # operators: Dask defers to Tensor's own __array_ufunc__
         version=dask.__version__,
         native=da,
+        lazy=True,
     )

@@ -3,8 +3,8 @@
 import array_api_compat.numpy as compat_numpy
 import numpy as np
 
-from .. import Backend
-from . import extras, fusion, kernels, random
+from ..contract import Backend
+from . import compiler, extras, kernels, random
 
 
 def _is_scalar(x):
@@ -26,5 +26,7 @@ def load():
         kernels=kernels.KERNELS,  # operator deferral: none needed, NumPy calls Tensor's __array_ufunc__
         version=np.__version__,
         native=np,
-        fused_kernels=fusion.kernels,
+        host_arrays=True,
+        ufunc_out=True,
+        fusion=compiler,
     )

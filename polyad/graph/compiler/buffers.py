@@ -15,6 +15,7 @@ transforms of the planned graph, and replay on a backend without ``out=``, compu
 
 import math
 
+import polyad.backends as backends
 import polyad.core as core
 import polyad.core.dispatch as dispatch
 from polyad.graph.ir import Node, Var, check_graph
@@ -22,7 +23,7 @@ from polyad.transforms.abstract import ABSTRACT_EVAL
 
 REUSE_MIN_BYTES = 1 << 18  # 256 KiB: below this the allocator recycles freed blocks cheaply
 
-_OUT_BACKENDS = ("numpy", "cupy")  # the libraries whose ufuncs take out= (others are left unplanned)
+_TAKES_OUT = {}  # a backend's namespace -> whether its ufuncs take out= (its ``ufunc_out``)
 
 # Consumers that make a new array (never a view of their input): a buffer they read may still be reused
 # once they have run.
@@ -33,14 +34,24 @@ _NEW_ARRAY_CONSUMERS = frozenset(
 _IN_PLACE = {}  # (op, argument number) -> its in-place variant
 
 
+def _takes_out(xp):
+    """Whether the backend whose namespace is ``xp`` declares ufuncs that take out= (``ufunc_out``)."""
+    takes = _TAKES_OUT.get(xp)
+    if takes is None:
+        owner = next((b for b in backends.loaded().values() if b.xp is xp), None)
+        takes = _TAKES_OUT[xp] = owner is not None and owner.ufunc_out
+    return takes
+
+
 def _ufunc_of(xp, path):
+    if not _takes_out(xp):
+        return None
     fn = xp
     for part in path:
         fn = getattr(fn, part, None)
         if fn is None:
             return None
-    module = type(fn).__module__ or ""
-    if type(fn).__name__ == "ufunc" and module.startswith(_OUT_BACKENDS) and getattr(fn, "nout", 0) == 1:
+    if type(fn).__name__ == "ufunc" and getattr(fn, "nout", 0) == 1:
         return fn
     return None
 
@@ -132,7 +143,7 @@ def reuse_buffers(graph, backend=None, *, min_bytes=REUSE_MIN_BYTES):
     """
     check_graph(graph, "reuse_buffers(graph)")
     b = dispatch.default_backend() if backend is None else dispatch.load_backend(backend)
-    if b.name not in _OUT_BACKENDS or any(hasattr(n, "run") for n in graph.nodes):
+    if not b.ufunc_out or any(hasattr(n, "run") for n in graph.nodes):
         return graph  # no out=; or a pre-dispatch graph, whose transform nodes read unlisted variables
     nodes = graph.nodes
 

@@ -68,7 +68,7 @@ def _kernel_of(op, b):
     with kernels per device type or a graph inside, ``bind`` (which chooses); a fused group on NumPy, its
     CPU kernel itself (it hands arrays it does not take to its straight-line kernel), saving the dispatch
     of each call (a few microseconds, most of a small group's time)."""
-    plain_cpu = b.name == "numpy" and not dispatch.DEVICE_TYPE_PREDICATES and set(b.device_types) == {"cpu"}
+    plain_cpu = b.host_arrays and not dispatch.DEVICE_TYPE_PREDICATES and set(b.device_types) == {"cpu"}
     cpu = op.kernels.get("cpu") if plain_cpu and getattr(op, "fusion", None) is not None else None
     if cpu is not None:
         return functools.partial(cpu, b.xp)

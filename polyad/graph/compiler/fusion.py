@@ -3,8 +3,8 @@ captured ``Graph`` become one node each, whose op carries a kernel per device ty
 
 What a fused node runs, by device (``dispatch.choose_kernel`` picks, as for any op with kernels):
 
-- "cpu", on NumPy arrays: one Numba loop over the elements (``polyad/backends/numpy/fusion.py``); the library
-  was chosen by measurement (``scripts/bench_fusion.py``): numexpr has no common subexpressions and no
+- "cpu", on NumPy arrays: one Numba loop over the elements (``polyad/backends/numpy/compiler/fusion.py``); the
+  library was chosen by measurement (``scripts/bench_fusion.py``): numexpr has no common subexpressions and no
   multiple outputs, so the gradient of W2 recomputes exp and tanh and ran slower than unfused NumPy;
 - "cuda", on CuPy arrays: a generated ``ElementwiseKernel``, plus one ``ReductionKernel`` per sum
   (``polyad/backends/cupy/fusion.py``);
@@ -14,12 +14,12 @@ What a fused node runs, by device (``dispatch.choose_kernel`` picks, as for any 
 Transforms of a fused graph (``pa.grad(graph)``) run the group's ops on their own tensors (the fused op
 is higher-order), so every derivative comes from the ops' own rules.
 
-Fusable ops, one table (``FUSABLE``): each row gives the Numba (CPU) and CUDA expression of the op; an op
-outside it is never fused. A group holds one floating dtype (float32 or float64: every member's output,
-every array input; Python int/float literals are cast to it, as NumPy's promotion does), so each fused
-kernel computes in the dtype eager code does, with the same correctly-rounded arithmetic. Sums keep
-eager's rounding: on the CPU the fused loop writes the summand and NumPy's pairwise sum reduces it.
-A ``where``'s condition is the one input that may be boolean.
+Fusable ops, one table (``FUSABLE``); each backend that fuses writes their code (its ``fusion`` field's
+``expressions``: Numba's for the CPU, CUDA's); an op outside it is never fused. A group holds one floating
+dtype (float32 or float64: every member's output, every array input; Python int/float literals are cast to it,
+as NumPy's promotion does), so each fused kernel computes in the dtype eager code does, with the same
+correctly-rounded arithmetic. Sums keep eager's rounding: on the CPU the fused loop writes the summand and
+NumPy's pairwise sum reduces it. A ``where``'s condition is the one input that may be boolean.
 
 Stencils (``STENCILS``): a ``roll`` with a static integer shift over the flattened elements (axis None,
 or axis 0: a shift by whole rows) is a read at an offset, wrapped at the ends, so a time step of element-wise
@@ -34,11 +34,11 @@ wrap at the slice's end, not the array's). Rolls along another axis (they wrap i
 slices, ``concat`` and ``diff`` stay ops.
 
 ``math`` chooses the CPU loop's functions. "fast" (the default): vectorisable ones
-(``polyad/backends/numpy/vecmath.py``), each within an ulp or two of the exact result, so a fused result may
-differ from eager NumPy's in the last bits (the documentation of ``pa.jit`` has the table). "exact": the
-CPU loop holds only the ops whose code gives NumPy's results bit for bit (the arithmetic,
-``polyad.backends.numpy.fusion.EXACT``); the transcendental functions stay NumPy calls between the
-groups. Other backends are not affected (their fused kernels call the same functions as their eager ops).
+(``polyad/backends/numpy/compiler/vecmath.py``), each within an ulp or two of the exact result, so a fused
+result may differ from eager NumPy's in the last bits (the documentation of ``pa.jit`` has the table).
+"exact": the CPU loop holds only the ops whose code gives NumPy's results bit for bit (the arithmetic, the
+NumPy backend's ``fusion.exact_ops``); the transcendental functions stay NumPy calls between the groups. Other
+backends are not affected (their fused kernels call the same functions as their eager ops).
 
 Example:
     >>> import numpy as np, polyad as pa
@@ -57,67 +57,53 @@ import math
 import numbers
 
 import polyad.core.dispatch as dispatch
-from polyad.backends.numpy import fusion as cpu_fusion
 from polyad.core import KERNELS_OVERRIDDEN, Op, bind
 from polyad.core.avals import dtype_name as _name_of
 from polyad.graph.ir import Const, Node, Var, check_graph, param_to_backend
 from polyad.transforms.abstract import eval_abstract
 
-# op name -> (arity, Numba expression, CUDA expression); {0}, {1} are the arguments, {T} the dtype's name
-# in the generated code. Only ops whose expression computes what the eager kernel computes, in the same
-# dtype, are here.
+# op name -> arity: the element-wise ops a group may hold. Each backend that fuses writes the code of every
+# one of them (its ``fusion.expressions``: CUDA's in polyad/backends/cupy/fusion_expressions.py, Numba's in
+# polyad/backends/numpy/compiler/expressions.py); only ops whose code computes what the eager kernel
+# computes, in the same dtype, are here.
 FUSABLE = {
-    "add": (2, "({0} + {1})", "({0} + {1})"),
-    "subtract": (2, "({0} - {1})", "({0} - {1})"),
-    "multiply": (2, "({0} * {1})", "({0} * {1})"),
-    "divide": (2, "({0} / {1})", "({0} / {1})"),
-    "pow": (2, "({0} ** {1})", "pow({0}, {1})"),
-    "negative": (1, "(-{0})", "(-{0})"),
-    "positive": (1, "{0}", "{0}"),
-    "abs": (1, "abs({0})", "fabs({0})"),
-    "square": (1, "({0} * {0})", "({0} * {0})"),
-    "reciprocal": (1, "(1.0 / {0})", "((T)1 / {0})"),
-    "sign": (1, "np.sign({0})", "({0} > 0 ? (T)1 : ({0} < 0 ? (T)-1 : {0}))"),
-    "sqrt": (1, "np.sqrt({0})", "sqrt({0})"),
-    "exp": (1, "np.exp({0})", "exp({0})"),
-    "expm1": (1, "np.expm1({0})", "expm1({0})"),
-    "log": (1, "np.log({0})", "log({0})"),
-    "log1p": (1, "np.log1p({0})", "log1p({0})"),
-    "sin": (1, "np.sin({0})", "sin({0})"),
-    "cos": (1, "np.cos({0})", "cos({0})"),
-    "tan": (1, "np.tan({0})", "tan({0})"),
-    "asin": (1, "np.arcsin({0})", "asin({0})"),
-    "acos": (1, "np.arccos({0})", "acos({0})"),
-    "atan": (1, "np.arctan({0})", "atan({0})"),
-    "sinh": (1, "np.sinh({0})", "sinh({0})"),
-    "cosh": (1, "np.cosh({0})", "cosh({0})"),
-    "tanh": (1, "np.tanh({0})", "tanh({0})"),
-    "asinh": (1, "np.arcsinh({0})", "asinh({0})"),
-    "acosh": (1, "np.arccosh({0})", "acosh({0})"),
-    "atanh": (1, "np.arctanh({0})", "atanh({0})"),
-    "logaddexp": (2, "np.logaddexp({0}, {1})", "(fmax({0}, {1}) + log1p(exp(-fabs({0} - {1}))))"),  # CuPy's
-    "special.erf": (1, "math.erf({0})", "erf({0})"),
-    # the zero-safe products of the rules (polyad.ops.zero_safe): g * d, g / d, with a factor that would
-    # make a zero g NaN taken as 0 (as 1 for the division)
-    "zero_safe_multiply": (
-        2,
-        "({0} * ({1} if ({0} != 0 or np.isfinite({1})) else 0.0))",
-        "({0} * (({0} != (T)0 || isfinite({1})) ? {1} : (T)0))",
-    ),
-    "zero_safe_divide": (
-        2,
-        "({0} / ({1} if ({0} != 0 or ({1} != 0 and {1} == {1})) else 1.0))",
-        "({0} / (({0} != (T)0 || ({1} != (T)0 && {1} == {1})) ? {1} : (T)1))",
-    ),
-    # shape ops that are the identity on the elements of a group of their output's shape
-    "broadcast_to": (1, "{0}", "{0}"),
-    # a choice on a boolean condition (an input of the group: comparisons make no floating value)
-    "where": (3, "({1} if {0} else {2})", "({0} ? {1} : {2})"),
-    # NumPy's: a NaN in either wins, and of equal values (0.0 and -0.0) the second
-    "maximum": (2, "({0} if ({0} > {1} or {0} != {0}) else {1})", "(({0} > {1} || {0} != {0}) ? {0} : {1})"),
-    "minimum": (2, "({0} if ({0} < {1} or {0} != {0}) else {1})", "(({0} < {1} || {0} != {0}) ? {0} : {1})"),
-    # the identity when it runs (transforms of the group see the op itself, and stop there)
-    "stop_gradient": (1, "{0}", "{0}"),
+    "add": 2,
+    "subtract": 2,
+    "multiply": 2,
+    "divide": 2,
+    "pow": 2,
+    "negative": 1,
+    "positive": 1,
+    "abs": 1,
+    "square": 1,
+    "reciprocal": 1,
+    "sign": 1,
+    "sqrt": 1,
+    "exp": 1,
+    "expm1": 1,
+    "log": 1,
+    "log1p": 1,
+    "sin": 1,
+    "cos": 1,
+    "tan": 1,
+    "asin": 1,
+    "acos": 1,
+    "atan": 1,
+    "sinh": 1,
+    "cosh": 1,
+    "tanh": 1,
+    "asinh": 1,
+    "acosh": 1,
+    "atanh": 1,
+    "logaddexp": 2,
+    "special.erf": 1,
+    "zero_safe_multiply": 2,
+    "zero_safe_divide": 2,
+    "broadcast_to": 1,
+    "where": 3,
+    "maximum": 2,
+    "minimum": 2,
+    "stop_gradient": 1,
 }
 REDUCTIONS = ("sum",)  # a group may end in these (sum(..., dtype=None) over any axes)
 # neighbour reads: ``roll`` over the flattened elements (axis None, or axis 0: whole rows) with a
@@ -134,22 +120,21 @@ STENCIL_DEPTH = 1
 # three offsets each, compiled for 34 s of CPU against 14 s unfused: a cold first call)
 STENCIL_RECOMPUTE = 8
 FLOAT_DTYPES = ("float32", "float64")
-MATH_MODES = cpu_fusion.MATH_MODES  # "fast", "exact"
+MATH_MODES = ("fast", "exact")  # the CPU loop's functions: vectorised ones, or eager's bit for bit
 
 
 class Statement:
     """One member of a group in the kernel's terms: ``target = op(args)``; each arg is ``("in", k)`` (the
-    fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``. ``cpu`` and
-    ``cuda`` are the op's expressions from ``FUSABLE`` (None for a sum and a roll), so that backends,
-    which sit below the compiler, need not import it. ``shift``: a roll's shift over the flattened
+    fused node's k-th input), ``("t", var id)`` (a value of the group) or ``("lit", number)``.
+    ``elementwise``: whether the op is one of ``FUSABLE`` (False for a sum, a roll and a slice), whose code
+    each backend writes from its own ``fusion.expressions``. ``shift``: a roll's shift over the flattened
     elements (``target[i] = arg[(i - shift) mod n]``), None for other ops."""
 
-    __slots__ = ("target", "op", "args", "params", "cpu", "cuda", "shift")
+    __slots__ = ("target", "op", "args", "params", "elementwise", "shift")
 
     def __init__(self, target, op, args, params):
         self.target, self.op, self.args, self.params = target, op, args, params
-        row = FUSABLE.get(op)
-        self.cpu, self.cuda = (row[1], row[2]) if row is not None else (None, None)
+        self.elementwise = op in FUSABLE
         self.shift = None  # set by _fused_node for a roll (its shift needs the shape)
 
     def __repr__(self):
@@ -198,7 +183,7 @@ class FusionSpec:
             need.setdefault(value, set()).add(0)
         reads, plain = {}, set()
         for st in reversed(self.statements):
-            if st.target not in need or st.cuda is None and st.shift is None:
+            if st.target not in need or not st.elementwise and st.shift is None:
                 continue  # not needed, or a sum (its summand was added above)
             for d in need[st.target]:
                 at = d - st.shift if st.shift is not None else d
@@ -239,12 +224,13 @@ def fuse(graph, backend=None, math="fast"):
 
     Args:
         graph: a ``polyad.graph.Graph`` (``pa.make_graph(f, *args)``).
-        backend: the backend the graph will be compiled for (a name or a Backend; None: the default). On
-            "numpy" without Numba the graph is returned unchanged (a straight-line node would only add a
-            call); elsewhere groups become nodes whose kernels are picked per device when they run.
+        backend: the backend the graph will be compiled for (a name or a Backend; None: the default).
+            Where its ``fusion`` is not available (NumPy without Numba) the graph is returned unchanged (a
+            straight-line node would only add a call); elsewhere groups become nodes whose kernels are
+            picked per device when they run.
         math: "fast" (the CPU loop's functions are vectorised ones, within an ulp or two of eager's) or
-            "exact" (on "numpy", the transcendental functions stay out of groups, so every result is
-            eager NumPy's bit for bit).
+            "exact" (only the backend's ``fusion.exact_ops`` join groups: on "numpy" the transcendental
+            functions stay out, so every result is eager NumPy's bit for bit).
 
     Returns:
         A new ``Graph`` computing the same outputs; nodes whose values nothing needs are dropped.
@@ -261,11 +247,12 @@ def fuse(graph, backend=None, math="fast"):
     check_graph(graph, "fuse(graph=...)")
     check_math(math, "fuse")
     name = _backend_name(backend)
-    if name == "numpy" and not cpu_fusion.available():
+    codegen = dispatch.load_backend(name).fusion  # the backend's code generation (None: straight-line calls)
+    if codegen is not None and not codegen.available():
         return graph
     pruned = _prune(graph, name)
-    # under "exact" on NumPy only the ops whose loop code is NumPy's bit for bit may join a group
-    allowed = cpu_fusion.EXACT if math == "exact" and name == "numpy" else None
+    # under "exact" only the ops whose generated code is eager's bit for bit may join a group
+    allowed = codegen.exact_ops if math == "exact" and codegen is not None else None
     groups = _find_groups(pruned, allowed)
     if not any(len(g.members) > 1 for g in groups):
         return graph
@@ -371,8 +358,8 @@ def _fusable(node, allowed=None):
         if node.params.get("dtype") is not None or not isinstance(node.inputs[0], Var):
             return None
         return "sum"
-    row = FUSABLE.get(name)
-    if row is None or len(node.inputs) != row[0]:
+    arity = FUSABLE.get(name)
+    if arity is None or len(node.inputs) != arity:
         return None
     if name == "broadcast_to":
         return "elementwise" if tuple(node.params.get("shape", ())) == node.outputs[0].shape else None

@@ -116,7 +116,7 @@ _SCIPY = []  # scipy.linalg, or None without SciPy: decided on first use
 
 def on_numpy(args):
     """Whether the arrays among ``args`` are NumPy arrays (SciPy's kernels take them as they are)."""
-    return dispatch.backend_of([a for a in args if hasattr(a, "shape")]).name == "numpy"
+    return dispatch.backend_of([a for a in args if hasattr(a, "shape")]).host_arrays
 
 
 def scipy_linalg_for(args):

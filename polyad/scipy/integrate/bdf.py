@@ -237,7 +237,9 @@ def attempt(problem, state, max_steps, eager):
     alpha = _pick(xp, ALPHA, order, hs)
     rows = xp.asarray(list(range(ROWS)), device=hs.device)
     y_predict = xp.sum(xp.where(xp.reshape(rows <= order, (-1, 1)), D, 0.0), axis=0)
-    gammas = xp.where((rows >= 1) & (rows <= order), xp.asarray(GAMMA + (0.0, 0.0), dtype=hs.dtype), 0.0)
+    gammas = xp.where(
+        (rows >= 1) & (rows <= order), xp.asarray(GAMMA + (0.0, 0.0), dtype=hs.dtype, device=hs.device), 0.0
+    )
     psi = xp.sum(xp.reshape(gammas, (-1, 1)) * D, axis=0) / alpha
     scale = sg(problem.atol + problem.rtol * xp.abs(sg(y_predict)))
     c = h / alpha
@@ -266,7 +268,7 @@ def attempt(problem, state, max_steps, eager):
     D_acc = _differences_after(xp, D, d, order)
     n_acc = n_equal + 1
     fo = xp.astype(order, hs.dtype)
-    inf = xp.asarray(math.inf, dtype=hs.dtype)
+    inf = xp.asarray(math.inf, dtype=hs.dtype, device=hs.device)
     err_m = xp.where(
         order > 1,
         rms(xp, _pick(xp, ERROR_CONST, order - 1, hs) * sg(_row(xp, D_acc, order)) / scale_new),

@@ -178,7 +178,7 @@ def base_state(problem, t0, y0, int_dtype, first_step=None):
         h0, evaluations = xp.asarray(first_step, dtype=y0.dtype, device=y0.device), 1
     done = stop_gradient(t0) == stop_gradient(problem.t_bound)
     if problem.n == 0:
-        done = xp.asarray(True)
+        done = xp.asarray(True, device=getattr(y0, "device", None))
     device = getattr(y0, "device", None)
     return {
         "t": t0,

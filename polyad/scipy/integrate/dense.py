@@ -124,7 +124,7 @@ class OdeSolution:
         """The interpolated solution at ``t`` (a scalar or a 1-D array, within ``t_span`` or not: outside
         it the first or last step's polynomial is extrapolated, as SciPy's)."""
         xp = polyad_xp
-        t = xp.asarray(t, dtype=self.y_old.dtype)
+        t = xp.asarray(t, dtype=self.y_old.dtype, device=self.y_old.device)
         if len(t.shape) > 1:
             raise ValueError(f"OdeSolution: t must be a scalar or 1-D, got shape {tuple(t.shape)}")
         flat = xp.reshape(t, (-1,))
@@ -155,9 +155,8 @@ def eager_solution(kind, t0, y0, steps):
     xp = polyad_xp
     if not steps:
         ts = xp.stack([t0, t0])
-        solution = OdeSolution(
-            kind, ts, ts[:0], ts[:0], y0[None, :0], xp.zeros((0, 1, y0.shape[0]), dtype=y0.dtype)
-        )
+        no_coeffs = xp.zeros((0, 1, y0.shape[0]), dtype=y0.dtype, device=y0.device)
+        solution = OdeSolution(kind, ts, ts[:0], ts[:0], y0[None, :0], no_coeffs)
         solution.y_old_initial = y0
         return solution
     ts = xp.stack([t0] + [s[4] for s in steps])
@@ -174,16 +173,18 @@ class ResolvedSolution:
     it costs a solve per call (call it once with every time needed). ``t`` must lie within ``t_span``
     (no extrapolation)."""
 
-    def __init__(self, resolve, t0, t1):
+    def __init__(self, resolve, t0, t1, device=None):
         self.resolve, self.t0, self.t1 = resolve, t0, t1
+        self.device = device  # the solution's: Python times are made there, not on the default backend
 
     def __call__(self, t):
         xp = polyad_xp
-        t = xp.asarray(t)
+        t = xp.asarray(t, device=self.device)
         if len(t.shape) > 1:
             raise ValueError(f"OdeSolution: t must be a scalar or 1-D, got shape {tuple(t.shape)}")
         flat = xp.reshape(t, (-1,))
-        direction = xp.sign(stop_gradient(xp.asarray(self.t1) - xp.asarray(self.t0)))
+        t0, t1 = (xp.asarray(s, device=self.device) for s in (self.t0, self.t1))
+        direction = xp.sign(stop_gradient(t1 - t0))
         order = xp.argsort(stop_gradient(flat) * xp.where(direction == 0, 1.0, direction), stable=True)
         y = self.resolve(xp.take(flat, order, axis=0))
         y = xp.take(y, xp.argsort(order, stable=True), axis=1)

@@ -209,7 +209,11 @@ def integrate(fun, t0, t1, y0, t_eval, args, *, method, rtol, atol, max_step, fi
     )
     if first_step is not None and not (isinstance(first_step, int | float) and first_step > 0):
         raise ValueError(f"solve_ivp: first_step must be a positive number, got {first_step!r}")
-    state = method.initial_state(problem, t0, y0, xp.int64, None if first_step is None else float(first_step))
+    # the counters in the run's namespace (y0's library outside transforms, whatever the default backend)
+    int_dtype = problem.xp.int64
+    state = method.initial_state(
+        problem, t0, y0, int_dtype, None if first_step is None else float(first_step)
+    )
     if problem.t_eval is not None:  # the output rows: y0 until a step reaches them
         m = problem.t_eval.shape[0]
         state["out"] = problem.xp.broadcast_to(problem.xp.reshape(y0, (1, -1)), (m, problem.n))

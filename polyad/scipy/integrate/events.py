@@ -280,11 +280,13 @@ def _root(problem, event, step, active):
         a, b = step.t_old, step.t_new
         fa, fb = f(a + 0.0 * s0), f(b + 0.0 * s0)
         if not isinstance(s0, Tensor):  # plain values (not a vmap's batch): the float iteration
-            dtype = s0.dtype
-            root = bracketed_root(
-                lambda s: float(f(xp.asarray(s, dtype=dtype))), float(a), float(b), float(fa), float(fb)
-            )
-            return xp.asarray(root, dtype=dtype)
+            dtype, device = s0.dtype, s0.device  # floats made arrays again where the state lives
+
+            def at(s):
+                return xp.asarray(s, dtype=dtype, device=device)
+
+            root = bracketed_root(lambda s: float(f(at(s))), float(a), float(b), float(fa), float(fb))
+            return at(root)
         return _bisection(xp, f, a + 0.0 * s0, b + 0.0 * s0, fa)  # a batch: every example at once
 
     def tangent_solve(g, rhs):

@@ -193,5 +193,7 @@ def solve_ivp(
     if not (dense_output and transform_active()):
         return run(t_eval, dense_output)
     result = run(t_eval, False)  # under a transform sol(t) solves again with t_eval=t
-    result["sol"] = ResolvedSolution(lambda times: run(times, False).y, t_span[0], t_span[1])
+    result["sol"] = ResolvedSolution(
+        lambda times: run(times, False).y, t_span[0], t_span[1], device=getattr(result.y, "device", None)
+    )
     return result

@@ -40,8 +40,8 @@ import weakref
 import numpy as np
 
 from . import fusion_compile, fusion_threads, vecmath_names
+from .expressions import NUMBA
 
-MATH_MODES = ("fast", "exact")
 # ops whose code in the loop gives NumPy's result bit for bit (IEEE arithmetic, correctly rounded): the only
 # element-wise ops of a CPU group under math="exact"
 EXACT = frozenset(
@@ -126,7 +126,7 @@ def source(spec, libm=False):
     # (each step of an unrolled loop) then have the same source, and share one compiled kernel
     local = {}
     for st in spec.statements:
-        if st.cpu is None:
+        if not st.elementwise:
             continue  # a sum: NumPy reduces the stored summand
         names = [
             f"s{v}" if kind == "in" else f"t{local[v]}" if kind == "t" else constants[v]
@@ -214,7 +214,7 @@ def stencil_source(spec, libm=False):
         return names[(v, d)] if kind == "t" else constants[v]
 
     for st in spec.statements:
-        if st.cpu is None and st.shift is None:
+        if not st.elementwise and st.shift is None:
             continue  # a sum: NumPy reduces the stored summand
         local[st.target] = len(local)
         for d in values.get(st.target, ()):
@@ -243,7 +243,7 @@ def stencil_source(spec, libm=False):
 def _expression(statement, names, spec, libm):
     """``(text, check)``: the statement's expression in the loop, and the text counting an argument the
     fast function leaves to libm (None if it never does)."""
-    plain = statement.cpu.format(*names).replace("(1.0 / ", "(one / ")
+    plain = NUMBA[statement.op].format(*names).replace("(1.0 / ", "(one / ")
     vm = vecmath_names  # the text only: Numba is not imported until a kernel is built
     if spec.math != "fast" or statement.op not in vm.FUNCTIONS:
         return plain, None
@@ -330,7 +330,7 @@ def _build(text, cache=True):
         vm.prepare(text)
     header = "import math\nimport numpy as np\nimport numba\n"
     if uses_vecmath:
-        header += f"from polyad.backends.numpy import vecmath as {name}\n"
+        header += f"from polyad.backends.numpy.compiler import vecmath as {name}\n"
     header += "\n"
     jit = "numba.njit(error_model='numpy', nogil=True, cache={})(fused)\n"
     # the file's name is a hash of all that its machine code depends on beyond what Numba's cache checks

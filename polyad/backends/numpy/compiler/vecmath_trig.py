@@ -14,7 +14,7 @@ from . import vecmath_coefficients as C
 from .vecmath_base import clamp, copysign, fast_two_sum, fma, horner, rint, two_prod, two_sum, vector_function
 from .vecmath_exp import exp_mantissa, exp_parts, scale
 
-# coefficients: a9326ab10c5d59b9
+# coefficients: 87d58d76b906dd0e
 # (written by scripts/vecmath_fit.py: Numba caches these functions against this file, so new
 # coefficients must change it)
 INF = np.inf

@@ -31,7 +31,7 @@ from .vecmath_base import (
     vector_function,
 )
 
-# coefficients: a9326ab10c5d59b9
+# coefficients: 87d58d76b906dd0e
 # (written by scripts/vecmath_fit.py: Numba caches these functions against this file, so new
 # coefficients must change it)
 INF = np.inf

@@ -9,7 +9,7 @@ Whether a call is large enough is measured, not guessed:
   machine with two cores). The result is cached on disk next to the kernels
   (``$POLYAD_CACHE_DIR/fusion/threads.json``, keyed by the thread count, the CPU and Numba's version, with
   the load average it was measured under), so later processes read it until it is a day old;
-  ``python -m polyad.backends.numpy.fusion_threads`` measures again and prints the figures;
+  ``python -m polyad.backends.numpy.compiler.fusion_threads`` measures again and prints the figures;
 - each kernel times its own serial calls (the fastest seen, per element), so a call goes parallel when
   its expected serial time, elements times that cost, reaches the threshold: a loop of one addition needs
   many more elements than the gradient of a model with ten transcendental functions.
@@ -213,7 +213,7 @@ def calibrate(threads=None, sizes=None, repeats=5):
     ``repeats``); returns ``{"key", "threshold_s", "crossover_n", "rows": [(n, serial_s, chunked_s)],
     "when", "load"}``: the serial time at the smallest size from which the chunked run was at least 5%
     faster at every size (the sizes stop after three such in a row)."""
-    from polyad.backends.numpy import vecmath
+    from polyad.backends.numpy.compiler import vecmath
 
     threads = usable_threads() if threads is None else threads
     rows = []

@@ -1,0 +1,16 @@
+"""NumPy's compiler of the groups ``pa.jit`` fuses: Numba loops (``fusion.py``; compiled off the calling
+thread by ``fusion_compile.py``, run on threads by ``fusion_threads.py``) over a vectorised math library
+(``vecmath*.py``). This package is the NumPy backend's ``fusion`` field (``polyad.backends.contract``):
+``kernels``, ``available``, ``exact_ops`` and ``expressions`` below are what the compiler asks it.
+
+Example:
+    >>> from polyad.backends.numpy import compiler
+    >>> sorted(compiler.exact_ops)[:3], compiler.expressions["add"]
+    (['abs', 'add', 'broadcast_to'], '({0} + {1})')
+"""
+
+from .expressions import NUMBA as expressions
+from .fusion import EXACT as exact_ops
+from .fusion import available, kernels
+
+__all__ = ["available", "exact_ops", "expressions", "kernels"]
