@@ -109,7 +109,7 @@ def _report_on_device(res, like):
     library and device of ``like`` (the inputs'), as the solution is: results follow their inputs. They
     stay SciPy's numbers (no derivative); NumPy inputs keep SciPy's arrays as they are."""
     backend = dispatch.backend_of_array(bottom(like))
-    if backend is None or backend.name == "numpy":
+    if backend is None or backend.host_arrays:
         return res
     for key, value in list(res.items()):
         if isinstance(value, np.ndarray) and key != "x":  # x: the solution, set by _result
