@@ -35,7 +35,7 @@ from polyad.control.closure import (
     trace,
 )
 from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
-from polyad.control.scan import SCAN, auto_slots, captured, refuse_random_recomputation
+from polyad.control.scan import SCAN, auto_slots, refuse_random_recomputation
 from polyad.control.while_steps import (
     AsScanBody,
     BatchedCond,
@@ -46,7 +46,7 @@ from polyad.control.while_steps import (
     MaskedStep,
     PrimalCond,
 )
-from polyad.core import Op, Tensor, active_interpreters, bind, plain, transform_active
+from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.ops.base import (
     add,
     broadcast_to,
@@ -60,7 +60,7 @@ from polyad.ops.base import where as where_
 from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.reductions import any as any_of
-from polyad.transforms.batching import BatchedTensor, BatchInterpreter
+from polyad.transforms.batching import BatchedTensor, only_vmap_active
 
 
 def _split(args, n_carry, n_cond):
@@ -246,8 +246,8 @@ def _budget_slots(max_memory, carry, body):
     return auto_slots(body, carry, budget, carries_per_slot=2, where=body.where)
 
 
-def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_memory=None, save_slots=None,
-                 **params):  # fmt: skip
+def _vjp_forward(*primals, cond, body, n_carry, n_cond, context, checkpoints=None, max_memory=None,
+                 save_slots=None, **params):  # fmt: skip
     """The primal pass under reverse mode: one while loop at the levels below that stores the online
     schedule's checkpoints and reports its length and the steps stored. Residuals: the slots and those
     outputs.
@@ -263,7 +263,7 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
         return tuple(outs), (save_slots, list(outs[n_carry:]))
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
-    if not isinstance(slots, int) and captured():
+    if not isinstance(slots, int) and context.captured:
         # a compiled graph's shapes are fixed when it is traced, and the number of steps is known only when
         # the loop runs: None, "sqrt" and "auto" get JIT_SLOTS slots, or fewer where "auto"'s budget
         # (max_memory, else pa.config.max_memory) holds fewer. The compiled graph allocates them up
@@ -284,8 +284,8 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
     return tuple(outs[:n_carry]), (slots, list(outs[n_carry:]))
 
 
-def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=None, max_memory=None,
-         save_slots=None, **params):  # fmt: skip
+def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, context, checkpoints=None,
+         max_memory=None, save_slots=None, **params):  # fmt: skip
     slots, saved = residuals  # the slots the primal pass used (under a capture: an int, whatever was asked)
     cts = bind(
         WHILE_REVERSE,
@@ -547,6 +547,7 @@ WHILE_REVERSE = Op(
 
 
 _vjp.forward = _vjp_forward
+_vjp.takes_context = True  # reverse.py: the forward pass reads context.captured
 
 
 WHILE = Op(
@@ -705,7 +706,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
             leaves = owned_next(dispatch.persisted(leaves), flat)
             val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
-    if all(type(i) is BatchInterpreter for i in active_interpreters()):
+    if only_vmap_active():
         refuse_pre_dispatch_capture(where, "a while loop")
         return _vmapped_loop(cond_fun, body_fun, flat, tree, where)
     dtypes = [v.dtype for v in flat]

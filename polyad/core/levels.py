@@ -79,6 +79,13 @@ def active_interpreters():
     return _tls.stack[1:]
 
 
+def capture_below(level=None):
+    """Whether a capture (an interpreter that records a higher-order op as one node rather than running
+    its body: ``pa.jit``'s trace, ``make_graph``) is active below ``level`` (None: at any active level):
+    what such a capture holds must be ops, never a Python closure."""
+    return any(not interp.transforms_bodies for interp in _tls.stack[1:level])
+
+
 def transform_active():
     """Whether any transform level is active in this thread."""
     return len(_tls.stack) > 1
