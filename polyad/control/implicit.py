@@ -28,8 +28,7 @@ from polyad.backends.host import np
 from polyad.control.bodies import with_batch_at
 from polyad.control.closure import refuse_pre_dispatch_capture, substituted, trace, unaliased
 from polyad.control.custom_derivatives import batch_front, cell_tensors
-from polyad.control.loops import func_name
-from polyad.control.rule_calls import as_array
+from polyad.control.loops import as_array, func_name
 from polyad.core import Op, Tensor, bind, new_level, plain, transform_active
 from polyad.ops.base import expand_dims, move_to_front, take_index
 from polyad.ops.common import ShapeDtype, dtype_name, is_floating, shape_of

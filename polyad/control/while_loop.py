@@ -24,7 +24,7 @@ import polyad.config as config
 import polyad.control.schedules as schedules
 import polyad.dispatch as dispatch
 import polyad.xp as xp
-from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
+from polyad.control.bodies import BatchedBody, DualBody, function_op, step_pullback, with_batch_at
 from polyad.control.closure import (
     LOOP_ADVICE,
     abstract_of,
@@ -534,11 +534,9 @@ def _reverse_vjp(g, out, *primals, body, cond, n_carry, n_cond, n_closure, slots
 
 # the backward pass of a while loop as one op: its kernel runs the sweep on concrete values (the length
 # is known when it runs); transforms of it run the same sweep on their own tensors
-WHILE_REVERSE = Op(
+WHILE_REVERSE = function_op(
     "while_loop_reverse",
-    lambda xp_, *args, **params: tuple(plain(o) for o in reverse_sweep(args, **params)),  # raw arrays out
-    multiple_results=True,
-    higher_order=lambda *args, **params: reverse_sweep(args, **params),
+    lambda *args, **params: reverse_sweep(args, **params),
     abstract_eval=_reverse_abstract,
     batch=_reverse_batch,
     jvp=_reverse_jvp,
@@ -580,9 +578,7 @@ def _predicate(pred, where):
 def _stepped(body_fun, val, tree, init, where):
     """The leaves of ``body_fun(val)``, checked against the initial carry's structure, shapes, dtypes."""
     leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
-    if out_tree != tree:
-        raise TypeError(f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}")
-    check_carry(leaves, init, where, "body_fun", "init_val")
+    check_carry(leaves, init, where, "body_fun", "init_val", trees=(out_tree, tree))
     return leaves
 
 
@@ -726,8 +722,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     def body_flat(*leaves):
         out = body_fun(optree.tree_unflatten(tree, list(leaves)))
         o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
-        if o_tree != tree:
-            raise TypeError(f"{where}: body_fun returned a value of structure {o_tree}; init_val has {tree}")
+        check_carry([], [], where, "body_fun", "init_val", trees=(o_tree, tree))  # shapes: once traced
         return tuple(
             o if isinstance(o, Tensor) or hasattr(o, "dtype") else xp.asarray(o, dtype=d)
             for o, d in zip(o_flat, dtypes)
