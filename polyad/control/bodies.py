@@ -46,8 +46,23 @@ def function_op(name, run, **rules):
     """A Python function run as one op (a user's rule, a loop's backward sweep): the kernel runs ``run`` on
     backend arrays and hands back raw arrays (what ``run`` makes inside a transform comes back as
     FreshTensors); a transform with no rule of its own among ``rules`` runs ``run`` on its tensors.
-    ``run(*args, **params)`` returns a tuple of arrays; ``rules`` are ``Op``'s (``abstract_eval``,
-    ``batch``, ``jvp``, ``vjp``)."""
+    One op where the function's own ops would otherwise be unrolled into every transform's trace.
+
+    Args:
+        name: the op's name.
+        run: ``run(*args, **params)``, a tuple of arrays.
+        **rules: ``Op``'s rules and markers (``abstract_eval``, ``batch``, ``jvp``, ``vjp``).
+
+    Returns:
+        The ``Op`` (``multiple_results``: ``bind`` returns a tuple).
+
+    Example:
+        >>> import polyad as pa
+        >>> twice = function_op("doc::twice", lambda x: (2 * x,), register=False,
+        ...                     abstract_eval=lambda xp, x: (x,))
+        >>> [float(v) for v in twice.bind(pa.xp.ones(2))[0]]
+        [2.0, 2.0]
+    """
     return Op(
         name,
         lambda xp_, *args, **params: tuple(plain(o) for o in run(*args, **params)),

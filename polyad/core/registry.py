@@ -58,6 +58,11 @@ class RuleContext(NamedTuple):
       so the rule may free its residuals as it goes;
     - ``transformed``: some transform is active while the rule runs, so its ops are recorded or
       transformed and must keep the values they read (False: eager evaluation, nothing records).
+
+    Example:
+        >>> ctx = RuleContext(captured=True)
+        >>> ctx.captured, ctx.last_use, ctx.transformed
+        (True, False, True)
     """
 
     captured: bool = False

@@ -206,5 +206,17 @@ def loop_fallback(op, dims, values, params):
 
 def only_vmap_active():
     """Whether every active level is a vmap (``BatchInterpreter``): a loop of unknown length may then run
-    eagerly, one Python loop over the batched values, with nothing else recording it."""
+    eagerly, one Python loop over the batched values, with nothing else recording it.
+
+    Returns:
+        bool (True outside every transform too).
+
+    Example:
+        >>> import polyad as pa
+        >>> seen = []
+        >>> _ = pa.vmap(lambda x: (seen.append(only_vmap_active()), x)[1])(pa.xp.ones(2))
+        >>> _ = pa.grad(lambda x: (seen.append(only_vmap_active()), pa.xp.sum(x))[1])(pa.xp.ones(2))
+        >>> seen
+        [True, False]
+    """
     return all(type(interp) is BatchInterpreter for interp in active_interpreters())
