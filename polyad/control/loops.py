@@ -68,7 +68,7 @@ def as_arrays(leaves, where, what, siblings=()):
     return [as_array(v, where, what, like) for v in leaves]
 
 
-def check_carry(leaves, init, where, what="the body", of="init", trees=None, noun="a carry"):
+def check_carry(leaves, init, where, what="the body", of="init", trees=None, noun="a carry", error=TypeError):
     """What a function returned (arrays, or their abstract values when traced) against a reference of
     the same kind: the same structure (``trees``, a pair: the returned pytree structure and the
     reference's; None where the caller checks it) and, per array leaf, the same shape and dtype. A loop's
@@ -82,9 +82,11 @@ def check_carry(leaves, init, where, what="the body", of="init", trees=None, nou
         what, of: how the message names the function that returned ``leaves`` and the reference.
         trees: ``(returned structure, reference structure)`` to compare first, or None.
         noun: what is compared ("a carry", "an output").
+        error: the exception class raised (a ``TypeError``'s subclass: a solver's ``ImplicitError``).
 
     Raises:
-        TypeError: naming ``where``, what differs (structure, or a leaf's shape or dtype) and both values.
+        TypeError: (``error``) naming ``where``, what differs (structure, or a leaf's shape or dtype) and
+            both values.
 
     Example:
         >>> import numpy as np
@@ -93,7 +95,7 @@ def check_carry(leaves, init, where, what="the body", of="init", trees=None, nou
         TypeError: pa.scan(step): the body must return a carry ...; leaf 0 is (3,) float64 in init and ...
     """
     if trees is not None and trees[0] != trees[1]:
-        raise TypeError(
+        raise error(
             f"{where}: {what} must return {noun} of the same structure as {of}; {of} has {trees[1]} and "
             f"{what} returned {trees[0]}"
         )
@@ -101,7 +103,7 @@ def check_carry(leaves, init, where, what="the body", of="init", trees=None, nou
         if not hasattr(c, "dtype") or not hasattr(i, "dtype"):  # a Python number (eager fori_loop's init)
             continue
         if tuple(shape_of(c)) != tuple(shape_of(i)) or dtype_name(c.dtype) != dtype_name(i.dtype):
-            raise TypeError(
+            raise error(
                 f"{where}: {what} must return {noun} of the same shapes and dtypes as {of}; leaf {k} is "
                 f"{tuple(shape_of(i))} {dtype_name(i.dtype)} in {of} and {tuple(shape_of(c))} "
                 f"{dtype_name(c.dtype)} in {what} (cast it with xp.astype, broadcast it with "
