@@ -52,7 +52,7 @@ from polyad.api.sparse import sparse_jacfwd
 from polyad.api.sparsity import jacobian_sparsity
 from polyad.control.implicit import ImplicitError, custom_root
 from polyad.core import ConcretizationError, Tensor, plain
-from polyad.ops.common import bottom, is_floating
+from polyad.ops.common import bottom, is_array, is_floating
 from polyad.xp import asarray, float64, reshape
 
 # custom_root's residual test off: SciPy's report judges convergence (a Convergence, with on_failure)
@@ -64,7 +64,7 @@ _NEEDS_FPRIME = ("newton", "halley")
 
 def _as_float_array(x, like=None):
     """``x`` (a Python number, a NumPy or backend array, a tensor) as an array of a floating dtype."""
-    if isinstance(x, Tensor) or hasattr(x, "__array_namespace__"):
+    if is_array(x):
         if like is not None and not isinstance(x, Tensor):
             owner, wanted = dispatch.backend_of_array(x), dispatch.backend_of_array(bottom(like))
             if wanted is not None and owner is not wanted:  # a NumPy x0 for array_api_strict arguments
