@@ -10,7 +10,7 @@ turn). Every one has the ``Body`` protocol: ``body(*inputs) -> list``, ``out_ava
 
 import optree
 
-from polyad.core import Tensor, new_level, plain
+from polyad.core import Op, Tensor, new_level, plain
 from polyad.core.avals import ShapeDtype, is_floating, shape_of
 from polyad.ops.base import broadcast_to, expand_dims, move_to_front, moveaxis, stack
 from polyad.ops.fills import zeros_like
@@ -40,6 +40,36 @@ class BatchedBody:
             wrapped = [v if d is None else BatchedTensor(v, interp, d) for v, d in zip(args, self.dims)]
             outs = self.body(*wrapped)
             return [_batch_front(o, interp, self.size) for o in outs]
+
+
+def function_op(name, run, **rules):
+    """A Python function run as one op (a user's rule, a loop's backward sweep): the kernel runs ``run`` on
+    backend arrays and hands back raw arrays (what ``run`` makes inside a transform comes back as
+    FreshTensors); a transform with no rule of its own among ``rules`` runs ``run`` on its tensors.
+    One op where the function's own ops would otherwise be unrolled into every transform's trace.
+
+    Args:
+        name: the op's name.
+        run: ``run(*args, **params)``, a tuple of arrays.
+        **rules: ``Op``'s rules and markers (``abstract_eval``, ``batch``, ``jvp``, ``vjp``).
+
+    Returns:
+        The ``Op`` (``multiple_results``: ``bind`` returns a tuple).
+
+    Example:
+        >>> import polyad as pa
+        >>> twice = function_op("doc::twice", lambda x: (2 * x,), register=False,
+        ...                     abstract_eval=lambda xp, x: (x,))
+        >>> [float(v) for v in twice.bind(pa.xp.ones(2))[0]]
+        [2.0, 2.0]
+    """
+    return Op(
+        name,
+        lambda xp_, *args, **params: tuple(plain(o) for o in run(*args, **params)),
+        multiple_results=True,
+        higher_order=run,
+        **rules,
+    )
 
 
 def _batch_front(o, interp, size):

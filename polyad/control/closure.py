@@ -31,7 +31,7 @@ import optree
 
 import polyad.core.dispatch as dispatch
 from polyad.control.bodies import recorded
-from polyad.core import OPS, FreshTensor, Tensor, active_interpreters, transform_active
+from polyad.core import OPS, FreshTensor, Tensor, capture_below, transform_active
 from polyad.core.avals import ShapeDtype, bottom, dtype_kind, shape_of
 from polyad.graph import predispatch
 from polyad.graph.compiler import optimize
@@ -160,7 +160,7 @@ def replayed(body, example):
     transform's tensors (grad of grad) the compiled body runs its function as ``body`` does. A body
     traced again with the same graph (the loop of a function called again) reuses the code compiled for
     the last one, its step's pullback included (``_REPLAYS``)."""
-    if body.graph is None or any(not i.transforms_bodies for i in active_interpreters()):
+    if body.graph is None or capture_below():
         return body
     if any(math.prod(shape_of(x)) > REPLAY_ELEMENTS for x in example):
         # a large state: its kernels take the time, and the compiled pullback holds the step's values

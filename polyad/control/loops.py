@@ -16,8 +16,8 @@ import polyad.xp as xp
 from polyad.control.bodies import vmapped
 from polyad.control.closure import LOOP_ADVICE, abstract_of, owned, owned_next, trace
 from polyad.control.scan import SCAN
-from polyad.core import Tensor, bind, transform_active
-from polyad.core.avals import ShapeDtype, dtype_name, ndim_of, shape_of
+from polyad.core import bind, transform_active
+from polyad.core.avals import ShapeDtype, dtype_name, is_array, ndim_of, shape_of
 
 CHECKPOINTS = (
     "None (store every step), an int >= 1 (the most carries stored: the binomial schedule), 'sqrt' or 'auto'"
@@ -48,7 +48,7 @@ def check_checkpoints(checkpoints, max_memory, where):
 def as_array(v, where, what, like=None):
     """A leaf of a loop's carry or xs as an array: Python numbers become arrays (of ``like``'s library and
     device, an array among their siblings, else of the default backend), arrays stay."""
-    if isinstance(v, Tensor) or dispatch.backend_of_array(v) is not None:
+    if is_array(v) or dispatch.backend_of_array(v) is not None:
         return v
     if isinstance(v, bool | int | float | complex):
         device = getattr(like, "device", None)  # a tracer's too (pa.jit), whose value is abstract
@@ -68,7 +68,7 @@ def as_arrays(leaves, where, what, siblings=()):
     return [as_array(v, where, what, like) for v in leaves]
 
 
-def check_carry(leaves, init, where, what="the body", of="init", trees=None, noun="a carry"):
+def check_carry(leaves, init, where, what="the body", of="init", trees=None, noun="a carry", error=TypeError):
     """What a function returned (arrays, or their abstract values when traced) against a reference of
     the same kind: the same structure (``trees``, a pair: the returned pytree structure and the
     reference's; None where the caller checks it) and, per array leaf, the same shape and dtype. A loop's
@@ -82,9 +82,11 @@ def check_carry(leaves, init, where, what="the body", of="init", trees=None, nou
         what, of: how the message names the function that returned ``leaves`` and the reference.
         trees: ``(returned structure, reference structure)`` to compare first, or None.
         noun: what is compared ("a carry", "an output").
+        error: the exception class raised (a ``TypeError``'s subclass: a solver's ``ImplicitError``).
 
     Raises:
-        TypeError: naming ``where``, what differs (structure, or a leaf's shape or dtype) and both values.
+        TypeError: (``error``) naming ``where``, what differs (structure, or a leaf's shape or dtype) and
+            both values.
 
     Example:
         >>> import numpy as np
@@ -93,7 +95,7 @@ def check_carry(leaves, init, where, what="the body", of="init", trees=None, nou
         TypeError: pa.scan(step): the body must return a carry ...; leaf 0 is (3,) float64 in init and ...
     """
     if trees is not None and trees[0] != trees[1]:
-        raise TypeError(
+        raise error(
             f"{where}: {what} must return {noun} of the same structure as {of}; {of} has {trees[1]} and "
             f"{what} returned {trees[0]}"
         )
@@ -101,7 +103,7 @@ def check_carry(leaves, init, where, what="the body", of="init", trees=None, nou
         if not hasattr(c, "dtype") or not hasattr(i, "dtype"):  # a Python number (eager fori_loop's init)
             continue
         if tuple(shape_of(c)) != tuple(shape_of(i)) or dtype_name(c.dtype) != dtype_name(i.dtype):
-            raise TypeError(
+            raise error(
                 f"{where}: {what} must return {noun} of the same shapes and dtypes as {of}; leaf {k} is "
                 f"{tuple(shape_of(i))} {dtype_name(i.dtype)} in {of} and {tuple(shape_of(c))} "
                 f"{dtype_name(c.dtype)} in {what} (cast it with xp.astype, broadcast it with "
@@ -224,8 +226,7 @@ def _step(f, init_flat, init_tree, xs_tree, y_tree, where):
         if not isinstance(out, tuple | list) or len(out) != 2:
             raise TypeError(f"{where}: the body must return a pair (carry, y), got {type(out).__name__}")
         c_flat, c_tree = optree.tree_flatten(out[0], none_is_leaf=False)
-        if c_tree != init_tree:
-            raise TypeError(f"{where}: the body returned a carry of structure {c_tree}; init has {init_tree}")
+        check_carry([], [], where, trees=(c_tree, init_tree))  # shapes: on the traced body's avals
         y_flat, tree = optree.tree_flatten(out[1], none_is_leaf=False)
         if not y_tree:
             y_tree.append(tree)
@@ -275,9 +276,7 @@ def _eager(f, init_flat, init_tree, xs_flat, xs_tree, n, reverse, where):
 def _checked(out, init_tree, where):
     if not isinstance(out, tuple | list) or len(out) != 2:
         raise TypeError(f"{where}: the body must return a pair (carry, y), got {type(out).__name__}")
-    tree = optree.tree_structure(out[0], none_is_leaf=False)
-    if tree != init_tree:
-        raise TypeError(f"{where}: the body returned a carry of structure {tree}; init has {init_tree}")
+    check_carry([], [], where, trees=(optree.tree_structure(out[0], none_is_leaf=False), init_tree))
     return out
 
 
@@ -310,11 +309,7 @@ def fori_loop(lower, upper, body, init, *, checkpoints=None, max_memory=None):
         val = optree.tree_unflatten(tree, owned(leaves))  # the body's own, as scan's
         for i in range(lower, upper):
             out, out_tree = optree.tree_flatten(body(xp.asarray(i), val), none_is_leaf=False)
-            if out_tree != tree:
-                raise TypeError(
-                    f"{where}: the body returned a carry of structure {out_tree}; init has {tree}"
-                )
-            check_carry(out, leaves, where)
+            check_carry(out, leaves, where, trees=(out_tree, tree))
             val = optree.tree_unflatten(tree, owned_next(out, leaves))
         return val
     n = max(upper - lower, 0)

@@ -28,8 +28,8 @@ import polyad.control.schedules as schedules
 import polyad.core.dispatch as dispatch
 from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback, with_batch_at
 from polyad.control.schedules import Free, Restore, Store, Turn
-from polyad.core import Op, active_interpreters, bind
-from polyad.core.avals import ShapeDtype, dtype_kind, is_floating, itemsize, shape_of
+from polyad.core import Op, bind
+from polyad.core.avals import ShapeDtype, dtype_kind, is_floating, itemsize, nbytes, shape_of
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.indexing import getitem
@@ -197,10 +197,6 @@ class _JvpStep:
 # ------------------------------------------------------------------------------ grad: checkpoints
 
 
-def carry_bytes(carry):
-    return sum(math.prod(shape_of(c)) * itemsize(c.dtype, dispatch.namespace_of(c)) for c in carry)
-
-
 def _value_bytes(body, carry):
     """The bytes of every value the body computes, one entry per value, from its traced graph (empty
     where it has none: a transformed body)."""
@@ -235,7 +231,7 @@ def auto_slots(body, carry, max_memory, length=None, carries_per_slot=1, where="
     Fewer slots only cost time; a budget that does not hold 2 slots and the working state is refused,
     naming what was counted (with 1 slot every step would be recomputed from the start: a time quadratic
     in the length)."""
-    size = carry_bytes(carry)
+    size = nbytes(carry, dispatch.namespace_of(carry[0])) if carry else 0
     values = _value_bytes(body, carry)
     recording, temporaries = sum(values), 3 * max(values, default=size)
     reserved = recording + temporaries + 2 * size + BOOKKEEPING
@@ -282,25 +278,20 @@ def refuse_random_recomputation(body, what, checkpoints):
         )
 
 
-def captured():
-    """Whether a capture (``pa.jit``'s tracing, ``make_graph``) records below this level: its graph must
-    hold the backward sweep as one op, so ``checkpoints=None`` keeps every state rather than every step's
-    recording (a Python closure the graph cannot hold)."""
-    return any(not interp.transforms_bodies for interp in active_interpreters()[:-1])
-
-
-def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, checkpoints=None, max_memory=None,
+def _vjp_forward(*primals, body, length, reverse, n_carry, n_xs, context, checkpoints=None, max_memory=None,
                  save=(), keep_ys=True, **params):  # fmt: skip
     """The primal pass under reverse mode: ``(outputs, residuals)``. ``checkpoints=None`` keeps every
     step's recording (under a capture: every state); otherwise one scan saves the plan's checkpoints, and
     the last step runs recorded, its recording kept for the reverse sweep's first turn (Revolve's count:
     the body runs ``length + p(length, s)`` times). Under a capture, which cannot hold that recording, the
     scan runs all ``length`` steps and saves the carry before the last one, the first turn's working
-    state: one body run more."""
+    state: one body run more. ``context.captured``: a capture records below this level (its graph must
+    hold the backward sweep as one op, so ``checkpoints=None`` keeps every state rather than every step's
+    recording, a Python closure the graph cannot hold)."""
     carry, xs, consts = _split(primals, n_carry, n_xs)
     loop = dict(body=body, reverse=reverse, checkpoints=checkpoints, max_memory=max_memory, **params)
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
-    capture = captured()
+    capture = context.captured
     if length == 0 or (checkpoints is None and not capture):
         return _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_ys, save)
     if checkpoints is not None:
@@ -364,8 +355,8 @@ def _record_every_step(carry, xs, consts, body, length, reverse, n_carry, keep_y
     return (*carry, *stacked, *saved), ("steps", pullbacks)
 
 
-def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save=(), keep_ys=True,
-         checkpoints=None, max_memory=None, last_use=False, **params):  # fmt: skip
+def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, context, save=(), keep_ys=True,
+         checkpoints=None, max_memory=None, **params):  # fmt: skip
     n_y = len(body.out_avals) - n_carry if keep_ys else 0
     sweep = dict(body=body, length=length, reverse=reverse, n_carry=n_carry, n_xs=n_xs, n_y=n_y, save=save)
     if residuals[0] == "steps":
@@ -373,7 +364,7 @@ def _vjp(g, out, *primals, body, length, reverse, n_carry, n_xs, residuals, save
     else:
         _, plan, kept, stacks, first = residuals
         loop = dict(checkpoints=checkpoints, max_memory=max_memory, **params)
-        direct = last_use and not active_interpreters()
+        direct = context.last_use and not context.transformed
         if first is not None or direct:
             # the sweep on the stored states themselves: grad's backward pass with no transform around it
             # takes the only references, so each is freed at its schedule's Free (held as op arguments,
@@ -586,7 +577,9 @@ _reverse_jvp.computes_primal = True
 
 
 _vjp.forward = _vjp_forward
-_vjp.frees_residuals = True  # reverse.py: it receives last_use=True when the tape is consumed
+# reverse.py hands both a RuleContext: whether a capture records (forward), whether the tape is consumed
+# with no transform around (the sweep frees the checkpoints)
+_vjp.takes_context = True
 
 # the backward pass of a scan with checkpoints as one op: its kernel replays the schedule on concrete
 # values; transforms of it replay the same sweep on their own tensors; a capture holds it as one node

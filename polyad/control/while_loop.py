@@ -24,7 +24,7 @@ import polyad.config as config
 import polyad.control.schedules as schedules
 import polyad.core.dispatch as dispatch
 import polyad.xp as xp
-from polyad.control.bodies import BatchedBody, DualBody, step_pullback, with_batch_at
+from polyad.control.bodies import BatchedBody, DualBody, function_op, step_pullback, with_batch_at
 from polyad.control.closure import (
     LOOP_ADVICE,
     abstract_of,
@@ -35,7 +35,7 @@ from polyad.control.closure import (
     trace,
 )
 from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
-from polyad.control.scan import SCAN, auto_slots, captured, refuse_random_recomputation
+from polyad.control.scan import SCAN, auto_slots, refuse_random_recomputation
 from polyad.control.while_steps import (
     AsScanBody,
     BatchedCond,
@@ -46,7 +46,7 @@ from polyad.control.while_steps import (
     MaskedStep,
     PrimalCond,
 )
-from polyad.core import Op, Tensor, active_interpreters, bind, plain, transform_active
+from polyad.core import Op, Tensor, bind, plain, transform_active
 from polyad.core.avals import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.ops.base import (
     add,
@@ -60,7 +60,7 @@ from polyad.ops.base import (
 from polyad.ops.base import where as where_
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.reductions import any as any_of
-from polyad.transforms.batching import BatchedTensor, BatchInterpreter
+from polyad.transforms.batching import BatchedTensor, only_vmap_active
 
 
 def _split(args, n_carry, n_cond):
@@ -246,8 +246,8 @@ def _budget_slots(max_memory, carry, body):
     return auto_slots(body, carry, budget, carries_per_slot=2, where=body.where)
 
 
-def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_memory=None, save_slots=None,
-                 **params):  # fmt: skip
+def _vjp_forward(*primals, cond, body, n_carry, n_cond, context, checkpoints=None, max_memory=None,
+                 save_slots=None, **params):  # fmt: skip
     """The primal pass under reverse mode: one while loop at the levels below that stores the online
     schedule's checkpoints and reports its length and the steps stored. Residuals: the slots and those
     outputs.
@@ -263,7 +263,7 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
         return tuple(outs), (save_slots, list(outs[n_carry:]))
     refuse_random_recomputation(body, "pa.while_loop", checkpoints)
     slots = _slots(checkpoints, max_memory, primals[:n_carry], body)
-    if not isinstance(slots, int) and captured():
+    if not isinstance(slots, int) and context.captured:
         # a compiled graph's shapes are fixed when it is traced, and the number of steps is known only when
         # the loop runs: None, "sqrt" and "auto" get JIT_SLOTS slots, or fewer where "auto"'s budget
         # (max_memory, else pa.config.max_memory) holds fewer. The compiled graph allocates them up
@@ -284,8 +284,8 @@ def _vjp_forward(*primals, cond, body, n_carry, n_cond, checkpoints=None, max_me
     return tuple(outs[:n_carry]), (slots, list(outs[n_carry:]))
 
 
-def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, checkpoints=None, max_memory=None,
-         save_slots=None, **params):  # fmt: skip
+def _vjp(g, out, *primals, cond, body, n_carry, n_cond, residuals, context, checkpoints=None,
+         max_memory=None, save_slots=None, **params):  # fmt: skip
     slots, saved = residuals  # the slots the primal pass used (under a capture: an int, whatever was asked)
     cts = bind(
         WHILE_REVERSE,
@@ -534,11 +534,9 @@ def _reverse_vjp(g, out, *primals, body, cond, n_carry, n_cond, n_closure, slots
 
 # the backward pass of a while loop as one op: its kernel runs the sweep on concrete values (the length
 # is known when it runs); transforms of it run the same sweep on their own tensors
-WHILE_REVERSE = Op(
+WHILE_REVERSE = function_op(
     "while_loop_reverse",
-    lambda xp_, *args, **params: tuple(plain(o) for o in reverse_sweep(args, **params)),  # raw arrays out
-    multiple_results=True,
-    higher_order=lambda *args, **params: reverse_sweep(args, **params),
+    lambda *args, **params: reverse_sweep(args, **params),
     abstract_eval=_reverse_abstract,
     batch=_reverse_batch,
     jvp=_reverse_jvp,
@@ -547,6 +545,7 @@ WHILE_REVERSE = Op(
 
 
 _vjp.forward = _vjp_forward
+_vjp.takes_context = True  # reverse.py: the forward pass reads context.captured
 
 
 WHILE = Op(
@@ -579,9 +578,7 @@ def _predicate(pred, where):
 def _stepped(body_fun, val, tree, init, where):
     """The leaves of ``body_fun(val)``, checked against the initial carry's structure, shapes, dtypes."""
     leaves, out_tree = optree.tree_flatten(body_fun(val), none_is_leaf=False)
-    if out_tree != tree:
-        raise TypeError(f"{where}: body_fun returned a value of structure {out_tree}; init_val has {tree}")
-    check_carry(leaves, init, where, "body_fun", "init_val")
+    check_carry(leaves, init, where, "body_fun", "init_val", trees=(out_tree, tree))
     return leaves
 
 
@@ -705,7 +702,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
             leaves = owned_next(dispatch.persisted(leaves), flat)
             val = optree.tree_unflatten(tree, leaves)  # a lazy carry: once a step
         return val
-    if all(type(i) is BatchInterpreter for i in active_interpreters()):
+    if only_vmap_active():
         refuse_pre_dispatch_capture(where, "a while loop")
         return _vmapped_loop(cond_fun, body_fun, flat, tree, where)
     dtypes = [v.dtype for v in flat]
@@ -725,8 +722,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoints=None, max_memory=Non
     def body_flat(*leaves):
         out = body_fun(optree.tree_unflatten(tree, list(leaves)))
         o_flat, o_tree = optree.tree_flatten(out, none_is_leaf=False)
-        if o_tree != tree:
-            raise TypeError(f"{where}: body_fun returned a value of structure {o_tree}; init_val has {tree}")
+        check_carry([], [], where, "body_fun", "init_val", trees=(o_tree, tree))  # shapes: once traced
         return tuple(
             o if isinstance(o, Tensor) or hasattr(o, "dtype") else xp.asarray(o, dtype=d)
             for o, d in zip(o_flat, dtypes)

@@ -54,6 +54,24 @@ class ShapeDtype:
         return f"ShapeDtype(shape={self.shape}, dtype={self.dtype}{weak})"
 
 
+def is_array(x):
+    """Whether ``x`` is an array rather than a Python value: a ``Tensor`` or an Array API library's array
+    (it has ``__array_namespace__``; CuPy's and Dask's do not: ``dispatch.backend_of_array`` knows them).
+
+    Args:
+        x: anything.
+
+    Returns:
+        bool.
+
+    Example:
+        >>> import polyad as pa
+        >>> is_array(pa.xp.ones(2)), is_array(1.0), is_array([1.0])
+        (True, False, False)
+    """
+    return isinstance(x, Tensor) or hasattr(x, "__array_namespace__")
+
+
 def xp_of(*xs):
     """The backend Array API namespace of the arrays underneath ``xs`` (for dtype questions only)."""
     return dispatch.backend_of([bottom(x) for x in xs]).xp

@@ -79,6 +79,27 @@ def active_interpreters():
     return _tls.stack[1:]
 
 
+def capture_below(level=None):
+    """Whether a capture (an interpreter that records a higher-order op as one node rather than running
+    its body: ``pa.jit``'s trace, ``make_graph``) is active below ``level``: what such a capture holds
+    must be ops, never a Python closure. Interpreters ask it for their rules (``RuleContext.captured``).
+
+    Args:
+        level: a level number; None: at any active level.
+
+    Returns:
+        bool.
+
+    Example:
+        >>> import polyad as pa
+        >>> seen = []
+        >>> _ = pa.grad(lambda x: (seen.append(capture_below()), pa.xp.sum(x))[1])(pa.xp.ones(2))
+        >>> capture_below(), seen  # no capture outside, nor under grad alone
+        (False, [False])
+    """
+    return any(not interp.transforms_bodies for interp in _tls.stack[1:level])
+
+
 def transform_active():
     """Whether any transform level is active in this thread."""
     return len(_tls.stack) > 1

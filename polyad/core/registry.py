@@ -8,6 +8,7 @@ KIND)``, which falls back on the rule ``KIND.derive`` builds from the op's marke
 """
 
 import functools
+from typing import NamedTuple
 
 import polyad.backends as backends
 from polyad.core.binding import bind
@@ -44,6 +45,29 @@ class RuleKind:
 
 
 RULE_KINDS = {}  # name -> RuleKind, in declaration order
+
+
+class RuleContext(NamedTuple):
+    """What an interpreter knows about a rule's call beyond its arguments, handed to the rules that ask
+    for it (``rule.takes_context = True``: they get ``context=`` among their params, and so does their
+    ``forward``), so that no rule reads the level stack.
+
+    - ``captured``: a capture (``pa.jit``'s trace, ``make_graph``) records below the rule's level, so what
+      the rule leaves for later must be ops (no Python closure: a loop keeps states, not recordings);
+    - ``last_use``: the interpreter never calls the rule for this entry again (``grad`` consumes its tape),
+      so the rule may free its residuals as it goes;
+    - ``transformed``: some transform is active while the rule runs, so its ops are recorded or
+      transformed and must keep the values they read (False: eager evaluation, nothing records).
+
+    Example:
+        >>> ctx = RuleContext(captured=True)
+        >>> ctx.captured, ctx.last_use, ctx.transformed
+        (True, False, True)
+    """
+
+    captured: bool = False
+    last_use: bool = False
+    transformed: bool = True
 
 
 def rule_kind(name, signature, derive=None):

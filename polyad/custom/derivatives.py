@@ -27,11 +27,12 @@ import warnings
 import optree
 
 import polyad.core.dispatch as dispatch
+from polyad.control.bodies import function_op
 from polyad.control.closure import substituted, trace, unaliased
-from polyad.control.loops import func_name
-from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, plain, transform_active
-from polyad.core.avals import ShapeDtype, bottom, dtype_name, is_complex, is_floating, shape_of
-from polyad.custom.rule_calls import CustomDerivativeError, as_array, call_fwd, call_jvp, has_batched
+from polyad.control.loops import as_array, func_name
+from polyad.core import ConcretizationError, Tensor, bind, new_level, plain, transform_active
+from polyad.core.avals import ShapeDtype, bottom, dtype_name, is_array, is_complex, is_floating, shape_of
+from polyad.custom.rule_calls import CustomDerivativeError, call_fwd, call_jvp, has_batched
 from polyad.ops.base import astype, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.fills import zeros_like
 from polyad.ops.reductions import sum as sum_of
@@ -240,8 +241,8 @@ class Rules:
 # ------------------------------------------------------------------------------ the op
 
 
-def _kernel(xp_, *values, rules, **params):
-    return tuple(plain(o) for o in rules.primal(list(values)))
+def _run(*values, rules, **params):
+    return tuple(rules.primal(list(values)))
 
 
 def _abstract(xp_, *avals, rules, **params):
@@ -291,9 +292,7 @@ def _vjp(g, out, *values, rules, residuals, **params):
     n = rules.n_args
     if rules.has_vjp:
         leaves, tree = optree.tree_flatten(residuals, none_is_leaf=False)
-        arrays = [
-            k for k, r in enumerate(leaves) if isinstance(r, Tensor) or hasattr(r, "__array_namespace__")
-        ]
+        arrays = [k for k, r in enumerate(leaves) if is_array(r)]
         static = [None if k in arrays else r for k, r in enumerate(leaves)]
         floats = tuple(k for k, v in enumerate(values[:n]) if is_floating(v))
         out = bind(BWD_CALL, *values, *[leaves[k] for k in arrays], *g, rules=rules,
@@ -345,15 +344,8 @@ def _batch(info, dims, *values, rules, **params):
     return outs, (0,) * len(outs)
 
 
-CUSTOM_DERIVATIVE = Op(
-    "custom_derivative",
-    _kernel,
-    multiple_results=True,
-    higher_order=lambda *values, rules, **params: tuple(rules.primal(list(values))),
-    abstract_eval=_abstract,
-    jvp=_jvp,
-    vjp=_vjp,
-    batch=_batch,
+CUSTOM_DERIVATIVE = function_op(
+    "custom_derivative", _run, abstract_eval=_abstract, jvp=_jvp, vjp=_vjp, batch=_batch
 )
 _vjp.forward = _vjp_forward
 
@@ -395,14 +387,7 @@ def _bwd_abstract(xp_, *avals, floats, **params):
     return tuple(ShapeDtype(tuple(avals[k].shape), avals[k].dtype, device) for k in floats)
 
 
-BWD_CALL = Op(
-    "custom_derivative_bwd",
-    lambda xp_, *args, **params: tuple(plain(o) for o in _run_bwd(*args, **params)),
-    abstract_eval=_bwd_abstract,
-    multiple_results=True,
-    higher_order=_run_bwd,
-    batch=_bwd_batch,
-)
+BWD_CALL = function_op("custom_derivative_bwd", _run_bwd, abstract_eval=_bwd_abstract, batch=_bwd_batch)
 
 
 # ------------------------------------------------------------------------------ vmap of the rules

@@ -27,11 +27,10 @@ import polyad.xp as xp
 from polyad.backends.host import np
 from polyad.control.bodies import each_example, with_batch_at
 from polyad.control.closure import refuse_pre_dispatch_capture, substituted, trace, unaliased
-from polyad.control.loops import func_name
+from polyad.control.loops import as_array, check_carry, func_name
 from polyad.core import Op, Tensor, bind, new_level, plain, transform_active
 from polyad.core.avals import ShapeDtype, dtype_name, is_floating, shape_of
 from polyad.custom.derivatives import batch_front, cell_tensors
-from polyad.custom.rule_calls import as_array
 from polyad.ops.base import expand_dims, move_to_front, take_index
 from polyad.ops.fills import zeros_like
 from polyad.transforms.batching import BatchedTensor, BatchInterpreter
@@ -178,14 +177,23 @@ def _float(v):
     return hasattr(v, "dtype") and hasattr(v, "shape") and is_floating(v)
 
 
-def _check_like(got, ref, where, what):
-    """``got`` (flat) must have the shapes and dtypes of ``ref`` (flat)."""
-    for k, (g, r) in enumerate(zip(got, ref)):
-        if tuple(shape_of(g)) != tuple(shape_of(r)) or dtype_name(g.dtype) != dtype_name(r.dtype):
-            raise ImplicitError(
-                f"{where}: {what} leaf {k} has shape {tuple(shape_of(g))} and dtype {dtype_name(g.dtype)}; "
-                f"expected {tuple(shape_of(r))} {dtype_name(r.dtype)}"
-            )
+def _solution(problem, out, ref, ref_name, keep_aux):
+    """What a problem's ``solve`` returned, flat: the solution's leaves, of the structure, shapes and
+    dtypes of ``ref`` (the flat ``b`` or initial guess, named ``ref_name``), then the aux's (``has_aux``;
+    dropped unless ``keep_aux``)."""
+    aux = []
+    if problem.has_aux:
+        if not (isinstance(out, tuple | list) and len(out) == 2):
+            raise ImplicitError(f"{problem.where}: with has_aux=True, solve must return (x, aux)")
+        out, aux_tree = out
+        aux, problem.aux_tree = optree.tree_flatten(aux_tree, none_is_leaf=False)
+        aux = [as_array(a, problem.where, "solve's aux") for a in aux] if keep_aux else []
+    leaves, tree = optree.tree_flatten(out, none_is_leaf=False)
+    named = dict(what="solve", of=ref_name, noun="a solution", error=ImplicitError)
+    check_carry([], [], problem.where, trees=(tree, problem.tree), **named)
+    leaves = [as_array(x, problem.where, "solve's solution") for x in leaves]
+    check_carry(leaves, ref, problem.where, **named)
+    return leaves + aux
 
 
 def _no_traced(outs, where, who):
@@ -232,21 +240,7 @@ class LinearProblem:
 
         with substituted(self.solver_closures, solver_values, self.where):
             out = self.solve(mv, optree.tree_unflatten(self.tree, list(b)))
-        aux = []
-        if self.has_aux:
-            if not (isinstance(out, tuple | list) and len(out) == 2):
-                raise ImplicitError(f"{self.where}: with has_aux=True, solve must return (x, aux)")
-            out, aux_tree = out
-            aux, self.aux_tree = optree.tree_flatten(aux_tree, none_is_leaf=False)
-            aux = [as_array(a, self.where, "solve's aux") for a in aux] if self.keep_aux else []
-        leaves, tree = optree.tree_flatten(out, none_is_leaf=False)
-        if tree != self.tree:
-            raise ImplicitError(
-                f"{self.where}: solve returned {tree}; expected the structure of b, {self.tree}"
-            )
-        leaves = [as_array(x, self.where, "solve's solution") for x in leaves]
-        _check_like(leaves, b, self.where, "solve's solution")
-        return leaves + aux
+        return _solution(self, out, b, "b", self.keep_aux)
 
     def transposed(self):
         """The problem ``A^T l = g``: the transpose of ``matvec`` (reverse mode of it) and
@@ -642,21 +636,7 @@ class RootProblem:
 
         with substituted(self.solver_closures, solver_values, self.where):
             out = self.solve(f_tree, optree.tree_unflatten(self.tree, list(x0)))
-        aux = []
-        if self.has_aux:
-            if not (isinstance(out, tuple | list) and len(out) == 2):
-                raise ImplicitError(f"{self.where}: with has_aux=True, solve must return (x, aux)")
-            out, aux_tree = out
-            aux, self.aux_tree = optree.tree_flatten(aux_tree, none_is_leaf=False)
-            aux = [as_array(a, self.where, "solve's aux") for a in aux]
-        leaves, tree = optree.tree_flatten(out, none_is_leaf=False)
-        if tree != self.tree:
-            raise ImplicitError(
-                f"{self.where}: solve returned {tree}; expected the structure of initial_guess, {self.tree}"
-            )
-        leaves = [as_array(x, self.where, "solve's solution") for x in leaves]
-        _check_like(leaves, x0, self.where, "solve's solution")
-        return leaves + aux
+        return _solution(self, out, x0, "initial_guess", True)
 
     def linearized(self):
         """The tangent system's ``LinearProblem``: ``v -> (df/dx) v`` at ``(x, values)``, its closure

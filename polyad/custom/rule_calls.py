@@ -14,9 +14,9 @@ arrays; ``Layout`` keeps the rest (the tree, the leaves that are not arrays) fro
 
 import optree
 
-import polyad.core.dispatch as dispatch
-from polyad.core import ConcretizationError, Op, Tensor, bind, new_level, plain
-from polyad.core.avals import ShapeDtype, shape_of
+from polyad.control.bodies import function_op
+from polyad.core import ConcretizationError, Tensor, bind, new_level, plain
+from polyad.core.avals import ShapeDtype, is_array, shape_of
 from polyad.ops.base import broadcast_to, expand_dims, move_to_front
 from polyad.ops.creation import asarray
 from polyad.ops.fills import zeros_like
@@ -27,16 +27,6 @@ class CustomDerivativeError(TypeError):
     """A custom rule returned something polyad cannot use as a derivative, or a derivative was asked
     that the rules do not give (with respect to a closed-over value; forward mode of a VJP-only
     function)."""
-
-
-def as_array(v, where, what):
-    """A leaf of a custom function's arguments or outputs as an array: tensors and any backend's arrays
-    (Dask's too) stay, Python numbers become arrays, anything else is refused naming ``where``."""
-    if isinstance(v, Tensor) or hasattr(v, "__array_namespace__") or dispatch.backend_of_array(v) is not None:
-        return v
-    if isinstance(v, bool | int | float | complex):
-        return asarray(v)
-    raise TypeError(f"{where}: {what} must hold arrays or Python numbers, got a {type(v).__name__}")
 
 
 def has_batched(values):
@@ -62,9 +52,7 @@ class Layout:
         # array, batched like the others (bwd gets a 0-d array)
         leaves = [asarray(r) if isinstance(r, int | float | complex) and not isinstance(r, bool) else r
                   for r in leaves]  # fmt: skip
-        arrays = tuple(
-            k for k, r in enumerate(leaves) if isinstance(r, Tensor) or hasattr(r, "__array_namespace__")
-        )
+        arrays = tuple(k for k, r in enumerate(leaves) if is_array(r))
         static = tuple(None if k in arrays else r for k, r in enumerate(leaves))
         if self.tree is None:
             self.tree, self.arrays, self.static = tree, arrays, static
@@ -131,13 +119,8 @@ def _batch_rule(run):
     return batch
 
 
-FWD_CALL = Op(
-    "custom_derivative_fwd",
-    lambda xp_, *values, **params: tuple(plain(o) for o in _run_fwd(*values, **params)),
-    multiple_results=True,
-    higher_order=_run_fwd,
-    abstract_eval=_abstract,
-    batch=_batch_rule(_run_fwd),
+FWD_CALL = function_op(
+    "custom_derivative_fwd", _run_fwd, abstract_eval=_abstract, batch=_batch_rule(_run_fwd)
 )
 
 
@@ -164,13 +147,8 @@ def _jvp_abstract(xp_, *avals, rules, n_values):
     return tuple(outs + outs)
 
 
-JVP_CALL = Op(
-    "custom_derivative_jvp",
-    lambda xp_, *args, **params: tuple(plain(o) for o in _run_jvp(*args, **params)),
-    multiple_results=True,
-    higher_order=_run_jvp,
-    abstract_eval=_jvp_abstract,
-    batch=_batch_rule(_run_jvp),
+JVP_CALL = function_op(
+    "custom_derivative_jvp", _run_jvp, abstract_eval=_jvp_abstract, batch=_batch_rule(_run_jvp)
 )
 
 

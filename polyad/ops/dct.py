@@ -60,7 +60,7 @@ from polyad.ops.base import astype, reshape, where
 from polyad.ops.common import define
 from polyad.ops.creation import full
 from polyad.ops.elementwise import equal, logical_or, multiply
-from polyad.ops.fft import fft_batch_dim, remap_axes, resize_axes
+from polyad.ops.fft import axes_batch, resize_axes
 from polyad.ops.fills import arange
 from polyad.ops.special.shared import host_call
 
@@ -273,21 +273,13 @@ def _abstract(xp, x, *, s, axes, norm):
     return ShapeDtype(shape, x.dtype, x.device)
 
 
-def _batch(op):
-    def rule(info, dims, x, *, s, axes, norm):
-        d = fft_batch_dim(x, dims[0])
-        return bind(op, x, s=s, axes=remap_axes(axes, d), norm=norm), d
-
-    return rule
-
-
 OPS = {}
 for _family in FAMILIES:
     for _t in TYPES:
         _generic = _generic_kernel(_family, _t)
         _op = define(f"fft.{_family}n_type{_t}", _generic, abstract_eval=_abstract, vjp=_vjp(_family, _t),
                      linear=True)  # fmt: skip
-        _op.rules["batch"] = _batch(_op)
+        _op.register_rule("batch", axes_batch(_op))
         _op.kernels.setdefault("cpu", _scipy_kernel(_family, _t, _generic))
         OPS[_family, _t] = _op
 

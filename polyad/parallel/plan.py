@@ -10,40 +10,26 @@ as the computation goes). The intermediates are measured by running the function
 arrays (``eval_shape``'s interpreter), which computes no data.
 """
 
-import re
 from typing import NamedTuple
 
 import optree
 
 import polyad.config as config
+import polyad.control.schedules as schedules
 import polyad.core.dispatch as dispatch
 from polyad.core import Tensor, new_level
 from polyad.core.avals import ShapeDtype, bottom, itemsize, nbytes
 from polyad.ops.manipulation import concat
 from polyad.transforms.abstract import AbstractInterpreter, AbstractTensor
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
-
 
 def parse_bytes(value, what):
-    """A memory size in bytes from an int or a string such as ``"512MiB"``, ``"2 GB"``, ``"1e9"``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        n = value
-    elif isinstance(value, str) and (m := re.fullmatch(r"\s*([0-9.eE+]+)\s*([a-zA-Z]*)\s*", value)):
-        unit = _UNITS.get(m.group(2).lower())
-        try:
-            n = int(float(m.group(1)) * unit) if unit else None
-        except ValueError:
-            n = None
-    else:
-        n = None
-    if n is None or n <= 0:
-        raise ValueError(
-            f"{what}: max_memory must be a positive number of bytes (an int, or a string such as "
-            f"'512MiB' or '2GB'), got {value!r}"
-        )
-    return n
+    """A memory size in bytes from an int or a string such as ``"512MiB"``, ``"2 GB"``, ``"1e9"``
+    (``schedules.parse_memory``, the one parser), the error naming ``what``."""
+    try:
+        return schedules.parse_memory(value)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
 
 
 def format_bytes(n):

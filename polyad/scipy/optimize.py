@@ -37,7 +37,7 @@ from polyad.api.sparse import sparse_jacfwd
 from polyad.api.sparsity import jacobian_sparsity
 from polyad.backends.host import np
 from polyad.core import ConcretizationError, Tensor, plain
-from polyad.core.avals import bottom, is_floating
+from polyad.core.avals import bottom, is_array, is_floating
 from polyad.custom.implicit import ImplicitError, custom_root
 from polyad.scipy.solver_support import (
     LINEAR_SOLVERS,
@@ -63,7 +63,7 @@ _NEEDS_FPRIME = ("newton", "halley")
 
 def _as_float_array(x, like=None):
     """``x`` (a Python number, a NumPy or backend array, a tensor) as an array of a floating dtype."""
-    if isinstance(x, Tensor) or hasattr(x, "__array_namespace__"):
+    if is_array(x):
         if like is not None and not isinstance(x, Tensor):
             owner, wanted = dispatch.backend_of_array(x), dispatch.backend_of_array(bottom(like))
             if wanted is not None and owner is not wanted:  # a NumPy x0 for array_api_strict arguments
@@ -108,7 +108,7 @@ def _report_on_device(res, like):
     library and device of ``like`` (the inputs'), as the solution is: results follow their inputs. They
     stay SciPy's numbers (no derivative); NumPy inputs keep SciPy's arrays as they are."""
     backend = dispatch.backend_of_array(bottom(like))
-    if backend is None or backend.host_arrays:  # NumPy arrays: SciPy's own
+    if backend is None or backend.host_arrays:
         return res
     for key, value in list(res.items()):
         if isinstance(value, np.ndarray) and key != "x":  # x: the solution, set by _result

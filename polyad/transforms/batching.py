@@ -20,7 +20,16 @@ becomes batched.
 import threading
 import warnings
 
-from polyad.core import ConcretizationError, Interpreter, Tensor, bind, rule_kind, rule_of, split_args
+from polyad.core import (
+    ConcretizationError,
+    Interpreter,
+    Tensor,
+    active_interpreters,
+    bind,
+    rule_kind,
+    rule_of,
+    split_args,
+)
 from polyad.core.avals import shape_of
 from polyad.ops.base import broadcast_to, expand_dims, stack, take_index
 from polyad.ops.elementwise import equal, isnan, logical_and, logical_or
@@ -193,3 +202,21 @@ def loop_fallback(op, dims, values, params):
         n = len(results[0])
         return tuple(stack([r[k] for r in results]) for k in range(n)), (0,) * n
     return stack(results), 0
+
+
+def only_vmap_active():
+    """Whether every active level is a vmap (``BatchInterpreter``): a loop of unknown length may then run
+    eagerly, one Python loop over the batched values, with nothing else recording it.
+
+    Returns:
+        bool (True outside every transform too).
+
+    Example:
+        >>> import polyad as pa
+        >>> seen = []
+        >>> _ = pa.vmap(lambda x: (seen.append(only_vmap_active()), x)[1])(pa.xp.ones(2))
+        >>> _ = pa.grad(lambda x: (seen.append(only_vmap_active()), pa.xp.sum(x))[1])(pa.xp.ones(2))
+        >>> seen
+        [True, False]
+    """
+    return all(type(interp) is BatchInterpreter for interp in active_interpreters())

@@ -25,15 +25,18 @@ import polyad.core.dispatch as dispatch
 from polyad.backends.host import np
 from polyad.core import (
     Interpreter,
+    RuleContext,
     Tensor,
     active_interpreters,
     all_none,
     bind,
+    capture_below,
     eval_raw,
     no_grad_level,
     rule_kind,
     rule_of,
     split_args,
+    transform_active,
 )
 from polyad.core.avals import ShapeDtype
 from polyad.ops.base import add
@@ -47,7 +50,9 @@ VJP = rule_kind(
     "vjp",
     "vjp(cotangent, out, *primals, **params) -> tuple: one cotangent per positional argument (None, a "
     "value, or a zero-argument function evaluated only if that input needs a gradient); a rule with a "
-    "forward(*primals, **params) -> (out, residuals) attribute gets residuals=... among its params",
+    "forward(*primals, **params) -> (out, residuals) attribute gets residuals=... among its params; a "
+    "rule with takes_context = True gets context=RuleContext(captured, last_use, transformed), and so "
+    "does its forward",
 )
 
 
@@ -242,7 +247,8 @@ class ReverseInterpreter(Interpreter):
             if op.multiple_results:
                 return type(out)(ReverseTensor(o, self, None) for o in out)
             return ReverseTensor(out, self, None)
-        forward = None if op.higher_order is None else getattr(rule_of(op, VJP), "forward", None)
+        rule = None if op.higher_order is None else rule_of(op, VJP)
+        forward = getattr(rule, "forward", None)
         # a pending output is recorded with its primals as they are (pending ones included)
         out = _deferred(op, primals, params) if self.defer and op.deferrable and not lower else None
         if out is None:
@@ -251,7 +257,7 @@ class ReverseInterpreter(Interpreter):
             if forward is None:
                 out = bind(op, *primals, **params) if lower else eval_raw(op, primals, params)
             else:  # a rule that keeps its own residuals (a loop's checkpoints): handed to it as a parameter
-                out, residuals = forward(*primals, **params)
+                out, residuals = forward(*primals, **params, **self._context(rule, last_use=False))
                 params = dict(params, residuals=residuals)
         if self.holds:
             hold(self.held, args)
@@ -264,6 +270,12 @@ class ReverseInterpreter(Interpreter):
         self.next_id += 1
         self.tape.append((op, params, parents, primals, out, i))
         return ReverseTensor(out, self, i)
+
+    def _context(self, rule, last_use):
+        """``{"context": RuleContext(...)}`` for a rule that asks for it (``takes_context``), else ``{}``."""
+        if not getattr(rule, "takes_context", False):
+            return {}
+        return {"context": RuleContext(capture_below(self.level), last_use, transform_active())}
 
     def backward(self, seeds, consume=False, ones=False):
         """Cotangents of the tape's ids given ``seeds`` ({id: cotangent}; the dict is used up, so that each
@@ -305,11 +317,9 @@ class ReverseInterpreter(Interpreter):
                 _ones_step(rule.ones(g, out, *primals, **params), parents, ct, known, borrowed)
                 g = None
                 continue
-            if consume and getattr(rule, "frees_residuals", False):
-                # the entry's last use: a rule keeping its own residuals may free them as it goes (a
-                # loop's checkpoints, each dropped when its schedule is done with it)
-                params = dict(params, last_use=True)
-            grads = rule(g, out, *primals, **params)
+            # with ``consume``, the entry's last use: a rule keeping its own residuals may free them as it
+            # goes (a loop's checkpoints, each dropped when its schedule is done with it)
+            grads = rule(g, out, *primals, **params, **self._context(rule, last_use=consume))
             for pid, gi in zip(parents, grads):
                 if pid is None or gi is None:
                     continue

@@ -8,10 +8,9 @@ import polyad.control.schedules as schedules
 import polyad.core.dispatch as dispatch
 import polyad.xp as xp
 from polyad.control.closure import refuse_pre_dispatch_capture
-from polyad.control.scan import captured, carry_bytes
 from polyad.control.while_loop import while_loop
-from polyad.core import Tensor, transform_active
-from polyad.core.avals import bottom, dtype_kind, dtype_name
+from polyad.core import Tensor, capture_below, current_level, transform_active
+from polyad.core.avals import bottom, dtype_kind, dtype_name, nbytes
 from polyad.custom.derivatives import cell_tensors
 from polyad.ops.elementwise import stop_gradient
 from polyad.scipy.integrate.common import FAILED, RUNNING, Problem
@@ -259,10 +258,11 @@ def _loop_checkpoints(state, checkpoints, max_memory, max_steps):
     when it is traced, so the slots are decided then: as many as the budget holds, at most
     ``JIT_SLOTS`` (an int ``s`` allocates its ``s`` rows whatever the length, and the online schedule's
     bookkeeping grows with ``s``; pass an int ``checkpoints`` for more)."""
-    if checkpoints != "auto" or not captured():
+    # a reverse rule's primal pass at the innermost level would see this capture (pa.jit around grad)
+    if checkpoints != "auto" or not capture_below(current_level()):
         return checkpoints, max_memory
     leaves = optree.tree_leaves(state)
-    size = carry_bytes(leaves)
+    size = nbytes(leaves, dispatch.namespace_of(leaves[0]))
     budget = config.max_memory if max_memory is None else max_memory
     return max(1, min(max_steps, JIT_SLOTS, schedules.auto_slots(None, size, budget, 2 * size))), None
 
