@@ -118,9 +118,12 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     J = common.jacobian(problem, t0, y0)
     njev = count + (0 if common.constant_jacobian(problem) else 1)
-    lu = 0.0 * J  # dense: the inverse Newton matrix
-    if problem.sparse_jacobian is not None:  # sparse: factors, made when needed (under a transform: the
-        lu = None if xp is not polyad_xp else xp.zeros((), dtype=y0.dtype)  # c of I - c J, J its values
+    if problem.sparse_jacobian is None:
+        lu = 0.0 * J  # the inverse Newton matrix
+    elif xp is not polyad_xp:
+        lu = None  # the sparse factors, made when needed
+    else:  # under a transform: the c of the Newton matrix I - c J (J its CSR values)
+        lu = xp.zeros((), dtype=y0.dtype)
     state.update(order=count + 1, n_equal=count, njev=njev, nlu=count, J=J, lu=lu)
     state["lu_valid"] = xp.asarray(False, device=y0.device)
     state["jac_current"] = xp.asarray(False, device=y0.device)
