@@ -1,6 +1,6 @@
 """Large stiff systems (issue 36, item 5): ``solve_ivp(..., jac_sparsity=)`` with BDF and Radau forms its
 Newton matrices from ``pa.sparse_jacfwd`` and factorises them by the backend's sparse LU (SuperLU through
-the contract), outside transforms. The problem is the 2-D Brusselator PDE of DifferentialEquations.jl's
+the contract), outside transforms and under grad, jvp, vmap (per example) and jit. The problem is the 2-D Brusselator PDE of DifferentialEquations.jl's
 "Solving Large Stiff Equations" tutorial (periodic N x N grid, alpha = 10 / dx^2, dx = 1 / (N - 1), the
 forcing disc switched on at t = 1.1); the reference is SciPy's BDF (Radau) with the same ``jac_sparsity``
 (finite-difference Jacobians: the solutions agree to the tolerance, 10 x rtol), the derivative's forward
