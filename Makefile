@@ -8,7 +8,7 @@ DOCS := $(VENV)/.installed-docs
 BENCH := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
-.PHONY: docs demo test test-numpy test-strict test-strict-a test-strict-b test-dask test-dask-full test-interop conformance bench lint format info
+.PHONY: docs demo test test-numpy test-numpy-a test-numpy-b test-strict test-strict-a test-strict-b test-dask test-dask-full test-interop conformance bench lint format info
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -50,10 +50,13 @@ docs: $(DOCS)
 	$(PY) -m sphinx -E -b html -W --keep-going -q -n docs docs/_build/html
 	@echo "documentation: $(CURDIR)/docs/_build/html/index.html"
 
-# The numpy and array_api_strict lanes run side by side (each is one Python process: two cores do both in
-# about the time of the longer), then the Dask lane; the environment is set up once, before them
+# The numpy and array_api_strict lanes run as four processes, two at a time (two cores), then the Dask
+# lane; the environment is set up once, before them. The halves were cut by measured durations (pytest
+# --junitxml, 2026-11-28): the strict lane's solver files (integrate, BDF, stiff) against the rest, the
+# numpy lane's test_[a-f] against the rest with the doctests and the interop subset; listed longest first,
+# each core takes one strict and one numpy half
 test: $(TEST)
-	$(MAKE) -j2 --output-sync=target test-strict-a test-numpy test-strict-b
+	$(MAKE) -j2 --output-sync=target test-strict-b test-strict-a test-numpy-b test-numpy-a
 	$(MAKE) test-dask
 
 # SciPy reads SCIPY_ARRAY_API once, when first imported: the interop suite (tests/interop) runs in a
@@ -70,14 +73,25 @@ test-strict: $(TEST)
 		$(PYTEST_ARGS)
 	POLYAD_BACKEND=array_api_strict $(INTEROP) $(PYTEST_ARGS)
 
-# `make test` runs the strict lane in two halves, so that two cores share three processes (the strict lane
-# alone took 11-13 min, the numpy lane 6-7)
+# the halves `make test` runs (see there); test-numpy and test-strict run a whole lane
+SOLVER_TESTS := $(wildcard tests/test_integrate*.py tests/test_bdf*.py tests/test_stiff*.py)
+NUMPY_A := $(filter-out tests/test_dask.py,$(wildcard tests/test_[a-f]*.py))
+
 test-strict-a: $(TEST)
-	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q $(filter-out tests/test_dask.py,$(wildcard tests/test_[a-i]*.py)) $(PYTEST_ARGS)
+	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q $(SOLVER_TESTS) $(PYTEST_ARGS)
 
 test-strict-b: $(TEST)
-	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q $(wildcard tests/test_[j-z]*.py) $(PYTEST_ARGS)
+	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q \
+		$(filter-out tests/test_dask.py $(SOLVER_TESTS),$(wildcard tests/test_*.py)) $(PYTEST_ARGS)
 	POLYAD_BACKEND=array_api_strict $(INTEROP) $(PYTEST_ARGS)
+
+test-numpy-a: $(TEST)
+	POLYAD_BACKEND=numpy $(PY) -m pytest -q $(NUMPY_A) --doctest-modules $(PYTEST_ARGS)
+
+test-numpy-b: $(TEST)
+	POLYAD_BACKEND=numpy $(PY) -m pytest -q $(filter-out $(NUMPY_A) tests/test_dask.py,$(wildcard tests/test_*.py)) \
+		polyad --doctest-modules $(PYTEST_ARGS)
+	POLYAD_BACKEND=numpy $(INTEROP) $(PYTEST_ARGS)
 
 # Dask (lazy, chunked arrays) as the default backend: tests/test_dask.py (laziness of every op-table row
 # and its transforms, a gradient larger than the process's memory) and the op table's values, shapes and

@@ -7,7 +7,13 @@ The problem is DifferentialEquations.jl's "Solving Large Stiff Equations" tutori
 two species, alpha = 10 / dx^2 with dx = 1 / (N - 1), the forcing disc switched on at t = 1.1, its initial
 state; here on a part of its time span (``--span``), rtol 1e-6, atol 1e-8.
 
+``--grad-size`` (default 32; 0: none) also times ``pa.grad`` of ``mean u(T)`` with respect to alpha through
+the sparse BDF solve (the discrete adjoint: the Newton, tangent and adjoint solves by the sparse LU) on
+``--grad-span``, beside the eager solve of that span and ``pa.jvp`` (forward mode), whose derivative it
+prints with the adjoint's.
+
     PYTHONPATH=. python scripts/bench_brusselator_ode.py [--sizes 32 64 128] [--span 1.0 1.5]
+        [--grad-size 32] [--grad-span 1.0 1.05]
 """
 
 import argparse
@@ -33,14 +39,14 @@ def grid(n):
 
 
 def brusselator(n, disc, lib):
-    """``f(t, z)`` in the namespace ``lib`` (polyad's or NumPy's)."""
-    a = 10.0 * (n - 1) ** 2
+    """``f(t, z, alpha=10)`` in the namespace ``lib`` (polyad's or NumPy's)."""
 
     def lap(w):
         rolled = lib.roll(w, 1, axis=0) + lib.roll(w, -1, axis=0) + lib.roll(w, 1, axis=1)
         return rolled + lib.roll(w, -1, axis=1) - 4 * w
 
-    def f(t, z):
+    def f(t, z, alpha=10.0):
+        a = alpha * (n - 1) ** 2
         u, v = lib.reshape(z[: n * n], (n, n)), lib.reshape(z[n * n :], (n, n))
         force = lib.where(t >= 1.1, disc, 0.0)
         du = a * lap(u) + 1.0 + u * u * v - 4.4 * u + force
@@ -75,10 +81,38 @@ def one_size(n, span):
     )
 
 
+def grad_timing(n, span):
+    """Wall times of the eager solve, ``pa.grad`` and ``pa.jvp`` of ``mean u(T)`` in alpha (N = ``n``)."""
+    disc, y0 = grid(n)
+    f = brusselator(n, pa.xp.asarray(disc), pa.xp)
+    pattern = pa.jacobian_sparsity(lambda z: f(0.0, z))(y0)
+
+    def mean_u(alpha):
+        r = solve_ivp(f, span, y0, "BDF", args=(alpha,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern)
+        return pa.xp.mean(r.y[: n * n, -1])
+
+    alpha = pa.xp.asarray(10.0)
+    pa.grad(mean_u)(pa.xp.asarray(10.0))  # warm-up
+    times = []
+    for run in (mean_u, pa.grad(mean_u), lambda a: pa.jvp(mean_u, (a,), (pa.xp.asarray(1.0),))[1]):
+        start = time.perf_counter()
+        value = float(run(alpha))
+        times.append((time.perf_counter() - start, value))
+    (t_solve, _), (t_grad, adjoint), (t_jvp, forward) = times
+    print(
+        f"grad at N = {n}, span {span}: solve {t_solve:.2f} s, pa.grad {t_grad:.2f} s "
+        f"({t_grad / t_solve:.1f}x), pa.jvp {t_jvp:.2f} s; d mean u / d alpha: adjoint {adjoint:.12e}, "
+        f"forward {forward:.12e}",
+        flush=True,
+    )
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--span", type=float, nargs=2, default=[1.0, 1.5])
+    parser.add_argument("--grad-size", type=int, default=32)
+    parser.add_argument("--grad-span", type=float, nargs=2, default=[1.0, 1.05])
     args = parser.parse_args()
     print(f"span {tuple(args.span)}, rtol {RTOL}, atol {ATOL}; times in s; a/b: polyad/SciPy")
     print(
@@ -87,6 +121,8 @@ def main():
     )
     for n in args.sizes:
         one_size(n, tuple(args.span))
+    if args.grad_size:
+        grad_timing(args.grad_size, tuple(args.grad_span))
 
 
 if __name__ == "__main__":

@@ -112,7 +112,9 @@ def test_failure_and_max_steps_reported():
 Y_T = 0.446260320296860  # 2 exp(-1.5)
 DY_DK = -1.338780960890579  # -3 * 2 exp(-1.5)
 D2Y_DK2 = 9 * Y_T
-RTOL = 1e-10
+# on the array_api_strict lane (per-op Python overhead about 10x NumPy's) the same checks at 1e-8: the steps
+# scale as rtol^(-1/5), 2.5x fewer, and the transforms are covered as on the numpy lane
+RTOL = 1e-10 if pa.get_backend() == "numpy" else 1e-8
 TOL = 10 * RTOL  # the global error is a few times the local tolerance
 
 
@@ -174,8 +176,10 @@ def lotka_volterra(t, y, p):
 
 
 def test_vmap_over_64_initial_conditions_equals_a_loop():
+    # 16 on the array_api_strict lane: the loop of eager solves is what costs there
+    batch = 64 if pa.get_backend() == "numpy" else 16
     rng = np.random.default_rng(0)
-    y0s = arr(rng.uniform(0.5, 2.0, size=(64, 2)))
+    y0s = arr(rng.uniform(0.5, 2.0, size=(batch, 2)))
     p = arr([1.5, 1.0, 3.0, 1.0])
     t_eval = arr(np.linspace(0.0, 5.0, 6))
 
@@ -185,7 +189,7 @@ def test_vmap_over_64_initial_conditions_equals_a_loop():
         return sol.y
 
     batched = to_numpy(pa.vmap(final, in_dims=(0, None))(y0s, p))
-    looped = np.stack([to_numpy(final(y0s[i, ...], p)) for i in range(64)])
+    looped = np.stack([to_numpy(final(y0s[i, ...], p)) for i in range(batch)])
     np.testing.assert_allclose(batched, looped, rtol=1e-12, atol=1e-12)
     loss = lambda y0, p: xp.sum(final(y0, p)[:, -1] ** 2)  # noqa: E731
     grads = to_numpy(pa.vmap(pa.grad(loss, argnums=1), in_dims=(0, None))(y0s[:8, ...], p))
@@ -207,6 +211,11 @@ def test_gradient_of_a_nonlinear_system_against_finite_differences():
     np.testing.assert_allclose(g, fd, rtol=1e-6)
 
 
+@pytest.mark.skipif(
+    pa.get_backend() != "numpy",
+    reason="the budget is backend-neutral and measured on the numpy lane (under tracemalloc and "
+    "array_api_strict's wrappers this test took 100 s)",
+)
 def test_reverse_mode_memory_within_its_budget():
     """Integrations with a 64 KiB state differentiated with checkpoints="auto" under a 16 MiB budget
     (pa.while_loop's: the stored states and one step's recording, estimated from the step's graph):

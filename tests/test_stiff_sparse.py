@@ -1,10 +1,11 @@
 """Large stiff systems (issue 36, item 5): ``solve_ivp(..., jac_sparsity=)`` with BDF and Radau forms its
 Newton matrices from ``pa.sparse_jacfwd`` and factorises them by the backend's sparse LU (SuperLU through
-the contract), outside transforms. The problem is the 2-D Brusselator PDE of DifferentialEquations.jl's
-"Solving Large Stiff Equations" tutorial (periodic N x N grid, alpha = 10 / dx^2, dx = 1 / (N - 1), the
-forcing disc switched on at t = 1.1); the reference is SciPy's BDF (Radau) with the same ``jac_sparsity``
-(finite-difference Jacobians: the solutions agree to the tolerance, 10 x rtol), the derivative's forward
-mode against the discrete adjoint and central differences."""
+the contract), outside transforms and under grad, jvp, vmap (per example) and jit. The problem is the 2-D
+Brusselator PDE of DifferentialEquations.jl's "Solving Large Stiff Equations" tutorial (periodic N x N
+grid, alpha = 10 / dx^2, dx = 1 / (N - 1), the forcing disc switched on at t = 1.1); the reference is
+SciPy's BDF (Radau) with the same ``jac_sparsity`` (finite-difference Jacobians: the solutions agree to
+the tolerance, 10 x rtol), the derivative's forward mode against the discrete adjoint and central
+differences."""
 
 import tracemalloc
 
@@ -165,21 +166,97 @@ def test_brusselator_n128_matches_scipy():
     np.testing.assert_allclose(to_numpy(ours.y)[:, -1], ref.y[:, -1], rtol=10 * RTOL, atol=10 * ATOL)
 
 
-@pytest.mark.parametrize("n", [4, pytest.param(16, marks=pytest.mark.slow)])
-def test_mean_u_derivative_adjoint_against_forward_mode(n):
-    """d(mean u(T))/d(alpha) by the discrete adjoint (pa.grad) against forward mode (pa.jvp), and both
-    against central differences of the solve (under transforms the Newton matrices are still dense)."""
-    f, _, y0, pattern = problem(n)
-    z0 = arr(y0)
+def mean_u_of(f, n, z0, method, sparsity, span=(0.0, 0.005)):
+    """alpha -> mean u(T), the solve with the Newton matrices sparse (``sparsity`` a pattern) or dense."""
 
     def mean_u(alpha):
-        r = solve_ivp(f, (0.0, 0.01), z0, "BDF", args=(alpha,), rtol=RTOL, atol=ATOL, jac_sparsity=pattern)
+        r = solve_ivp(f, span, z0, method, args=(alpha,), rtol=RTOL, atol=ATOL, jac_sparsity=sparsity)
         return xp.mean(r.y[: n * n, -1])
 
+    return mean_u
+
+
+@pytest.mark.parametrize(
+    "method, n, against_dense",
+    [
+        ("BDF", 8, False),
+        ("Radau", 4, False),
+        pytest.param("BDF", 4, True, marks=pytest.mark.slow),
+        pytest.param("Radau", 4, True, marks=pytest.mark.slow),
+        pytest.param("BDF", 128, False, marks=pytest.mark.slow),
+    ],
+)
+def test_mean_u_derivative_through_the_sparse_newton_solves(method, n, against_dense, monkeypatch):
+    """d(mean u(T))/d(alpha) under grad and jvp with jac_sparsity: the Newton, tangent and adjoint solves
+    are sparse LU factorisations (counted; none on main, where transforms went dense), the discrete
+    adjoint (pa.grad) agrees with forward mode (pa.jvp) to 1e-8 and both with central differences of the
+    eager solve; ``against_dense`` (slow, N = 4): it equals the dense path's to 1e-10 (the same steps: the
+    same Newton iterates, solved by another LU)."""
+    f, _, y0, pattern = problem(n)
+    z0 = arr(y0)
+    span = (1.0, 1.0005) if n > 16 else (0.0, 0.005)
+    mean_u = mean_u_of(f, n, z0, method, pattern, span)
     alpha = xp.asarray(10.0)
+    calls = counted_splu(monkeypatch)
     adjoint = float(pa.grad(mean_u)(alpha))
+    assert calls, "the adjoint went through no sparse factorisation"
+    size = 2 * n * n
+    expected = {(size, size)} if method == "BDF" else {(size, size), (3 * size, 3 * size)}
+    assert set(calls) == expected  # the tangent systems too: no dense 3n x 3n matrix
+    calls.clear()
     forward = float(pa.jvp(mean_u, (alpha,), (xp.asarray(1.0),))[1])
+    assert calls
     h = 1e-3
     central = (float(mean_u(xp.asarray(10.0 + h))) - float(mean_u(xp.asarray(10.0 - h)))) / (2 * h)
     assert abs(adjoint - forward) <= 1e-8 * abs(forward)
-    assert abs(forward - central) <= 1e-2 * abs(central)
+    assert abs(forward - central) <= 1e-3 * abs(central)
+    if against_dense:
+        dense = float(pa.grad(mean_u_of(f, n, z0, method, None, span))(alpha))
+        assert abs(adjoint - dense) <= 1e-10 * abs(dense)
+
+
+def test_sparse_newton_under_vmap_runs_each_example():
+    """vmap over alpha with jac_sparsity: each example's factorisations in a per-example loop (the solve
+    refuses a batch; control/bodies.each_example runs it once per example), the values those of the eager
+    solves one by one."""
+    n = 4
+    f, _, y0, pattern = problem(n)
+    mean_u = mean_u_of(f, n, arr(y0), "BDF", pattern)
+    alphas = [9.0, 10.0]
+    batched = to_numpy(pa.vmap(mean_u)(xp.asarray(alphas)))
+    one_by_one = [float(mean_u(xp.asarray(a))) for a in alphas]
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-12)
+
+
+@pytest.mark.slow  # about 20 s: two solves under grad at N = 32
+def test_sparse_newton_memory_under_grad_is_far_below_a_dense_jacobian():
+    """N = 32 (2,048 states): pa.grad through the BDF solve keeps no n x n array: its peak (the loop's
+    checkpoints of a state of O(n) arrays, about 24 MiB) stays under one dense Jacobian (32 MiB), where the
+    dense path carries the Jacobian and its inverse Newton matrix through the loop and its checkpoints."""
+    small_f, _, small_y0, small_pattern = problem(4)  # warm-up on a small grid: caches, imports
+    pa.grad(mean_u_of(small_f, 4, arr(small_y0), "BDF", small_pattern, (1.0, 1.0005)))(xp.asarray(10.0))
+    n = 32
+    f, _, y0, pattern = problem(n)
+    mean_u = mean_u_of(f, n, arr(y0), "BDF", pattern, (1.0, 1.0005))
+    dense_bytes = (2 * n * n) ** 2 * 8
+    start_tracemalloc()
+    try:
+        pa.grad(mean_u)(xp.asarray(10.0))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < dense_bytes, f"peak {peak / 2**20:.1f} MiB, a dense Jacobian {dense_bytes / 2**20:.0f} MiB"
+
+
+@pytest.mark.slow
+def test_sparse_newton_under_jit():
+    """pa.jit(pa.grad(...)) with jac_sparsity: the factorisations run when the compiled function runs (on
+    concrete values), the same derivative as eagerly; a pattern to detect is refused under jit."""
+    n = 4
+    f, _, y0, pattern = problem(n)
+    mean_u = mean_u_of(f, n, arr(y0), "BDF", pattern)
+    expected = float(pa.grad(mean_u)(xp.asarray(10.0)))
+    compiled = pa.jit(pa.grad(mean_u))
+    assert abs(float(compiled(xp.asarray(10.0))) - expected) <= 1e-12 * abs(expected)
+    with pytest.raises(TypeError, match="jac_sparsity='detect' under pa.jit"):
+        pa.jit(mean_u_of(f, n, arr(y0), "BDF", "detect"))(xp.asarray(10.0))

@@ -128,7 +128,12 @@ def initial_state(problem, t0, y0, int_dtype, first_step=None):
     count = xp.zeros((), dtype=int_dtype, device=y0.device)
     J = common.jacobian(problem, t0, y0)
     njev = count + (0 if common.constant_jacobian(problem) else 1)
-    lu = None if problem.sparse_jacobian is not None else 0.0 * J  # sparse: factors, made when needed
+    if problem.sparse_jacobian is None:
+        lu = 0.0 * J  # the inverse Newton matrix
+    elif xp is not polyad_xp:
+        lu = None  # the sparse factors, made when needed
+    else:  # under a transform: the c of the Newton matrix I - c J (J its CSR values)
+        lu = xp.zeros((), dtype=y0.dtype)
     state.update(order=count + 1, n_equal=count, njev=njev, nlu=count, J=J, lu=lu)
     state["lu_valid"] = xp.asarray(False, device=y0.device)
     state["jac_current"] = xp.asarray(False, device=y0.device)
@@ -155,10 +160,13 @@ def interpolate(problem, step, te):
 # ------------------------------------------------------------------------------ under a transform
 
 
-def _bdf_root(problem, t_new, y_predict, c, psi, M_inv, scale, tol):
+def _bdf_root(problem, t_new, y_predict, c, psi, M_inv, scale, tol, J):
     """``d`` solving ``d + psi - c f(t_new, y_predict + d) = 0`` by ``pa.custom_root`` (the simplified
-    Newton iteration in the kernel, ``d`` differentiated implicitly), with ``(converged, iterations)``."""
+    Newton iteration in the kernel, ``d`` differentiated implicitly), with ``(converged, iterations)``.
+    With ``jac_sparsity``, ``J`` is the Jacobian's CSR values and ``M_inv`` the ``c`` of the Newton
+    matrix ``I - c J``, factorised by the sparse LU in the kernel, as are the tangent and adjoint solves."""
     xp = polyad_xp
+    sparse = problem.sparse_jacobian
     info0 = xp.zeros((3,), dtype=y_predict.dtype, device=y_predict.device)
 
     def residual(x):
@@ -168,14 +176,17 @@ def _bdf_root(problem, t_new, y_predict, c, psi, M_inv, scale, tol):
     def solve(f, x0):
         d0, info = x0
         early_exit = not any(isinstance(v, Tensor) for v in (d0, M_inv, scale))
+        newton = M_inv if sparse is None else sparse.factor("shifted", J, 1.0, -sparse.concrete(M_inv)).solve
         d, converged, iterations, rate = common.simplified_newton(
-            xp, lambda d: f((d, info))[0], d0, M_inv, scale, tol, early_exit, NEWTON_MAXITER
+            xp, lambda d: f((d, info))[0], d0, newton, scale, tol, early_exit, NEWTON_MAXITER
         )
         return d, xp.stack([xp.astype(converged, d.dtype), xp.astype(iterations, d.dtype), rate])
 
     def tangent_solve(g, b):
         bd, b_info = b
         zero_info = 0.0 * b_info
+        if sparse is not None:  # g's CSR values along the colours, the sparse LU (either direction)
+            return sparse.solve_linear(lambda v: g((v, zero_info))[0], bd, 1), zero_info
         matrix = jacfwd(lambda v: g((v, zero_info))[0])(bd)  # g is linear: I - c df/dy at the root
         return xp.linalg.solve(matrix, xp.reshape(bd, (-1, 1)))[:, 0], zero_info
 
@@ -243,12 +254,15 @@ def attempt(problem, state, max_steps, eager):
     psi = xp.sum(xp.reshape(gammas, (-1, 1)) * D, axis=0) / alpha
     scale = sg(problem.atol + problem.rtol * xp.abs(sg(y_predict)))
     c = h / alpha
-    eye = xp.eye(problem.n, dtype=hs.dtype, device=hs.device)
-    M_inv = xp.where(lu_valid, M_inv, sg(xp.linalg.inv(eye - sg(c) * J)))
+    if problem.sparse_jacobian is None:
+        eye = xp.eye(problem.n, dtype=hs.dtype, device=hs.device)
+        M_inv = xp.where(lu_valid, M_inv, sg(xp.linalg.inv(eye - sg(c) * J)))
+    else:  # the Newton matrix I - c J by its c (J: the CSR values), factorised in the root's kernel
+        M_inv = xp.where(lu_valid, M_inv, sg(c))
     one = xp.ones_like(state["njev"])
     nlu = state["nlu"] + xp.where(lu_valid, 0 * one, one)
     d, converged, iterations = _bdf_root(
-        problem, t_new, y_predict, c, psi, M_inv, scale, _newton_tol(problem.rtol)
+        problem, t_new, y_predict, c, psi, M_inv, scale, _newton_tol(problem.rtol), J
     )
     nfev = state["nfev"] + iterations
     y_new = y_predict + d

@@ -219,7 +219,8 @@ def jacobian(problem, t, y):
     """``df/dy`` at ``(t, y)``, not differentiated (the Newton matrices only): the user's ``jac`` (a
     callable of ``(t, y, *args)`` or a constant matrix) where given; else by ``pa.jacfwd``, or outside
     transforms with ``jac_sparsity`` by ``pa.sparse_jacfwd`` (one JVP per colour): the backend's CSR
-    matrix (``sparse_newton.SparseNewton``), factorised by the methods with the backend's sparse LU."""
+    matrix (``sparse_newton.SparseNewton``), factorised by the methods with the backend's sparse LU; under
+    a transform with ``jac_sparsity``, its CSR values alone (a vector), factorised inside the kernels."""
     xp, n = problem.xp, problem.n
     if problem.jac is not None:
         J = problem.jac(t, y, *problem.args) if callable(problem.jac) else problem.jac
@@ -229,19 +230,22 @@ def jacobian(problem, t, y):
         if tuple(J.shape) != (n, n):
             raise ValueError(f"solve_ivp: jac must be of shape {(n, n)} (df/dy), got {tuple(J.shape)}")
         return problem.sg(polyad_xp.astype(J, y.dtype) if xp is polyad_xp else J)
-    if problem.jac_sparsity is not None and xp is not polyad_xp:
-        # outside transforms: the backend's CSR matrix, which the methods factorise by sparse LU
+    if problem.jac_sparsity is not None:
         if problem.sparse_jacobian is None:
             problem.sparse_jacobian = SparseNewton(problem, t, y)
-        return problem.sparse_jacobian(t, y)
+        if xp is not polyad_xp:  # outside transforms: the backend's CSR matrix, factorised by sparse LU
+            return problem.sparse_jacobian(t, y)
+        # under a transform: its CSR values, factorised inside the solves' kernels
+        return problem.sg(problem.sparse_jacobian.traced_values(t, problem.sg(y)))
     return problem.sg(jacfwd(lambda v: problem.rhs(t, v))(problem.sg(y)))
 
 
 def simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit, maxiter):
     """SciPy's simplified Newton iteration (Radau's and BDF's) and its convergence test, at most
     ``maxiter`` iterations: ``(Z, converged, iterations, rate)``. ``residual(Z)`` is ``G(Z)``, ``M_inv``
-    the inverse Newton matrix. With ``early_exit`` (plain arrays) it stops when it has converged or
-    failed; else (a batch) it runs every iteration, each example's result frozen when it stops."""
+    the inverse Newton matrix, or a function solving with the Newton matrix (a sparse LU's ``solve``).
+    With ``early_exit`` (plain arrays) it stops when it has converged or failed; else (a batch) it runs
+    every iteration, each example's result frozen when it stops."""
     shape = tuple(Z0.shape)
     size = math.prod(shape)
     Z = Z0
@@ -252,7 +256,8 @@ def simplified_newton(xp, residual, Z0, M_inv, scale, tol, early_exit, maxiter):
     norm_old = -xp.ones((), dtype=Z0.dtype, device=Z0.device)
     for k in range(maxiter):
         G = residual(Z)
-        dZ = -xp.reshape(M_inv @ xp.reshape(G, (size,)), shape)
+        flat = xp.reshape(G, (size,))
+        dZ = -xp.reshape(M_inv(flat) if callable(M_inv) else M_inv @ flat, shape)
         finite = xp.all(xp.isfinite(G))
         dnorm = rms(xp, dZ / scale)
         has_rate = norm_old > 0

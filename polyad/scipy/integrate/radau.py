@@ -90,15 +90,18 @@ def _newton_matrix(xp, J, h, n, constants=None):
     return eye - h * block
 
 
-def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
+def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0, J):
     """The stage increments ``Z`` (the root of ``G``) by ``pa.custom_root``, with the Newton iteration's
     ``(converged, iterations, rate)``. The solve (``common.simplified_newton`` on plain arrays) is not
     differentiated; ``Z`` is, by the implicit function theorem: ``dZ = -(dG/dZ)^{-1} (dG/dc) dc`` for
     whatever ``G`` depends on (``t``, ``y``, ``h``, ``fun``'s parameters), each order of derivative one more
     tangent solve. The convergence report rides along as a second unknown ``info`` whose residual is
     zero (its derivative is zero; the tangent solve gives it none), since a root's aux has no abstract
-    evaluation under ``pa.jit`` and ``pa.while_loop``."""
+    evaluation under ``pa.jit`` and ``pa.while_loop``. With ``jac_sparsity``, ``J`` is the Jacobian's CSR
+    values and ``M_inv`` the step ``h`` of the Newton matrix ``I - h (A x J)``: the solve factorises it by
+    the sparse LU, and the tangent and adjoint solves their ``3n`` system too (never a dense matrix)."""
     n, xp = problem.n, polyad_xp
+    sparse = problem.sparse_jacobian
     info0 = xp.zeros((3,), dtype=Z0.dtype, device=Z0.device)
 
     def residual(x):
@@ -108,8 +111,11 @@ def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
     def solve(f, x0):
         Z_start, info = x0
         early_exit = not any(isinstance(v, Tensor) for v in (Z_start, M_inv, scale))  # else a batch
+        newton = M_inv
+        if sparse is not None:  # the stages' Newton matrix from J's values, factorised once per (h, J)
+            newton = sparse.factor("radau", J, 0.0, -sparse.concrete(M_inv), A).solve
         Z, converged, iterations, rate = simplified_newton(
-            xp, lambda Z: f((Z, info))[0], Z_start, M_inv, scale, tol, early_exit, NEWTON_MAXITER
+            xp, lambda Z: f((Z, info))[0], Z_start, newton, scale, tol, early_exit, NEWTON_MAXITER
         )
         report = xp.stack([xp.astype(converged, Z.dtype), xp.astype(iterations, Z.dtype), rate])
         return Z, report
@@ -119,6 +125,8 @@ def _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0):
         # Jacobian kept from earlier steps, is not (its solution would be a derivative off by h dJ)
         bZ, b_info = b
         zero_info = 0.0 * b_info  # from an input: a zero made here is a FreshTensor inside the kernel
+        if sparse is not None:  # g's 3n x 3n CSR values along the colours, the sparse LU
+            return sparse.solve_linear(lambda v: g((v, zero_info))[0], bZ, 3), zero_info
         matrix = xp.reshape(jacfwd(lambda v: g((v, zero_info))[0])(bZ), (3 * n, 3 * n))  # g is linear
         x = xp.linalg.solve(matrix, xp.reshape(bZ, (3 * n, 1)))
         return xp.reshape(x, (3, n)), zero_info
@@ -200,24 +208,37 @@ def attempt(problem, state, max_steps, eager):
     scale = stop_gradient(problem.atol + xp.abs(ys) * problem.rtol)
     tol = max(10 * EPS / problem.rtol, min(0.03, problem.rtol**0.5))
     Z0 = _extrapolated(xp, stop_gradient(state["Q"]), stop_gradient(state["h_prev"]), hs)
-    M_inv = stop_gradient(xp.linalg.inv(_newton_matrix(xp, J, hs, problem.n)))
-    Z, converged, iterations, rate = _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0)
+    sparse = problem.sparse_jacobian  # jac_sparsity: J is its CSR values, factorised in the kernels
+    if sparse is None:
+        M_inv = stop_gradient(xp.linalg.inv(_newton_matrix(xp, J, hs, problem.n)))
+    else:
+        M_inv = hs  # the Newton matrix I - h (A x J) by its h
+    Z, converged, iterations, rate = _collocation_root(problem, t, y, h, M_inv, scale, tol, Z0, J)
     Z_star = stop_gradient(Z)
     y_new = y + Z[2, ...]
     # the error estimate and the controller, not differentiated
-    eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
     h_div = xp.where(hs == 0, 1.0, hs)  # a zero step: an example vmap runs on after it finished
-    M_real = MU_REAL / h_div * eye - J
+    if sparse is None:
+        eye = xp.eye(problem.n, dtype=ys.dtype, device=ys.device)
+        M_real = MU_REAL / h_div * eye - J
+
+        def solve_real(v):
+            return xp.linalg.solve(M_real, v[:, None])[:, 0]
+    else:
+
+        def solve_real(v):
+            return sparse.traced_shifted_solve(J, MU_REAL / h_div, -1.0, v)
+
     ZE = _error_stages(problem, Z_star, h_div)
     fs = stop_gradient(f)
-    error = xp.linalg.solve(M_real, (fs + ZE)[:, None])[:, 0]
+    error = solve_real(fs + ZE)
     yn = stop_gradient(y_new)
     scale_new = stop_gradient(problem.atol + xp.maximum(xp.abs(ys), xp.abs(yn)) * problem.rtol)
     err = rms(xp, error / scale_new)
     again = converged & rejected & (err > 1)
     one = xp.ones_like(state["njev"])
     nfev = state["nfev"] + 3 * iterations
-    error2 = xp.linalg.solve(M_real, (stop_gradient(problem.rhs(ts, ys + error)) + ZE)[:, None])[:, 0]
+    error2 = solve_real(stop_gradient(problem.rhs(ts, ys + error)) + ZE)
     err = xp.where(again, rms(xp, error2 / scale_new), err)
     nfev = nfev + one
     safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + xp.astype(iterations, ys.dtype))

@@ -114,13 +114,15 @@ def solve_ivp(
             ``jac(t, y, *args)`` returning an ``(n, n)`` array (or a scipy.sparse matrix, made dense), or a
             constant matrix (never evaluated again); not differentiated. None: ``pa.jacfwd`` of ``fun``.
         jac_sparsity: Radau and BDF only: the pattern of ``df/dy`` (a 2-D boolean array or a scipy.sparse
-            matrix, as ``pa.jacobian_sparsity`` returns) or "detect": outside transforms the Newton Jacobians
-            come from ``pa.sparse_jacfwd`` (one JVP per colour of the pattern, coloured once), under a
-            transform from ``pa.jacfwd`` (the Newton matrix is not differentiated: the same values).
-            Outside transforms the Newton matrices (BDF's ``I - c J``, Radau's ``3n`` one and its error
-            estimate's) are sparse and factorised by the backend's sparse LU (SuperLU; cupyx on CuPy, not
-            verified on a GPU; array_api_strict by counted host copies), BDF's once per Newton matrix;
-            no dense ``n x n`` array is formed. Under a transform the Newton systems are still dense.
+            matrix, as ``pa.jacobian_sparsity`` returns) or "detect": the Newton Jacobians come from one JVP
+            per colour of the pattern (coloured once; not differentiated). The Newton matrices (BDF's ``I -
+            c J``, Radau's ``3n`` one and its error estimate's) are sparse and factorised by the backend's
+            sparse LU (SuperLU; cupyx on CuPy, not verified on a GPU; array_api_strict by counted host
+            copies), BDF's once per Newton matrix; no dense ``n x n`` array is formed. Under grad, jvp and
+            jit too: the Jacobian's CSR values ride in the loop, and the Newton solves and the implicit
+            derivative's tangent and adjoint solves are sparse LU factorisations on concrete values
+            inside ``custom_root``'s kernels. Under vmap each example is factorised in vmap's
+            per-example loop (a ``LoopFallbackWarning``). "detect" is refused under ``pa.jit``.
         progress: show a tqdm progress bar of ``t`` (outside transforms only: under one the loop is one op).
 
     Returns:
