@@ -53,7 +53,7 @@ docs: $(DOCS)
 # The numpy and array_api_strict lanes run as four processes, two at a time (two cores), then the Dask
 # lane; the environment is set up once, before them. The halves were cut by measured durations (pytest
 # --junitxml, 2026-11-28): the strict lane's solver files (integrate, BDF, stiff) against the rest, the
-# numpy lane's test_[a-f] against the rest with the doctests and the interop subset; listed longest first,
+# numpy lane's test_[a-g] against the rest with the doctests and the interop subset; listed longest first,
 # each core takes one strict and one numpy half
 test: $(TEST)
 	$(MAKE) -j2 --output-sync=target test-strict-b test-strict-a test-numpy-b test-numpy-a
@@ -75,7 +75,7 @@ test-strict: $(TEST)
 
 # the halves `make test` runs (see there); test-numpy and test-strict run a whole lane
 SOLVER_TESTS := $(wildcard tests/test_integrate*.py tests/test_bdf*.py tests/test_stiff*.py)
-NUMPY_A := $(filter-out tests/test_dask.py,$(wildcard tests/test_[a-f]*.py))
+NUMPY_A := $(filter-out tests/test_dask.py,$(wildcard tests/test_[a-g]*.py))
 
 test-strict-a: $(TEST)
 	POLYAD_BACKEND=array_api_strict $(PY) -m pytest -q $(SOLVER_TESTS) $(PYTEST_ARGS)
