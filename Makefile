@@ -50,14 +50,13 @@ docs: $(DOCS)
 	$(PY) -m sphinx -E -b html -W --keep-going -q -n docs docs/_build/html
 	@echo "documentation: $(CURDIR)/docs/_build/html/index.html"
 
-# The numpy and array_api_strict lanes run as four processes, two at a time (two cores), then the Dask
-# lane; the environment is set up once, before them. The halves were cut by measured durations (pytest
-# --junitxml, 2026-11-28): the strict lane's solver files (integrate, BDF, stiff) against the rest, the
-# numpy lane's test_[a-g] against the rest with the doctests and the interop subset; listed longest first,
-# each core takes one strict and one numpy half
+# The numpy, array_api_strict and Dask lanes run as five processes, two at a time (two cores); the
+# environment is set up once, before them. The halves were cut by measured durations (CI run of
+# 2026-11-28: strict solver files 305 s, the rest of strict 296 s, numpy test_[h-z] with the doctests and
+# interop 296 s, the Dask lane 215 s, numpy test_[a-g] 144 s), listed longest first so that each core
+# takes the next as it frees (about 11 min of tests; with the Dask lane after the others, 13.5)
 test: $(TEST)
-	$(MAKE) -j2 --output-sync=target test-strict-b test-strict-a test-numpy-b test-numpy-a
-	$(MAKE) test-dask
+	$(MAKE) -j2 --output-sync=target test-strict-a test-strict-b test-numpy-b test-dask test-numpy-a
 
 # SciPy reads SCIPY_ARRAY_API once, when first imported: the interop suite (tests/interop) runs in a
 # process of its own with it set, the rest without it; `make test` runs the interop suite's fast subset
