@@ -121,8 +121,8 @@ def solve_ivp(
             copies), BDF's once per Newton matrix; no dense ``n x n`` array is formed. Under grad, jvp and
             jit too: the Jacobian's CSR values ride in the loop, and the Newton solves and the implicit
             derivative's tangent and adjoint solves are sparse LU factorisations on concrete values
-            inside ``custom_root``'s kernels. Under vmap each example is factorised in vmap's
-            per-example loop (a ``LoopFallbackWarning``). "detect" is refused under ``pa.jit``.
+            inside ``custom_root``'s kernels. Under vmap each example is factorised on its own
+            (the solves refuse a batch and run once per example). "detect" is refused under ``pa.jit``.
         progress: show a tqdm progress bar of ``t`` (outside transforms only: under one the loop is one op).
 
     Returns:
