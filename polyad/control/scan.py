@@ -30,6 +30,7 @@ from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, bind
 from polyad.core.avals import ShapeDtype, dtype_kind, is_floating, itemsize, nbytes, shape_of
+from polyad.graph.compiler.codegen import consuming
 from polyad.ops.base import add, broadcast_to, expand_dims, move_to_front, moveaxis, stack, take_index
 from polyad.ops.fills import zeros, zeros_like
 from polyad.ops.indexing import getitem
@@ -593,6 +594,20 @@ SCAN_REVERSE = Op(
     jvp=_reverse_jvp,
 )
 
+
+def _reverse_freeing(args, *, n_carry, kept, **params):
+    """``SCAN_REVERSE`` in compiled code (``codegen.consuming``): ``args`` a list that holds the only
+    references to the stored states where the graph reads them for the last time; they are taken out of
+    it, so that the sweep frees each at its schedule's ``Free``, as eager ``grad`` does (held as
+    arguments, the primal pass's states would stay alive beside the sweep's own stores: up to twice the
+    ``max_memory`` that counted them)."""
+    start = len(args) - n_carry * len(kept)
+    stored = {s: args[start + j * n_carry : start + (j + 1) * n_carry] for j, s in enumerate(kept)}
+    del args[start:]
+    return reverse_sweep(args, n_carry=n_carry, kept=kept, stored=stored, **params)
+
+
+consuming(SCAN_REVERSE, _reverse_freeing)
 
 SCAN = Op(
     "scan",

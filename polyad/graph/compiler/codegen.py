@@ -10,6 +10,39 @@ import polyad.core.dispatch as dispatch
 from polyad.core.dispatch import BY_TYPE
 from polyad.graph.ir import Const, Var, live_nodes, param_to_backend, signature_error, to_backend
 
+# op -> ``kernel(args, **params)``: compiled code hands it its arguments as a list, having let go of
+# those it read for the last time, so that the kernel frees each as it is done with it (``consuming``)
+CONSUMING = {}
+
+
+def consuming(op, kernel):
+    """Let compiled graphs call ``kernel(args, **params)`` for ``op`` on backend arrays, ``args`` a list
+    of its arguments that only the kernel holds where the graph reads them for the last time: the kernel
+    may delete entries from it as it is done with them. For an op that holds many large arguments
+    through a long call (a scan's backward pass and the states its primal pass stored: each is freed at
+    its schedule's ``Free``, not when the sweep ends).
+
+    Args:
+        op: the ``Op``.
+        kernel: a function of ``(args, **params)`` returning what ``op``'s kernel returns.
+
+    Returns:
+        ``kernel``.
+
+    Example:
+        >>> import numpy as np, polyad.core as core
+        >>> from polyad.graph.compiler import codegen
+        >>> op = core.Op("doc_take_two", lambda xp, a, b: a + b, register=False)
+        >>> def add_freeing(args):
+        ...     a, b = args.pop(), args.pop()
+        ...     return a + b
+        >>> codegen.consuming(op, add_freeing) is add_freeing
+        True
+        >>> del codegen.CONSUMING[op]
+    """
+    CONSUMING[op] = kernel
+    return kernel
+
 
 def compile_graph(graph, b, device=None):
     """``graph`` compiled for the Backend ``b`` (see ``Graph.compile``); ``device``: the device its
@@ -46,6 +79,13 @@ def compile_graph(graph, b, device=None):
             continue
         env[f"k{i}"] = _kernel_of(op, b)
         call = ", ".join(name_of(r) for r in node.inputs)
+        gone = dying.pop(pos, None) if op in CONSUMING else None
+        if gone:  # the list the kernel empties, the last references to what dies here handed over with it
+            lines.append(f"    a{i} = [{call}]")
+            lines.append(f"    del {', '.join(names[v] for v in gone)}")
+            call = f"a{i}"
+        elif op in CONSUMING:
+            call = f"[{call}]"
         if params:
             env[f"p{i}"] = params
             call = f"{call}, **p{i}" if call else f"**p{i}"
@@ -55,6 +95,8 @@ def compile_graph(graph, b, device=None):
             outs.append(names[o.id])
         target = f"({', '.join(outs)},)" if op.multiple_results else outs[0]
         lines.append(f"    {target} = k{i}({call})")
+        if gone:
+            lines.append(f"    del a{i}")
         if pos in dying:  # let go of values nothing reads any more, as eager code does
             lines.append(f"    del {', '.join(names[v] for v in dying[pos])}")
     lines.append(f"    return ({', '.join(name_of(r) for r in graph.outputs)},)")
@@ -68,6 +110,8 @@ def _kernel_of(op, b):
     with kernels per device type or a graph inside, ``bind`` (which chooses); a fused group on NumPy, its
     CPU kernel itself (it hands arrays it does not take to its straight-line kernel), saving the dispatch
     of each call (a few microseconds, most of a small group's time)."""
+    if op in CONSUMING:
+        return CONSUMING[op]
     plain_cpu = b.host_arrays and not dispatch.DEVICE_TYPE_PREDICATES and set(b.device_types) == {"cpu"}
     cpu = op.kernels.get("cpu") if plain_cpu and getattr(op, "fusion", None) is not None else None
     if cpu is not None:
@@ -172,17 +216,26 @@ def interpret_graph(graph, b, device=None):
         gone = tuple(dying.get(pos, ()))
         if op.shape_only is not None and isinstance(node.inputs[0], Var):
             kernel = _shape_only_kernel(op, node.inputs[0], params, b, device)
-            steps.append((kernel, (), {}, outs, False, gone))
+            steps.append((kernel, (), {}, outs, False, gone, False))
             continue
         kernel = _kernel_of(op, b)
-        steps.append((kernel, tuple(ref(r) for r in node.inputs), params, outs, op.multiple_results, gone))
+        refs = tuple(ref(r) for r in node.inputs)
+        steps.append((kernel, refs, params, outs, op.multiple_results, gone, op in CONSUMING))
     inputs = [v.id for v in graph.inputs]
     outputs = [ref(r) for r in graph.outputs]
 
     def run(*args):
         env = dict(zip(inputs, args))
-        for kernel, refs, params, outs, multiple, gone in steps:
-            out = kernel(*[env[r] if is_var else r for is_var, r in refs], **params)
+        for kernel, refs, params, outs, multiple, gone, consumes in steps:
+            args = [env[r] if is_var else r for is_var, r in refs]
+            if consumes:  # the kernel holds the last references to what dies here (see ``consuming``)
+                for vid in gone:
+                    del env[vid]
+                gone = ()
+                out = kernel(args, **params)
+            else:
+                out = kernel(*args, **params)
+            args = None
             if multiple:
                 env.update(zip(outs, out))
             else:
