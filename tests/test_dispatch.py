@@ -1,6 +1,9 @@
 """The dispatcher's device policy, proved without a GPU: stand-in device types are registered for
 some arrays, and an op with per-device kernels must pick the highest-priority one present."""
 
+import threading
+import types
+
 import pytest
 from helpers import to_numpy
 
@@ -101,3 +104,22 @@ def test_strict_devices_as_stand_in():
         assert calls == ["cpu", "cuda"]
     finally:
         undo()
+
+
+def test_what_is_no_array_loads_no_backend(monkeypatch):
+    """pa.jit looks for arrays among a function's globals (``api/_closed_over.py``): a module there
+    (``np``, ``xp``) loaded every installed backend, CuPy and Dask too, in a NumPy process (36 MiB of its
+    memory). Only something with a shape and a dtype loads them now, and is still found."""
+    loads = []
+    monkeypatch.setattr(dispatch, "_NOT_ARRAY", set())
+    monkeypatch.setattr(dispatch, "usable_backends", lambda: loads.append(1))
+    for value in (types, object(), len, dispatch.backend_of_array, Op, threading.local()):
+        assert dispatch.backend_of_array(value) is None
+    assert loads == []
+
+    class Foreign:  # an array of some library no loaded backend owns
+        shape, dtype = (2,), "float64"
+
+    assert dispatch.backend_of_array(Foreign()) is None
+    assert loads == [1]
+    assert dispatch.backend_of_array(pa.xp.ones(2)) is not None

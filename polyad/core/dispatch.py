@@ -9,6 +9,7 @@ so that backends declare their device types through them, and are re-exported he
 
 import os
 import threading
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -163,10 +164,18 @@ def backend_of_array(x):
             if loaded.is_scalar(x) if scalar else isinstance(x, loaded.array_types):
                 BY_TYPE[t] = loaded
                 return loaded
-        if attempt == 0:
+        if attempt == 0 and (scalar or _array_like(x)):
             usable_backends()  # an array of a backend not loaded yet: load every backend that can load
     _NOT_ARRAY.add(t)
     return None
+
+
+def _array_like(x):
+    """Whether ``x`` may be an array of a backend not loaded yet: the standard's arrays have a ``shape``
+    and a ``dtype``; a module or a class with both (NumPy's) is none. Anything else (a module, a function,
+    a ``threading.local`` that ``pa.jit`` meets among a function's globals) would load every installed
+    backend for nothing: CuPy, Dask and array_api_strict cost 36 MiB of a NumPy process's memory."""
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, types.ModuleType | type)
 
 
 def persisted(values):
