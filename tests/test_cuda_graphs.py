@@ -171,6 +171,32 @@ def test_grad_through_a_checkpointed_scan(fake, monkeypatch):
     close(got, pa.jit(pa.grad(loss))(k, u0), tol=1e-14)
 
 
+@pytest.mark.parametrize("steps", [0, 5, 8])
+def test_while_loop_masks_the_steps_past_its_end(fake, monkeypatch, steps):
+    monkeypatch.setattr(graph_steps, "WHILE_STEPS_PER_LAUNCH", K)
+    u0, k, _ = inputs()
+
+    def f(u0, k, n):
+        def body(carry):
+            i, u = carry
+            return i + 1, diffusion(u, k)
+
+        return pa.while_loop(lambda carry: carry[0] < n, body, (xp.asarray(0), u0))
+
+    jitted = pa.jit(f)
+    i, u = jitted(u0, k, xp.asarray(steps))
+    # the condition checked once per launch on the host: steps // K + 1 launches, none step by step
+    assert (fake.captures, fake.launches, fake.steps["plain"]) == (1, steps // K + 1, 0)
+    i3, u3 = jitted(u0, k, xp.asarray(steps + 3))  # the closure's new value reaches the captured steps
+    assert (fake.captures, fake.steps["plain"]) == (1, 0)
+    for got_i, got_u, n in ((i, u, steps), (i3, u3, steps + 3)):
+        expected = u0
+        for _ in range(n):
+            expected = diffusion(expected, k)
+        assert int(got_i) == n
+        close(got_u, expected)
+
+
 def test_no_capture_on_a_transforms_tensors(fake):
     u0, k, xs = inputs()
     f = scan_fn(False)

@@ -18,6 +18,12 @@ and the arrays' backend can capture (the contract's ``graph_capture``), ``run_ca
 - k = 32 for every loop, so that the advances of a reverse sweep, of many lengths, share one capture: a
   launch replaces 32 launches of each of the step's kernels (13.5 µs each) by graph nodes (0.8 µs each),
   and a capture costs one warm-up of k steps, once per signature. Loops shorter than k run as before.
+- ``while_loop`` (``run_while_captured``, where no checkpoint is stored: the forward loop, not its
+  reverse-mode primal pass): ``WHILE_STEPS_PER_LAUNCH`` (8) masked steps per launch, as the batched while
+  loop masks its finished examples: each step checks the condition on the device, steps and keeps the new
+  carry only while every check so far held; the host reads that flag once per launch and stops. A loop of
+  n steps makes ``n // 8 + 1`` launches and computes up to 7 steps it throws away (8, not 32: a masked
+  step of a large state costs its kernels' time).
 - Only on backend arrays: on a transform's tensors the loop runs its body as before (no capture).
 - A step that cannot be captured (it synchronises with the host, say) warns once (``GraphCaptureWarning``)
   and its loops run as before; the capture was ended by the backend (``graph_capture``'s contract).
@@ -32,13 +38,14 @@ import warnings
 import polyad.core.dispatch as dispatch
 from polyad.control.closure import CompiledBody
 from polyad.core import Tensor
-from polyad.ops.base import expand_dims, take_index
+from polyad.ops.base import expand_dims, take_index, where
 from polyad.ops.fills import zeros
 from polyad.ops.manipulation import concat
 
 ENV = "POLYAD_CUDA_GRAPHS"
 SETTINGS = {"": False, "0": False, "1": True}
 STEPS_PER_LAUNCH = 32  # k (see the module docstring for the rule)
+WHILE_STEPS_PER_LAUNCH = 8  # a while loop's masked steps per launch
 MAX_GRAPHS = 8  # captures kept per body (each holds its buffers and its private memory)
 FAILED = "failed"  # a signature whose capture failed: its loops run step by step
 _STATE = {"capturing": False}  # a loop inside a step being captured runs its steps inside that capture
@@ -144,8 +151,11 @@ class _Run:
     def launch(self, i):
         """Steps ``i .. i+k-1`` by one launch; False (nothing run) where the step cannot be captured."""
         if self.graph is None:
-            graph = _captured(self.body, self.capture, self.carry_now(), self.xs, self.consts, self.k,
-                              self.reverse, self.keep_ys)  # fmt: skip
+            carry, xs, consts = self.carry_now(), self.xs, self.consts
+            key = (_avals(carry), tuple(_avals([x[0] for x in xs])), _avals(consts), self.k, self.reverse,
+                   self.keep_ys)  # fmt: skip
+            graph = _captured(self.body, self.capture, key, lambda: _Graph(self.body, carry, xs, consts,
+                              self.k, self.reverse, self.keep_ys))  # fmt: skip
             if graph is None:
                 return False
             self.graph = graph
@@ -194,20 +204,78 @@ class _Graph:
             b[...] = c
 
 
-def _captured(body, capture, carry, xs, consts, k, reverse, keep_ys):
-    """The capture for this signature (taken now if it is the first), or None where it failed."""
-    key = (
-        tuple((tuple(a.shape), str(a.dtype)) for a in carry),
-        tuple((tuple(x.shape[1:]), str(x.dtype)) for x in xs),
-        tuple((tuple(c.shape), str(c.dtype)) for c in consts),
-        k,
-        reverse,
-        keep_ys,
+def run_while_captured(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
+    """A while loop (``polyad.control.while_loop.run_while``'s arguments and result) run
+    ``WHILE_STEPS_PER_LAUNCH`` masked steps per launch, or None where it runs as before (see the module
+    docstring)."""
+    if save_slots is not None or not isinstance(cond, CompiledBody) or n_carry == 0:
+        return None
+    capture = capture_of(body, args)
+    if capture is None:
+        return None
+    carry, c_closure, b_closure = (
+        list(args[:n_carry]),
+        args[n_carry : n_carry + n_cond],
+        args[n_carry + n_cond :],
     )
+    key = ("while", _avals(carry), _avals(c_closure), _avals(b_closure), WHILE_STEPS_PER_LAUNCH)
+    graph = _captured(body, capture, key, lambda: _WhileGraph(cond, body, carry, c_closure, b_closure))
+    if graph is None:
+        return None
+    for buffers, values in (
+        (graph.c_closure, c_closure),
+        (graph.b_closure, b_closure),
+        (graph.carry_in, carry),
+    ):
+        for b, v in zip(buffers, values):
+            b[...] = v
+    graph.alive[...] = True
+    graph.replay.launch()
+    while bool(graph.alive):  # the host reads one flag per launch
+        graph.replay.launch()
+    return tuple(_copy(b) for b in graph.carry_in)
+
+
+class _WhileGraph:
+    """A capture of a while loop's masked steps with the buffers it reads and writes."""
+
+    def __init__(self, cond, body, carry, c_closure, b_closure):
+        self.carry_in = [_copy(c) for c in carry]
+        self.carry_out = [_copy(c) for c in carry]
+        self.c_closure = [_copy(c) for c in c_closure]
+        self.b_closure = [_copy(c) for c in b_closure]
+        flag = dispatch.namespace_of(carry[0]).asarray(True, device=getattr(carry[0], "device", None))
+        self.alive, self.alive_out = flag, _copy(flag)
+        self.cond, self.body = cond.fn, body.fn
+        self.replay = None
+
+    def record(self):
+        """``WHILE_STEPS_PER_LAUNCH`` steps, each kept only while every check so far held."""
+        carry, alive = list(self.carry_in), self.alive
+        logical_and = dispatch.namespace_of(alive).logical_and
+        for _ in range(WHILE_STEPS_PER_LAUNCH):
+            alive = logical_and(alive, self.cond(*carry, *self.c_closure)[0])
+            new = self.body(*carry, *self.b_closure)
+            carry = [where(alive, n, c) for n, c in zip(new, carry)]
+        for b, c in zip(self.carry_out, carry):
+            b[...] = c
+        self.alive_out[...] = alive
+        for b, c in zip(self.carry_in, self.carry_out):
+            b[...] = c
+        self.alive[...] = self.alive_out
+
+
+def _avals(arrays):
+    return tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
+
+
+def _captured(body, capture, key, make):
+    """The capture for this signature (``make()``'s buffers, captured now if it is the first), or None
+    where it failed."""
     graphs = body.captured
     graph = graphs.get(key)
     if graph is None:
-        graph = _Graph(body, carry, xs, consts, k, reverse, keep_ys)
+        graph = make()
         _STATE["capturing"] = True
         try:
             graph.replay = capture.capture(graph.record)
