@@ -4,8 +4,8 @@ No GPU here: the control logic runs against a recording fake of the backend's ``
 set on the lane's own backend, whose capture runs the step's calls once (as CuPy's warm-up does, so that
 inputs the loop did not write again after the capture would show) and whose launch runs them again.
 Values are checked against the same jitted function without graphs, the unrolled Python loop and central
-differences; the counts against the rule (one capture per signature, ``length // k`` launches, the rest
-of the steps one by one). The cuda-marked test runs the real capture on CuPy.
+differences; the counts against the rule (``length // k`` launches of k steps, then one per binary digit
+of the rest, each size captured once per signature). The cuda-marked test runs the real capture on CuPy.
 """
 
 import numpy as np
@@ -117,11 +117,12 @@ def test_scan_replays_k_steps_per_launch(fake, monkeypatch, reverse):
     u0, k, xs = inputs(length=10)
     jitted = pa.jit(scan_fn(reverse))  # a graph with a loop compiles before its first call
     u, ys = jitted(u0, k, xs)
-    assert (fake.captures, fake.launches) == (1, 10 // K)
-    assert fake.steps == {"capture": K, "launch": K * (10 // K), "plain": 10 % K}
+    assert graph_steps.rungs(10) == [K, K, 2]  # the third launch's capture comes after the carry is in
+    assert (fake.captures, fake.launches) == (2, 3)  # the buffers: it must not step on it
+    assert fake.steps == {"capture": K + 2, "launch": 10, "plain": 0}
     k2 = xp.asarray(1.4, dtype=xp.float64)
     u2, ys2 = jitted(u0, k2, xs)  # same signature, new closure value: no new capture
-    assert (fake.captures, fake.launches, fake.steps["plain"]) == (1, 2 * (10 // K), 2 * (10 % K))
+    assert (fake.captures, fake.launches, fake.steps["plain"]) == (2, 6, 0)
     monkeypatch.setenv("POLYAD_CUDA_GRAPHS", "0")
     plain = pa.jit(scan_fn(reverse))
     for got, expected in zip((u, ys, u2, ys2), (*plain(u0, k, xs), *plain(u0, k2, xs))):
@@ -137,7 +138,8 @@ def test_fori_loop(fake):
         return pa.fori_loop(0, 11, lambda i, u: diffusion(u, k) + 0.001 * xp.astype(i, u.dtype), u0)
 
     got = pa.jit(f)(u0, k)
-    assert (fake.captures, fake.launches, fake.steps["plain"]) == (1, 11 // K, 11 % K)
+    assert graph_steps.rungs(11) == [K, K, 2, 1]
+    assert (fake.captures, fake.launches, fake.steps["plain"]) == (3, 4, 0)
     u = u0
     for i in range(11):
         u = diffusion(u, k) + 0.001 * i
@@ -152,10 +154,10 @@ def test_grad_through_a_checkpointed_scan(fake, monkeypatch):
         return xp.sum(u * u)
 
     got = pa.jit(pa.grad(loss))(k, u0)
-    # the primal pass's scan launches between the checkpoints it stores, the sweep's advances of K steps
-    # or more launch too
-    assert fake.launches >= 3 and fake.steps["launch"] == K * fake.launches
-    assert fake.captures <= 2  # one per signature: the primal pass keeps ys or not like the advances
+    # the primal pass's scan launches between the checkpoints it stores, the sweep's advances too: no
+    # step of the compiled body runs by itself
+    assert fake.launches >= 3 and fake.steps["plain"] == 0
+    assert fake.captures <= 6  # rungs of K, 2 and 1 steps for each of 2 signatures at most
 
     def by_hand(k):
         u = u0
@@ -225,12 +227,18 @@ def test_a_failed_capture_warns_once_and_runs_step_by_step(fake):
     assert fake.captures == 1 and fake.steps["plain"] == 20
 
 
-def test_loops_shorter_than_k_and_the_default_run_step_by_step(fake, monkeypatch):
-    u0, k, xs = inputs(length=K - 1)
-    pa.jit(scan_fn(False))(u0, k, xs)
+def test_the_default_runs_step_by_step(fake, monkeypatch):
     monkeypatch.delenv("POLYAD_CUDA_GRAPHS")
-    pa.jit(scan_fn(False))(u0, k, inputs(length=10)[2])
-    assert (fake.captures, fake.launches, fake.steps["plain"]) == (0, 0, K - 1 + 10)
+    pa.jit(scan_fn(False))(*inputs(length=10))
+    assert (fake.captures, fake.launches, fake.steps["plain"]) == (0, 0, 10)
+
+
+def test_rungs_cover_every_step_with_few_launches(monkeypatch):
+    monkeypatch.setattr(graph_steps, "STEPS_PER_LAUNCH", 32)
+    for steps in range(200):
+        sizes = graph_steps.rungs(steps)
+        assert sum(sizes) == steps and sizes == sorted(sizes, reverse=True)
+        assert set(sizes) <= {32, 16, 8, 4, 2, 1} and len(sizes) == steps // 32 + bin(steps % 32).count("1")
 
 
 def test_a_bad_setting_is_named(monkeypatch):

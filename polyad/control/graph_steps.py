@@ -1,23 +1,26 @@
-"""A compiled loop's steps replayed from device graphs (CUDA graphs on CuPy), k steps per launch.
+"""A compiled loop's steps replayed from device graphs (CUDA graphs on CuPy), up to 32 steps per launch.
 
 Under ``pa.jit`` a scan (``fori_loop``, the advances of a checkpointed reverse sweep) runs its compiled
 body (a ``CompiledBody``) once per step from Python, and on CuPy each kernel launched that way costs about
 13.5 µs against about 0.8 µs per node replayed from a CUDA graph. Where ``$POLYAD_CUDA_GRAPHS`` is "1"
 and the arrays' backend can capture (the contract's ``graph_capture``), ``run_captured`` runs the loop
-``STEPS_PER_LAUNCH`` (k) steps per launch:
+several steps per launch:
 
-- "k applications of the compiled step" is captured once per signature (the shapes and dtypes of the
-  carry, of a step's slices of xs and of the closure; k; the direction; whether ys are kept), into
+- "n applications of the compiled step" is captured once per signature (the shapes and dtypes of the
+  carry, of a step's slices of xs and of the closure; the direction; whether ys are kept) and n, into
   buffers allocated before the capture and kept with it on the body (``CompiledBody.captured``): the
-  carry in, the carry out (then copied back in, so that launches chain), k slices of xs, the closure, k
-  slices of each y. Each call copies its closure in once and each launch its k slices of xs; the carry is
-  copied in before the first launch of a run of launches and out after the last.
-- ``length // k`` launches (fewer where an enclosing rule stores the carry before a step: a launch never
-  spans such a step), the rest of the steps as before, one by one. The schedule of a checkpointed reverse
-  sweep is decided on the host between launches, as before.
-- k = 32 for every loop, so that the advances of a reverse sweep, of many lengths, share one capture: a
-  launch replaces 32 launches of each of the step's kernels (13.5 µs each) by graph nodes (0.8 µs each),
-  and a capture costs one warm-up of k steps, once per signature. Loops shorter than k run as before.
+  carry in, the carry out (then copied back in, so that launches chain) and the closure, shared by the
+  signature's captures, and each capture's n slices of xs and of each y. Each call copies its closure in
+  once and each launch its n slices of xs; the carry is copied in before the first launch of a run of
+  launches and out after the last.
+- A run of m steps is ``rungs(m)``: ``m // k`` launches of k = ``STEPS_PER_LAUNCH`` = 32 steps, then one
+  launch for each binary digit of the rest (16, 8, 4, 2, 1 steps): at most ``m // 32 + 5`` launches, and
+  at most 6 captures per signature (63 warm-up steps, once). A launch never spans a step before which an
+  enclosing rule stores the carry (a checkpoint), so the runs are the stretches between those. Fixed
+  sizes rather than one capture per length: the advances of a checkpointed reverse sweep, of many
+  lengths, share them. The schedule of the sweep is decided on the host between launches, as before.
+- Each launch replaces n launches of each of the step's kernels (about 13.5 µs each on CuPy) by graph
+  nodes (about 0.8 µs each) and one launch.
 - ``while_loop`` (``run_while_captured``, where no checkpoint is stored: the forward loop, not its
   reverse-mode primal pass): ``WHILE_STEPS_PER_LAUNCH`` (8) masked steps per launch, as the batched while
   loop masks its finished examples: each step checks the condition on the device, steps and keeps the new
@@ -94,25 +97,22 @@ def capture_of(body, args):
 
 
 def run_captured(args, *, body, length, reverse, n_carry, n_xs, save=(), keep_ys=True, **params):
-    """A scan's loop (``polyad.control.scan.run_loop``'s arguments and result) with its steps replayed k
-    at a time from a captured graph, or None where it runs as before (see the module docstring)."""
-    k = STEPS_PER_LAUNCH
-    capture = capture_of(body, args) if length >= k else None
+    """A scan's loop (``polyad.control.scan.run_loop``'s arguments and result) with its steps replayed
+    from captured graphs (``rungs``), or None where it runs as before (see the module docstring)."""
+    capture = capture_of(body, args) if length > 0 else None
     if capture is None:
         return None
-    carry, xs, consts = (
-        list(args[:n_carry]),
-        list(args[n_carry : n_carry + n_xs]),
-        list(args[n_carry + n_xs :]),
-    )
-    run = _Run(body, capture, carry, xs, consts, length, reverse, keep_ys, k)
+    carry, xs = list(args[:n_carry]), list(args[n_carry : n_carry + n_xs])
+    run = _Run(body, capture, carry, xs, list(args[n_carry + n_xs :]), length, reverse, keep_ys)
     stops = sorted({s for s in save if 0 <= s < length} | {length})
     saved, i = {}, 0
     for stop in stops:
         if i in save:
             saved[i] = run.carry_now()
-        while stop - i >= k and run.launch(i):
-            i += k
+        for size in rungs(stop - i):
+            if not run.launch(i, size):
+                break
+            i += size
         while i < stop:
             run.step(i)
             i += 1
@@ -121,23 +121,43 @@ def run_captured(args, *, body, length, reverse, n_carry, n_xs, save=(), keep_ys
     return (*run.carry_now(), *ys, *[leaf for s in save for leaf in saved[s]])
 
 
+def rungs(steps):
+    """The launches that run ``steps`` steps: ``steps // k`` graphs of k = ``STEPS_PER_LAUNCH`` steps,
+    then one of each power of two in the rest (its binary digits), largest first.
+
+    Args:
+        steps: a non-negative int.
+
+    Returns:
+        The number of steps of each launch, in order (a list of ints).
+
+    Example:
+        >>> from polyad.control.graph_steps import rungs
+        >>> rungs(70)  # k = 32
+        [32, 32, 4, 2]
+    """
+    k = STEPS_PER_LAUNCH
+    rest = steps % k
+    return [k] * (steps // k) + [1 << b for b in range(rest.bit_length() - 1, -1, -1) if rest >> b & 1]
+
+
 class _Run:
-    """One loop's state: its carry (arrays, or in the graph's input buffers after a launch) and its ys,
+    """One loop's state: its carry (arrays, or the graphs' input buffers after a launch) and its ys,
     chunk by chunk in execution order, each chunk in the order of xs."""
 
-    def __init__(self, body, capture, carry, xs, consts, length, reverse, keep_ys, k):
-        self.body, self.capture, self.k = body, capture, k
+    def __init__(self, body, capture, carry, xs, consts, length, reverse, keep_ys):
+        self.body, self.capture = body, capture
         self.carry, self.xs, self.consts = carry, xs, consts
         self.length, self.reverse, self.keep_ys = length, reverse, keep_ys
         self.n_carry = len(carry)
         self.ys = []
-        self.graph = None  # the capture this loop launches, once taken
-        self.in_buffers = False  # whether the carry is the graph's input buffers
+        self.buffers = None  # the signature's buffers, once a launch needs them
+        self.in_buffers = False  # whether the carry is in ``buffers.carry_in``
 
     def carry_now(self):
         """The carry as arrays of this loop's own (copies out of the buffers, which later launches reuse)."""
         if self.in_buffers:
-            self.carry = [_copy(b) for b in self.graph.carry_in]
+            self.carry = [_copy(b) for b in self.buffers.carry_in]
             self.in_buffers = False
         return list(self.carry)
 
@@ -148,59 +168,77 @@ class _Run:
         if self.keep_ys:
             self.ys.append([expand_dims(y, axis=0) for y in out[self.n_carry :]])
 
-    def launch(self, i):
-        """Steps ``i .. i+k-1`` by one launch; False (nothing run) where the step cannot be captured."""
-        if self.graph is None:
-            carry, xs, consts = self.carry_now(), self.xs, self.consts
-            key = (_avals(carry), tuple(_avals([x[0] for x in xs])), _avals(consts), self.k, self.reverse,
+    def launch(self, i, size):
+        """Steps ``i .. i+size-1`` by one launch; False (nothing run) where they cannot be captured."""
+        if self.buffers is None:
+            carry = self.carry_now()
+            key = (_avals(carry), _avals([x[0] for x in self.xs]), _avals(self.consts), self.reverse,
                    self.keep_ys)  # fmt: skip
-            graph = _captured(self.body, self.capture, key, lambda: _Graph(self.body, carry, xs, consts,
-                              self.k, self.reverse, self.keep_ys))  # fmt: skip
-            if graph is None:
-                return False
-            self.graph = graph
-            for b, c in zip(graph.const_in, self.consts):
+            buffers = _cached(self.body, key, lambda: _Buffers(self.body, carry, self.consts, self.keep_ys))
+            for b, c in zip(buffers.const_in, self.consts):
                 b[...] = c
-        graph = self.graph
+            self.buffers = buffers
+        if size not in self.buffers.rungs:
+            self.carry_now()  # a capture may run its steps on the buffers: the carry out of them first
+        rung = self.buffers.rung(size, self.body, self.capture, self.xs, self.reverse)
+        if rung is None:
+            return False
         if not self.in_buffers:
-            for b, c in zip(graph.carry_in, self.carry):
+            for b, c in zip(self.buffers.carry_in, self.carry):
                 b[...] = c
             self.in_buffers = True
-        lo = self.length - i - self.k if self.reverse else i
-        for b, x in zip(graph.xs_in, self.xs):
-            b[...] = x[lo : lo + self.k]
-        graph.replay.launch()
+        lo = self.length - i - size if self.reverse else i
+        for b, x in zip(rung.xs_in, self.xs):
+            b[...] = x[lo : lo + size]
+        rung.replay.launch()
         if self.keep_ys:
-            self.ys.append([_copy(b) for b in graph.ys_out])
+            self.ys.append([_copy(b) for b in rung.ys_out])
         return True
 
 
-class _Graph:
-    """A capture of k steps with the buffers it reads and writes (kept alive with it)."""
+class _Buffers:
+    """What a signature's captures share: the carry in and out, the closure, and a capture per number of
+    steps (``rungs``: each with its own slices of xs and of the ys), or ``FAILED``."""
 
-    def __init__(self, body, carry, xs, consts, k, reverse, keep_ys):
-        device = getattr(carry[0], "device", None) if carry else None
+    def __init__(self, body, carry, consts, keep_ys):
         self.carry_in = [_copy(c) for c in carry]
         self.carry_out = [_copy(c) for c in carry]
-        self.xs_in = [_copy(x[:k]) for x in xs]
         self.const_in = [_copy(c) for c in consts]
-        y_avals = body.out_avals[len(carry) :] if keep_ys else []
-        self.ys_out = [zeros((k, *a.shape), dtype=a.dtype, device=device) for a in y_avals]
-        self.fn, self.k, self.reverse = body.fn, k, reverse
+        self.device = getattr(carry[0], "device", None) if carry else None
+        self.y_avals = body.out_avals[len(carry) :] if keep_ys else []
+        self.rungs = {}
+
+    def rung(self, size, body, capture, xs, reverse):
+        """The capture of ``size`` steps (taken now if it is the first), or None where it failed."""
+        if size not in self.rungs:
+            rung = _Rung(self, size, body.fn, xs, reverse)
+            rung.replay = _take(capture, rung.record, body.where)
+            self.rungs[size] = FAILED if rung.replay is None else rung
+        rung = self.rungs[size]
+        return None if rung is FAILED else rung
+
+
+class _Rung:
+    """``size`` applications of the compiled step, from ``carry_in`` back into ``carry_in``."""
+
+    def __init__(self, buffers, size, fn, xs, reverse):
+        self.buffers, self.size, self.fn, self.reverse = buffers, size, fn, reverse
+        self.xs_in = [_copy(x[:size]) for x in xs]
+        self.ys_out = [zeros((size, *a.shape), dtype=a.dtype, device=buffers.device) for a in buffers.y_avals]
         self.replay = None
 
     def record(self):
-        """k applications of the compiled step, from ``carry_in`` back into ``carry_in``."""
-        carry, n = list(self.carry_in), len(self.carry_in)
-        for j in range(self.k):
-            t = self.k - 1 - j if self.reverse else j
-            out = self.fn(*carry, *[take_index(b, t) for b in self.xs_in], *self.const_in)
+        buffers = self.buffers
+        carry, n = list(buffers.carry_in), len(buffers.carry_in)
+        for j in range(self.size):
+            t = self.size - 1 - j if self.reverse else j
+            out = self.fn(*carry, *[take_index(b, t) for b in self.xs_in], *buffers.const_in)
             carry = list(out[:n])
             for b, y in zip(self.ys_out, out[n:]):
                 b[t] = y
-        for b, c in zip(self.carry_out, carry):  # not into carry_in at once: an output may be a view of it
+        for b, c in zip(buffers.carry_out, carry):  # not into carry_in at once: an output may be a view of it
             b[...] = c
-        for b, c in zip(self.carry_in, self.carry_out):
+        for b, c in zip(buffers.carry_in, buffers.carry_out):
             b[...] = c
 
 
@@ -219,8 +257,10 @@ def run_while_captured(args, *, cond, body, n_carry, n_cond, save_slots=None, **
         args[n_carry + n_cond :],
     )
     key = ("while", _avals(carry), _avals(c_closure), _avals(b_closure), WHILE_STEPS_PER_LAUNCH)
-    graph = _captured(body, capture, key, lambda: _WhileGraph(cond, body, carry, c_closure, b_closure))
-    if graph is None:
+    graph = _cached(body, key, lambda: _WhileGraph(cond, body, carry, c_closure, b_closure))
+    if graph.replay is None:
+        graph.replay = _take(capture, graph.record, body.where) or FAILED
+    if graph.replay is FAILED:
         return None
     for buffers, values in (
         (graph.c_closure, c_closure),
@@ -269,30 +309,31 @@ def _avals(arrays):
     return tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
 
 
-def _captured(body, capture, key, make):
-    """The capture for this signature (``make()``'s buffers, captured now if it is the first), or None
-    where it failed."""
+def _cached(body, key, make):
+    """The buffers (and captures) of signature ``key`` on ``body``: ``make()``'s, the first time."""
     graphs = body.captured
-    graph = graphs.get(key)
-    if graph is None:
-        graph = make()
-        _STATE["capturing"] = True
-        try:
-            graph.replay = capture.capture(graph.record)
-        except Exception as exc:
-            warnings.warn(
-                f"{body.where}: the compiled step could not be captured into a device graph "
-                f"({type(exc).__name__}: {exc}); its loops of this signature run step by step",
-                GraphCaptureWarning,
-                stacklevel=2,
-            )
-            graph = FAILED
-        finally:
-            _STATE["capturing"] = False
-        graphs[key] = graph
+    if key not in graphs:
+        graphs[key] = make()
         while len(graphs) > MAX_GRAPHS:
             del graphs[next(iter(graphs))]
-    return None if graph is FAILED else graph
+    return graphs[key]
+
+
+def _take(capture, record, where):
+    """``capture.capture(record)``, or None (with a ``GraphCaptureWarning``) where it failed."""
+    _STATE["capturing"] = True
+    try:
+        return capture.capture(record)
+    except Exception as exc:
+        warnings.warn(
+            f"{where}: the compiled step could not be captured into a device graph "
+            f"({type(exc).__name__}: {exc}); its loops of this signature run step by step",
+            GraphCaptureWarning,
+            stacklevel=3,
+        )
+        return None
+    finally:
+        _STATE["capturing"] = False
 
 
 def _copy(a):
