@@ -1,6 +1,12 @@
 """GPU workloads G1-G7 (BENCHMARKS.md): polyad eager and ``pa.jit`` against torch.func and ``jax.jit``.
 
     POLYAD_BACKEND=cupy python scripts/bench_gpu.py [--quick] [--workload G2] [--budget 8]
+    POLYAD_BACKEND=cupy python scripts/bench_gpu.py --workload G6s   # not in the default run
+
+G6s (issue 34's per-step table) times ``pa.jit(pa.grad)`` of a 200-step checkpointed scan of the diffusion
+step per step at n = 10^4, 10^6, 10^7 against ``jax.jit(jax.grad(lax.scan(jax.checkpoint(step))))``, and
+the forward scan alone under ``pa.jit`` at 10^6 (target: at most 12 µs a step), each with
+``$POLYAD_CUDA_GRAPHS`` unset and "1" (read at each call: the script switches it between rows).
 
 Needs CuPy and a CUDA GPU; torch and JAX rows appear where those import with a GPU. Float64 throughout.
 Each system warms up, then the median of timed calls is reported (the device synchronised around each
@@ -277,6 +283,88 @@ def g7(quick):
     return (x,), systems
 
 
+def g6s(quick, budget):
+    """Issue 34's per-step table (see the module docstring); returns the number of failed or mismatched
+    rows."""
+    import os
+
+    import cupy
+
+    steps, failures = 200, 0
+    step = _diffusion_step(xp, lambda u, s: xp.roll(u, s))
+
+    def loss(k, u0):
+        u, _ = pa.scan(lambda u, _: (step(u, k), None), u0, length=steps, checkpoints="sqrt")
+        return xp.sum(u * u)
+
+    def forward(k, u0):
+        u, _ = pa.scan(lambda u, _: (step(u, k), None), u0, length=steps)
+        return u  # no reduction after the loop: the forward steps alone
+
+    def row(label, fn, args, sync, reference):
+        nonlocal failures
+        try:
+            t, count = timeit(functools.partial(fn, *args), sync, budget)
+            value = _host(fn(*args))
+            if reference is None:
+                reference, check = value, "reference"
+            else:
+                err = np.max(np.abs(value - reference)) / (np.max(np.abs(reference)) or 1.0)
+                check = f"rel err {err:.1e}" + ("" if err < 1e-8 else "  MISMATCH")
+                failures += err >= 1e-8
+            print(f"  {label:34s} {t / steps * 1e6:10.2f} us/step  (median of {count})  {check}", flush=True)
+        except Exception as exc:  # a row's failure is data
+            failures += 1
+            msg = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+            print(f"  {label:34s} FAILED {msg[:300]}", flush=True)
+        return reference
+
+    before = os.environ.get("POLYAD_CUDA_GRAPHS")
+    cases = [(n, "grad") for n in ((10_000, 100_000) if quick else (10_000, 1_000_000, 10_000_000))]
+    cases.append((100_000 if quick else 1_000_000, "forward"))
+    try:
+        for n, what in cases:
+            print(f"  n = {n}, {steps} steps, {what}", flush=True)
+            u0 = np.sin(np.linspace(0, 2 * np.pi, n))
+            args = (cupy.asarray(0.5), cupy.asarray(u0))
+            jitted = pa.jit(pa.grad(loss) if what == "grad" else forward)
+            reference = None
+            for setting in (None, "1"):
+                if setting is None:
+                    os.environ.pop("POLYAD_CUDA_GRAPHS", None)
+                else:
+                    os.environ["POLYAD_CUDA_GRAPHS"] = setting
+                label = f"pa.jit({what}) POLYAD_CUDA_GRAPHS={setting or 'unset'}"
+                reference = row(label, jitted, args, _sync, reference)
+            if "jax" in _PEERS:
+                jax = _jax()
+                device = jax.devices("gpu")[0]
+                jargs = (jax.device_put(np.asarray(0.5), device), jax.device_put(u0, device))
+                row(f"jax.jit({what})", _g6s_jax(what, steps), jargs, _sync, reference)  # device-wide sync
+    finally:
+        if before is None:
+            os.environ.pop("POLYAD_CUDA_GRAPHS", None)
+        else:
+            os.environ["POLYAD_CUDA_GRAPHS"] = before
+    return failures
+
+
+def _g6s_jax(what, steps):
+    """G6s's JAX row: ``jax.jit(jax.grad(...))`` of the scan of the checkpointed step, or the forward."""
+    jax, jnp = _jax(), _jnp()
+    st = _diffusion_step(jnp, lambda u, s: jnp.roll(u, s))
+    checkpointed = jax.checkpoint(st)
+
+    def loss(k, u0):
+        u, _ = jax.lax.scan(lambda u, _: (checkpointed(u, k), None), u0, length=steps)
+        return jnp.sum(u * u)
+
+    def forward(k, u0):
+        return jax.lax.scan(lambda u, _: (st(u, k), None), u0, length=steps)[0]
+
+    return jax.jit(jax.grad(loss) if what == "grad" else forward)
+
+
 WORKLOADS = {
     "G1": ("jacrev of tanh(W @ x + b)", g1),
     "G2": ("jacfwd of the 2-D Bratu residual", g2),
@@ -343,7 +431,7 @@ def _sync_for(system):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
-    parser.add_argument("--workload", action="append", help="G1..G7 (repeatable); default all")
+    parser.add_argument("--workload", action="append", help="G1..G7, G6s (repeatable); default G1..G7")
     parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per cell")
     args = parser.parse_args(argv)
     if pa.get_backend() != "cupy":
@@ -352,6 +440,13 @@ def main(argv=None):
     print(f"peers with a GPU: {sorted(_PEERS) or 'none'}", flush=True)
     failures = 0
     for name in args.workload or list(WORKLOADS):
+        if name == "G6s":
+            print(
+                "\nG6s per step: grad through a 200-step checkpointed scan, CUDA graphs off and on",
+                flush=True,
+            )
+            failures += g6s(args.quick, args.budget)
+            continue
         title, make = WORKLOADS[name]
         inputs, systems = make(args.quick)
         print(f"\n{name} {title}", flush=True)

@@ -10,7 +10,8 @@
 #
 # Wheels of what the GPU image lacks (array-api-compat, optree, array-api-strict, pytest-timeout) are
 # installed from .whl/ if that folder exists (see BENCHMARKS.md, "GPU check", for how it is filled).
-# Files written: info.txt (card, driver, versions), demo.log, bench_gpu.log, lane.log (one line per test,
+# Files written: info.txt (card, driver, versions), demo.log, bench_gpu.log, bench_g6s.log (issue 34's
+# per-step table, CUDA graphs off and on: POLYAD_CUDA_GRAPHS), lane.log (one line per test,
 # written as each ends), lane_failures.txt (the failed tests with their one-line reasons), summary.txt.
 set -u
 cd "$(dirname "$0")/.."
@@ -30,10 +31,12 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 POLYAD_BACKEND=cupy XLA_PYTHON_CLIENT_PREALLOCATE=false
 LANE_TESTS=tests
 BENCH_ARGS=(--budget "${BENCH_BUDGET:-1.5}")
+G6S_ARGS=(--workload G6s --budget "${BENCH_BUDGET:-1.5}")
 if [ -n "${DRY_RUN:-}" ]; then  # no GPU: the plumbing (logs, timeouts, summary) on NumPy
     export POLYAD_BACKEND=numpy
     LANE_TESTS=tests/test_cuda_driver.py
     BENCH_ARGS=(--help)
+    G6S_ARGS=(--workload G6s --quick --help)
 fi
 
 {
@@ -56,6 +59,11 @@ timeout -k 5 "${BENCH_S:-120}" "$PY" scripts/bench_gpu.py "${BENCH_ARGS[@]}" >"$
 BENCH_RC=$?
 cat "$LOG/bench_gpu.log"
 
+echo "== bench_gpu G6s (per step, POLYAD_CUDA_GRAPHS unset and 1)"
+timeout -k 5 "${G6S_S:-90}" "$PY" scripts/bench_gpu.py "${G6S_ARGS[@]}" >"$LOG/bench_g6s.log" 2>&1
+G6S_RC=$?
+cat "$LOG/bench_g6s.log"
+
 LANE_S=$(($(left) - 15))
 echo "== lane ($POLYAD_BACKEND), ${LANE_S} s"
 # over every core with pytest-xdist (on the GPU image); without it one process, still logging per test
@@ -70,7 +78,7 @@ grep -E "(FAILED|ERROR) tests/" "$LOG/lane.log" | sed 's/^\[gw[0-9]*\] \[ *[0-9]
 
 {
     echo "card: $(head -2 "$LOG/info.txt" | tail -1)"
-    echo "demo rc=$DEMO_RC, bench_gpu rc=$BENCH_RC, lane rc=$LANE_RC (124: cut at ${LANE_S} s)"
+    echo "demo rc=$DEMO_RC, bench_gpu rc=$BENCH_RC, lane rc=$LANE_RC (124: cut at ${LANE_S} s), bench_g6s rc=$G6S_RC"
     echo "lane: $(grep -cE '(PASSED|XFAIL|XPASS)' "$LOG/lane.log") passed, \
 $(grep -c SKIPPED "$LOG/lane.log") skipped, $(grep -cE '^(FAILED|ERROR) ' "$LOG/lane_failures.txt") failed"
     tail -1 "$LOG/lane.log"

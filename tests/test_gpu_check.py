@@ -28,9 +28,10 @@ def test_the_dry_run_leaves_every_log_and_a_summary(tmp_path):
                           timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     logs = {p.name for p in tmp_path.iterdir()}
-    assert {"info.txt", "demo.log", "bench_gpu.log", "lane.log", "lane_failures.txt", "summary.txt"} <= logs
+    assert {"info.txt", "demo.log", "bench_gpu.log", "bench_g6s.log", "lane.log", "lane_failures.txt",
+            "summary.txt"} <= logs  # fmt: skip
     summary = (tmp_path / "summary.txt").read_text()
-    assert "demo rc=0, bench_gpu rc=0, lane rc=0" in summary, summary
+    assert "demo rc=0, bench_gpu rc=0, lane rc=0" in summary and "bench_g6s rc=0" in summary, summary
     # one log line per test of the lane's file, counted by the summary as pytest counts them
     lane = (tmp_path / "lane.log").read_text()
     passed = lane.count(" PASSED")

@@ -83,6 +83,14 @@ Its fields:
   groups under ``math="exact"``; None: every op) and ``expressions`` (``{op name: code template}``, one for
   every op of ``polyad.graph.compiler.fusion.FUSABLE``; ``{0}``, ``{1}`` are the arguments). The compiler
   asks it, never a backend's module.
+- ``graph_capture`` (optional; default None): replay of a Python function of device arrays as one
+  device graph (CuPy's CUDA graphs), an object with ``capture(record) -> replay``: ``record()`` launches
+  kernels that read and write only arrays allocated before the call and kept alive by the caller, and
+  nothing in it synchronises with the host; ``replay.launch()`` runs what ``record`` launched again, on
+  the current stream. ``capture`` may run ``record`` for real before recording it (a warm-up that
+  compiles its kernels), so the caller writes the inputs after the capture; what ``record`` allocates
+  comes from memory private to the replay, kept alive with it. A failure inside leaves no capture open
+  and is raised. ``pa.jit``'s loops replay their compiled steps through it (``polyad.control.graph_steps``).
 - ``version`` (a string) and ``native`` (the library module, or None): for ``python -m polyad info``.
 
 **Each backend folder** has the same files: ``__init__.py`` (``load() -> Backend``), ``extras.py``
@@ -144,7 +152,8 @@ class Backend:
             ``fused_kernels(spec, fallback) -> {device type: kernel}`` for a ``polyad.graph.compiler.fusion``
             group (an empty dict where it cannot build one); sparse: default ``extras.sparse``, else None
             (no sparse linear algebra); host_arrays, ufunc_out, lazy: default False; fusion: default
-            None (no fused kernels of its own).
+            None (no fused kernels of its own); graph_capture: default None (loop steps launched one by
+            one).
 
     Example:
         >>> from polyad.backends import numpy as numpy_backend
@@ -178,9 +187,11 @@ class Backend:
         ufunc_out=False,
         lazy=False,
         fusion=None,
+        graph_capture=None,
     ):
         self.name = name
         self.fusion = fusion
+        self.graph_capture = graph_capture
         self.fused_kernels = fused_kernels if fused_kernels is not None else getattr(fusion, "kernels", None)
         self.host_arrays = host_arrays
         self.ufunc_out = ufunc_out
@@ -358,6 +369,8 @@ def check(backend, name=None):
         lacking += [m for m in ("exact_ops", "expressions") if not hasattr(backend.fusion, m)]
         if lacking:
             problems.append(f"fusion lacks {', '.join(lacking)}")
+    if backend.graph_capture is not None and not callable(getattr(backend.graph_capture, "capture", None)):
+        problems.append(f"graph_capture lacks capture(record), got {backend.graph_capture!r}")
     if not isinstance(backend.version, str):
         problems.append(f"version must be a str, got {backend.version!r}")
     if problems:

@@ -127,6 +127,7 @@ class CompiledBody:
         self.body, self.fn, self.compile_fn = body, fn, compile_fn
         self.closures, self.out_avals, self.where = body.closures, body.out_avals, body.where
         self._shared = {} if shared is None else shared  # the pullback, shared with bodies of its graph
+        self.captured = {}  # device graphs of k steps, per signature (polyad.control.graph_steps)
 
     def compiled_pullback(self, args, cotangents):
         """One step's cotangents of its inputs (zeros where none) given its outputs' (None for none), by

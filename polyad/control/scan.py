@@ -27,6 +27,7 @@ import math
 import polyad.control.schedules as schedules
 import polyad.core.dispatch as dispatch
 from polyad.control.bodies import BatchedBody, DualBody, recorded, step_pullback, with_batch_at
+from polyad.control.graph_steps import run_captured
 from polyad.control.schedules import Free, Restore, Store, Turn
 from polyad.core import Op, bind
 from polyad.core.avals import ShapeDtype, dtype_kind, is_floating, itemsize, nbytes, shape_of
@@ -77,7 +78,8 @@ def run_loop(args, *, body, length, reverse, n_carry, n_xs, save=(), keep_ys=Tru
 
 
 def _kernel(xp, *args, **params):
-    return run_loop(args, **params)
+    out = run_captured(args, **params)  # None unless the steps replay from device graphs
+    return run_loop(args, **params) if out is None else out
 
 
 def _abstract(xp, *avals, body, length, n_carry, save=(), keep_ys=True, **params):

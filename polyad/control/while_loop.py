@@ -34,6 +34,7 @@ from polyad.control.closure import (
     replayed,
     trace,
 )
+from polyad.control.graph_steps import run_while_captured
 from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
 from polyad.control.scan import SCAN, auto_slots, refuse_random_recomputation
 from polyad.control.while_steps import (
@@ -130,7 +131,9 @@ def _saved_outputs(carry, stored, steps, slots):
 
 
 def _kernel(xp_, *args, **params):
-    return tuple(plain(o) for o in run_while(args, **params))  # raw arrays out (the count is made here)
+    out = run_while_captured(args, **params)  # None unless the steps replay from device graphs
+    out = run_while(args, **params) if out is None else out
+    return tuple(plain(o) for o in out)  # raw arrays out (the count is made here)
 
 
 def _abstract(xp_, *avals, n_carry, save_slots=None, **params):

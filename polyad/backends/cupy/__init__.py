@@ -2,7 +2,10 @@
 this module does not (CuPy is imported by ``load``)."""
 
 from ..contract import Backend, BackendUnavailable
-from . import fusion  # source text only: CuPy is imported when a kernel first runs
+from . import (
+    fusion,
+    graphs,
+)  # source text only: CuPy is imported when a kernel first runs (graphs: a capture)
 
 
 def load():
@@ -38,4 +41,5 @@ def load():
         native=cupy,
         ufunc_out=True,
         fusion=fusion,
+        graph_capture=graphs,
     )
