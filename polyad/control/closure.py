@@ -34,7 +34,7 @@ from polyad.control.bodies import recorded
 from polyad.core import OPS, FreshTensor, Tensor, capture_below, transform_active
 from polyad.core.avals import ShapeDtype, bottom, dtype_kind, shape_of
 from polyad.graph import predispatch
-from polyad.graph.compiler import optimize
+from polyad.graph.compiler import optimize, step_function
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
 from polyad.ops.fills import zeros_like
@@ -173,7 +173,9 @@ def replayed(body, example):
     device = next((a.device for a in arrays if hasattr(a, "device")), None)
 
     def compile_fn(graph):
-        return optimize(graph).compile(backend.name, device).fn
+        optimized = optimize(graph)
+        fn = optimized.compile(backend.name, device).fn
+        return step_function(optimized, backend, fn) or fn  # the backend's one function, where it has one
 
     key = _graph_key(body.graph, (backend.name, str(device)))
     shared = _REPLAYS.pop(key, None) if key is not None else None

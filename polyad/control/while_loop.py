@@ -58,7 +58,9 @@ from polyad.ops.base import (
     take_index,
 )
 from polyad.ops.base import where as where_
+from polyad.ops.creation import full
 from polyad.ops.fills import zeros, zeros_like
+from polyad.ops.manipulation import concat
 from polyad.ops.reductions import any as any_of
 from polyad.transforms.batching import BatchedTensor, only_vmap_active
 
@@ -121,11 +123,16 @@ def _saved_outputs(carry, stored, steps, slots):
     like = carry[0] if carry else None
     device = getattr(like, "device", None)
     count = xp.asarray(steps, device=device)
-    index = xp.asarray(order + [-1] * (slots - len(order)), dtype=xp.int64, device=device)
+    unused = slots - len(order)
+    index = xp.asarray(order, dtype=xp.int64, device=device)
+    if unused:  # the unused rows as one block each (a jitted loop's slots are mostly unused rows)
+        index = concat([index, full((unused,), -1, dtype=xp.int64, device=device)])
     stacks = []
     for k, c in enumerate(carry):
-        rows = [stored[s][k] for s in order] + [zeros_like(c)] * (slots - len(order))
-        stacks.append(stack(rows) if rows else zeros((0, *shape_of(c)), dtype=c.dtype))
+        rows = [stored[s][k] for s in order]
+        pad = [zeros((unused, *shape_of(c)), dtype=c.dtype, device=device)] if unused else []
+        stacks.append(concat([stack(rows), *pad]) if rows and pad else stack(rows) if rows else pad[0] if pad
+                      else zeros((0, *shape_of(c)), dtype=c.dtype, device=device))  # fmt: skip
     return [count, index, *stacks]
 
 
@@ -320,8 +327,13 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     # backend arrays (the kernel's): their rows by indexing, without an op's dispatch each (a small
     # state's sweep made 25 of them a step); a transform's tensors by the op, which it differentiates
     row = _row if not any(isinstance(a, Tensor) for a in (index, *stacks)) else take_index
-    steps = [int(row(index, j)) for j in range(shape_of(index)[0])]
-    stored = {s: [row(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
+    steps = []
+    for j in range(shape_of(index)[0]):  # the stored steps, then -1 in the unused slots
+        s = int(row(index, j))
+        if s < 0:
+            break
+        steps.append(s)
+    stored = {s: [row(stk, j) for stk in stacks] for j, s in enumerate(steps)}
     schedule = schedules.OnlineSchedule.resumed(
         _schedule_slots(slots, length), stored, length
     )  # the primal pass's

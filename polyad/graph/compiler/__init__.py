@@ -10,7 +10,7 @@ a graph's loops with the same pipeline. The passes read only the IR (``polyad.gr
 their results with ``Graph.replace``. Formerly ``polyad.compiler``, a name that still works.
 """
 
-from polyad.graph.compiler.bodies import compile_bodies
+from polyad.graph.compiler.bodies import compile_bodies, step_function
 from polyad.graph.compiler.buffers import reuse_buffers
 from polyad.graph.compiler.fusion import fuse
 from polyad.graph.compiler.optimize import optimize
