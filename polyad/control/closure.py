@@ -426,6 +426,14 @@ def substituted(objects, values, where):
 def _compile_pullback(body, args, compile_fn):
     """``(fn, floating outputs)``: ``fn(*args, *cotangents of the floating outputs)`` -> the cotangent of
     every input, ``body``'s step and backward pass traced on ``args``' shapes and compiled."""
+    graph, from_floats = pullback_graph(body, args)
+    return compile_fn(graph), from_floats
+
+
+def pullback_graph(body, args):
+    """``(graph, floating outputs)``: the graph of ``body``'s step and backward pass on ``args``' shapes,
+    a function of ``args`` and the cotangents of the floating outputs that returns the cotangent of every
+    input (zeros where none)."""
     from_floats = [k for k, a in enumerate(body.out_avals) if dtype_kind(a.dtype) in "fc"]
     n = len(args)
 
@@ -445,4 +453,4 @@ def _compile_pullback(body, args, compile_fn):
         graph, _, _ = trace_graph(
             step_and_back, avals, in_tree, backend, where=f"the pullback of {body.where}"
         )
-    return compile_fn(graph), from_floats
+    return graph, from_floats

@@ -34,6 +34,7 @@ from polyad.control.closure import (
     replayed,
     trace,
 )
+from polyad.control.compiled_loops import count_steps, run_whole_sweep, run_whole_while
 from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
 from polyad.control.scan import SCAN, auto_slots, refuse_random_recomputation
 from polyad.control.while_steps import (
@@ -77,6 +78,9 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
     """The loop itself on whatever the arguments are: the final carry; with ``save_slots`` (an int: the
     online schedule's slots), also the number of steps run, the stored steps (-1 where a slot is unused)
     and the stored carries, one stack per carry leaf."""
+    whole = run_whole_while(args, cond, body, n_carry, n_cond, save_slots)
+    if whole is not None:  # the loop as one compiled call (a small state's, on a backend that has it)
+        return whole
     carry, c_closure, b_closure = _split(args, n_carry, n_cond)
     schedule = None
     if save_slots is not None:
@@ -92,6 +96,7 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
                     del stored[action.step]
         carry = dispatch.persisted(body(*carry, *b_closure))  # a lazy carry: computed once a step
         steps += 1
+    count_steps(body, steps)
     if schedule is None:
         return tuple(carry)
     return (*carry, *_saved_outputs(carry, stored, steps, save_slots))
@@ -318,6 +323,9 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     the initial carry and of the closures (zeros for the condition's, and for none). The length is read
     here, at run time, so that a jitted gradient holds the sweep as one op. Every step counted ran the
     body (``cond`` matters only to the rules below)."""
+    whole = run_whole_sweep(args, body, n_carry, n_cond, n_closure, slots)
+    if whole is not None:  # the sweep as one compiled call, as the loop itself (``compiled_loops``)
+        return whole
     ct_carry = list(args[:n_carry])
     carry = args[n_carry : 2 * n_carry]
     c_closure = list(args[2 * n_carry : 2 * n_carry + n_cond])

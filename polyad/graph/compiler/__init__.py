@@ -15,4 +15,4 @@ from polyad.graph.compiler.buffers import reuse_buffers
 from polyad.graph.compiler.fusion import fuse
 from polyad.graph.compiler.optimize import optimize
 
-__all__ = ["compile_bodies", "fuse", "optimize", "reuse_buffers"]
+__all__ = ["compile_bodies", "step_function", "fuse", "optimize", "reuse_buffers"]

@@ -29,9 +29,10 @@ Example:
         a0_1 = a0[1]
         t0 = (a0_0 * a0_0)
         t1 = (a0_1 * a0_1)
-        t2 = (t0 + (0.0 + t1))
-        t3 = (t2 + 1.0)
-        return (t3,)
+        t2 = (0.0 + t1)
+        t3 = (t0 + t2)
+        t4 = (t3 + 1.0)
+        return (t4,)
     <BLANKLINE>
 """
 
@@ -43,8 +44,11 @@ from . import fusion, fusion_compile
 from .expressions import NUMBA
 
 DTYPES = {np.dtype(np.float64): "np.float64", np.dtype(np.int64): "np.int64", np.dtype(np.bool_): "np.bool_"}
-MAX_ELEMENTS = 256  # elements of one value: larger ones are the fused loops' (threads, fast math)
-MAX_STATEMENTS = 20_000  # of one function: Numba's compile time grows with them (about 1 s per 5,000)
+MAX_ELEMENTS = 64  # elements of one value: larger ones are the fused loops' (threads, fast math)
+# statements of one function: Numba takes 2 to 5 ms of CPU for each (typing every operation), so a
+# larger graph costs more to compile than its steps save
+MAX_STATEMENTS = 4000
+COMPILE_AFTER = 64  # calls of a graph's straight-line code before it is translated and compiled
 
 SCALAR = {
     **{k: v for k, v in NUMBA.items() if k != "broadcast_to"},
@@ -58,8 +62,8 @@ SCALAR = {
     "bitwise_or": "({0} | {1})",
     "bitwise_xor": "({0} ^ {1})",
     "bitwise_invert": "(~{0})",
-    "logical_and": "({0} and {1})",
-    "logical_or": "({0} or {1})",
+    "logical_and": "({0} & {1})",
+    "logical_or": "({0} | {1})",
     "logical_not": "(not {0})",
     "isnan": "np.isnan({0})",
     "isfinite": "np.isfinite({0})",
@@ -70,6 +74,19 @@ SCALAR = {
     "trunc": "np.trunc({0})",
     "floor_divide": "({0} // {1})",
 }
+
+# a choice as one instruction (``select.py``), not a branch: Numba's passes over a function grow faster
+# than its blocks
+HELPERS = "from polyad.backends.numpy.compiler.select import select\n\n\n"
+SCALAR.update(
+    where="select({0}, {1}, {2})",
+    maximum="select(({0} > {1}) | ({0} != {0}), {0}, {1})",
+    minimum="select(({0} < {1}) | ({0} != {0}), {0}, {1})",
+    zero_safe_multiply="({0} * select(({0} != 0) | np.isfinite({1}), {1}, 0.0))",
+    zero_safe_divide="({0} / select(({0} != 0) | (({1} != 0) & ({1} == {1})), {1}, 1.0))",
+    logical_not="(~{0})",
+)
+assert not any(" if " in v or " or " in v or " and " in v for v in SCALAR.values())
 
 # ops that only move elements: NumPy's function of the input's names (object arrays) and the params
 MOVES = {
@@ -113,19 +130,84 @@ def _literal(value):
 
 
 class _Writer:
-    """The body being written: statements, fresh names, and the names array of each graph value."""
+    """The function being written: its statements (``lines``, at ``indent``), the prologue that reads
+    constants (``prologue``: before any loop or branch, so every branch sees them), fresh names, and the
+    constants its ``c`` arguments take."""
 
     def __init__(self):
-        self.lines = []
+        self.lines, self.prologue, self.constants = [], [], []
         self.count = 0
+        self.indent = ""
+        self._const_names = {}
+
+    def line(self, text):
+        self.lines.append(self.indent + text)
+        if len(self.lines) > MAX_STATEMENTS:
+            raise Untranslatable(f"more than {MAX_STATEMENTS} statements")
 
     def emit(self, expression):
         name = f"t{self.count}"
         self.count += 1
-        self.lines.append(f"{name} = {expression}")
-        if len(self.lines) > MAX_STATEMENTS:
-            raise Untranslatable(f"more than {MAX_STATEMENTS} statements")
+        self.line(f"{name} = {expression}")
         return name
+
+    def unpack(self, arg, shape, into=None, prefix=None):
+        """The names of argument ``arg``'s elements, each read into a variable (``prefix``: their names'
+        start, default ``arg``) by lines appended to ``into`` (default: the body)."""
+        names = np.empty(shape, dtype=object)
+        if not shape:
+            names[()] = arg
+            return names
+        for index in np.ndindex(*shape):
+            names[index] = f"{prefix or arg}_{'_'.join(map(str, index))}"
+            line = f"{names[index]} = {arg}[{', '.join(map(str, index))}]"
+            if into is None:
+                self.line(line)
+            else:
+                into.append(line)
+        return names
+
+    def constant(self, value, key=None):
+        if key is not None and key in self._const_names:
+            return self._const_names[key]
+        value = np.asarray(value)
+        _check(value.shape, value.dtype)
+        self.constants.append(value.item() if not value.shape else value)
+        names = self.unpack(f"c{len(self.constants) - 1}", value.shape, into=self.prologue)
+        if key is not None:
+            self._const_names[key] = names
+        return names
+
+    def assign(self, targets, names, dtype):
+        """``targets`` (names arrays of loop variables) set to ``names``, cast to ``dtype``."""
+        cast = DTYPES[np.dtype(dtype)]
+        for index in np.ndindex(*targets.shape):
+            self.line(f"{targets[index]} = {cast}({names[index]})")
+
+    def store(self, array, row, names):
+        """Row ``row`` (source) of argument ``array`` set to ``names``; its reverse: ``load``."""
+        for index in np.ndindex(*names.shape):
+            self.line(f"{array}[{', '.join([row, *map(str, index)])}] = {names[index]}")
+
+    def load(self, targets, array, row):
+        for index in np.ndindex(*targets.shape):
+            self.line(f"{targets[index]} = {array}[{', '.join([row, *map(str, index)])}]")
+
+    def pack(self, k, names, dtype):
+        """The source of output ``k``: a new array of ``names`` (a scalar's name for shape ())."""
+        if not names.shape:
+            return names[()]
+        self.line(f"o{k} = np.empty({tuple(names.shape)}, {DTYPES[np.dtype(dtype)]})")
+        for index in np.ndindex(*names.shape):
+            self.line(f"o{k}[{', '.join(map(str, index))}] = {names[index]}")
+        return f"o{k}"
+
+    def source(self, params, results):
+        params = [*params, *(f"c{k}" for k in range(len(self.constants)))]
+        body = [*HELPERS.splitlines(), f"def fused({', '.join(params)}):"]
+        body += [f"    {s}" for s in [*self.prologue, *self.lines]]
+        body.append(f"    return ({', '.join(results)},)")
+        return "\n".join(body) + "\n"
 
     def elementwise(self, template, arrays, shape):
         parts = np.broadcast_arrays(*arrays)
@@ -195,61 +277,56 @@ def _reduce(w, node, x):
     return out.reshape(node.outputs[0].shape)
 
 
-def translate(graph):
-    """``(source, constants)``: the graph as the source of ``fused(a0, ..., c0, ...)``, which returns a
-    tuple of its outputs (new arrays; Python numbers for shape ()), and the values its ``c`` arguments
-    take (the graph's constants and what its shape-only nodes create). Raises ``Untranslatable``."""
+def _check(shape, dtype):
+    if np.dtype(dtype) not in DTYPES:
+        raise Untranslatable(f"a value of dtype {np.dtype(dtype)}")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise Untranslatable(f"a value of {math.prod(shape)} elements (over {MAX_ELEMENTS})")
+
+
+def _dtype(ref):
+    return np.dtype(ref.dtype if hasattr(ref, "dtype") else np.asarray(ref).dtype)
+
+
+def variables(prefix, refs):
+    """Names arrays of loop variables ``{prefix}{k}_{index}`` for the values ``refs`` (Vars or avals)."""
+    out = []
+    for k, v in enumerate(refs):
+        names = np.empty(v.shape, dtype=object)
+        for index in np.ndindex(*v.shape):
+            names[index] = f"{prefix}{k}" + "".join(f"_{i}" for i in index)
+        out.append(names)
+    return out
+
+
+def emit_graph(w, graph, inputs):
+    """The statements of ``graph`` written by ``w`` on the names arrays ``inputs`` (one per graph input);
+    returns the names arrays of its outputs."""
     from polyad.graph.ir import Const, Var, live_nodes  # noqa: PLC0415 -- the graph layer is above
 
-    w = _Writer()
-    values, params, constants, const_names = {}, [], [], {}
-
-    def check(shape, dtype):
-        if np.dtype(dtype) not in DTYPES:
-            raise Untranslatable(f"a value of dtype {np.dtype(dtype)}")
-        if math.prod(shape) > MAX_ELEMENTS:
-            raise Untranslatable(f"a value of {math.prod(shape)} elements (over {MAX_ELEMENTS})")
-
-    def unpacked(arg, shape):
-        names = np.empty(shape, dtype=object)
-        if not shape:
-            names[()] = arg
-            return names
-        for index in np.ndindex(*shape):
-            names[index] = f"{arg}_{'_'.join(map(str, index))}"
-            w.lines.append(f"{names[index]} = {arg}[{', '.join(map(str, index))}]")
-        return names
-
-    def constant(value):
-        value = np.asarray(value)
-        check(value.shape, value.dtype)
-        constants.append(value.item() if not value.shape else value)
-        return unpacked(f"c{len(constants) - 1}", value.shape)
+    values = {}
 
     def names_of(ref):
         if isinstance(ref, Var):
             return values[ref.id]
         if isinstance(ref, Const):
-            if ref.index not in const_names:
-                const_names[ref.index] = constant(graph.consts[ref.index])
-            return const_names[ref.index]
+            return w.constant(graph.consts[ref.index], key=(id(graph), ref.index))
         if hasattr(ref, "shape"):
             raise Untranslatable("an array literal")
         return np.array(_literal(ref), dtype=object)
 
-    for k, v in enumerate(graph.inputs):
-        check(v.shape, v.dtype)
-        params.append(f"a{k}")
-        values[v.id] = unpacked(f"a{k}", v.shape)
+    for v, names in zip(graph.inputs, inputs, strict=True):
+        _check(v.shape, v.dtype)
+        values[v.id] = names
     for _, node in live_nodes(graph.nodes, graph.outputs):
         op, outs = node.op, node.outputs
         for o in outs:
-            check(o.shape, o.dtype)
+            _check(o.shape, o.dtype)
         if op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
             like = node.inputs[0]
             rest = {k: v for k, v in node.params.items() if k not in ("dtype", "device")}
             made = op.shape_only(np, like.shape, node.params.get("dtype") or np.dtype(like.dtype), **rest)
-            values[outs[0].id] = constant(made)
+            values[outs[0].id] = w.constant(made)
             continue
         if op.higher_order is not None:
             raise Untranslatable(f"{op.name} (a body of its own)")
@@ -281,56 +358,214 @@ def translate(graph):
         for o in outs:  # an element picked by an index is a str: a 0-d array of it
             if not isinstance(values[o.id], np.ndarray):
                 values[o.id] = np.array(values[o.id], dtype=object)
-        if values[outs[0].id].shape != tuple(outs[0].shape):
-            raise Untranslatable(f"{name}: shape {values[outs[0].id].shape} where {outs[0].shape} was traced")
-    params += [f"c{k}" for k in range(len(constants))]
-    results = []
-    for k, ref in enumerate(graph.outputs):
-        names = names_of(ref)
-        if not names.shape:
-            results.append(names[()])
-            continue
-        dtype = DTYPES[np.dtype(ref.dtype if hasattr(ref, "dtype") else np.asarray(ref).dtype)]
-        w.lines.append(f"o{k} = np.empty({tuple(names.shape)}, {dtype})")
-        for index in np.ndindex(*names.shape):
-            w.lines.append(f"o{k}[{', '.join(map(str, index))}] = {names[index]}")
-        results.append(f"o{k}")
-    body = [f"def fused({', '.join(params)}):", *[f"    {s}" for s in w.lines]]
-    body.append(f"    return ({', '.join(results)},)")
-    return "\n".join(body) + "\n", constants
+            if values[o.id].shape != tuple(o.shape):
+                raise Untranslatable(f"{name}: shape {values[o.id].shape} where {o.shape} was traced")
+    return [names_of(r) for r in graph.outputs]
+
+
+def translate(graph):
+    """``(source, constants)``: the graph as the source of ``fused(a0, ..., c0, ...)``, which returns a
+    tuple of its outputs (new arrays; Python numbers for shape ()), and the values its ``c`` arguments
+    take (the graph's constants and what its shape-only nodes create). Raises ``Untranslatable``."""
+    w = _Writer()
+    params = [f"a{k}" for k in range(len(graph.inputs))]
+    inputs = [w.unpack(p, v.shape) for p, v in zip(params, graph.inputs)]
+    outputs = emit_graph(w, graph, inputs)
+    results = [w.pack(k, names, _dtype(r)) for k, (names, r) in enumerate(zip(outputs, graph.outputs))]
+    return w.source(params, results), w.constants
 
 
 def graph_function(graph, fallback):
-    """``graph`` as one Numba function of its flat inputs (NumPy arrays), or None where ``translate``
-    cannot or Numba is missing (the caller keeps ``fallback``, the graph's straight-line code). The
-    function runs ``fallback`` on other arrays (array_api_strict's, another dtype) and until Numba has
-    compiled the body (in the background, as the fused loops; at once under ``fusion_compile.waiting``)."""
+    """``graph`` as one Numba function of its flat inputs (NumPy arrays), where Numba is installed (else
+    None: the caller keeps ``fallback``, the graph's straight-line code). The function runs ``fallback``
+    for its first ``COMPILE_AFTER`` calls (a step that runs a few times does not pay Numba's compile),
+    then translates the graph and compiles it in the background (at once under ``fusion_compile``'s
+    "wait"), running ``fallback`` until it is ready, for good where ``translate`` cannot, and on other
+    arrays (array_api_strict's, another dtype)."""
     if not fusion.available():
         return None
+    state = [0, None]  # calls so far, then the compiled runner (or _UNTRANSLATED)
+
+    def run(*args):
+        compiled = state[1]
+        if compiled is None:
+            state[0] += 1
+            if state[0] < COMPILE_AFTER:
+                return fallback(*args)
+            compiled = state[1] = _runner(graph) or _UNTRANSLATED
+        values = compiled(*args)
+        return fallback(*args) if values is None else tuple(values)
+
+    return run
+
+
+def _runner(graph):
     try:
         text, constants = translate(graph)
     except Untranslatable:
         return None
     wants = [(np.dtype(v.dtype), not v.shape) for v in graph.inputs]
-    outs = [
-        (np.dtype(r.dtype if hasattr(r, "dtype") else np.asarray(r).dtype), not getattr(r, "shape", ()))
-        for r in graph.outputs
-    ]
+    outs = [(_dtype(r), not getattr(r, "shape", ())) for r in graph.outputs]
+    return _compiled(text, constants, wants, outs)
+
+
+def _UNTRANSLATED(*args, extra=()):
+    return None
+
+
+def translate_while(cond, body, n_carry, n_cond):
+    """``(source, constants)`` of a whole while loop: ``fused(a0, ..., table, limit, index, s0, ..., c0,
+    ...)`` runs ``cond`` and ``body`` (graphs of the carry and their closures: ``n_carry`` carry leaves,
+    then ``n_cond`` of the condition's closure, then the body's) while the condition holds and, before
+    step ``i``, stores the carry into row ``table[i]`` of the stacks ``s0, ...`` (where it is not -1) and
+    ``i`` into ``index`` there. Returns the final carry, the steps run and whether they stayed under
+    ``limit`` (else it stopped there)."""
+    w = _Writer()
+    n_in = len(body.inputs) + n_cond
+    params = [f"a{k}" for k in range(n_in)]
+    carry_avals = body.inputs[:n_carry]
+    closures = [*cond.inputs[n_carry:], *body.inputs[n_carry:]]
+    args = [w.unpack(p, v.shape) for p, v in zip(params[n_carry:], closures)]
+    c_closure, b_closure = args[:n_cond], args[n_cond:]
+    carry = variables("x", carry_avals)
+    for k, (names, v) in enumerate(zip(carry, carry_avals)):
+        w.assign(names, w.unpack(f"a{k}", v.shape), v.dtype)
+    w.line("steps = 0")
+    w.line("within = True")
+    w.line("while True:")
+    w.indent = "    "
+    (pred,) = emit_graph(w, cond, [*carry, *c_closure])
+    w.line(f"if not {pred[()]}:")
+    w.line("    break")
+    w.line("if steps >= limit:")
+    w.line("    within = False")
+    w.line("    break")
+    w.line("if steps < table.shape[0] and table[steps] >= 0:")
+    w.indent = "        "
+    w.line("row = table[steps]")
+    w.line("index[row] = steps")
+    for k, names in enumerate(carry):
+        w.store(f"s{k}", "row", names)
+    w.indent = "    "
+    outs = emit_graph(w, body, [*carry, *b_closure])
+    for names, new, v in zip(carry, outs, carry_avals):
+        w.assign(names, new, v.dtype)
+    w.line("steps += 1")
+    w.indent = ""
+    results = [w.pack(k, names, v.dtype) for k, (names, v) in enumerate(zip(carry, carry_avals))]
+    params += ["table", "limit", "index", *(f"s{k}" for k in range(n_carry))]
+    return w.source(params, [*results, "steps", "within"]), w.constants
+
+
+# the reverse sweep's instructions: (kind, argument) rows of an int64 array
+RESTORE, STORE, ADVANCE, TURN = 0, 1, 2, 3
+
+
+def translate_sweep(body, pullback, n_carry, floats_out):
+    """``(source, constants)`` of a while loop's reverse sweep: ``fused(g0, ..., b0, ..., program, s0,
+    ..., c0, ...)`` with the final carry's cotangents ``g``, the body's closure ``b``, the instructions
+    ``program`` (rows ``(kind, argument)``: ``RESTORE``/``STORE`` the working carry from/into row
+    ``argument`` of the stacks ``s``, ``ADVANCE`` it ``argument`` steps by ``body``, ``TURN``: one step's
+    ``pullback``). ``pullback``'s inputs: the carry, the closure, the cotangents of the body's outputs
+    ``floats_out``; its outputs: the cotangents of the carry and the closure. Returns those."""
+    w = _Writer()
+    carry_avals, closure_avals = body.inputs[:n_carry], body.inputs[n_carry:]
+    g_params = [f"g{k}" for k in range(n_carry)]
+    b_params = [f"b{k}" for k in range(len(closure_avals))]
+    closure = [w.unpack(p, v.shape) for p, v in zip(b_params, closure_avals)]
+    cts = variables("y", carry_avals)
+    for k, (names, v) in enumerate(zip(cts, carry_avals)):
+        w.assign(names, w.unpack(f"g{k}", v.shape), v.dtype)
+    sums = variables("h", closure_avals)
+    working = variables("x", carry_avals)
+    for names, v in [*zip(sums, closure_avals), *zip(working, carry_avals)]:
+        w.assign(names, np.full(v.shape, "0", dtype=object), v.dtype)
+    w.line("for r in range(program.shape[0]):")
+    w.line("    kind = program[r, 0]")
+    w.line("    arg = program[r, 1]")
+    w.line(f"    if kind == {RESTORE}:")
+    w.indent = "        "
+    for k, names in enumerate(working):
+        w.load(names, f"s{k}", "arg")
+    w.indent = "    "
+    w.line(f"elif kind == {STORE}:")
+    w.indent = "        "
+    for k, names in enumerate(working):
+        w.store(f"s{k}", "arg", names)
+    w.indent = "    "
+    w.line(f"elif kind == {ADVANCE}:")
+    w.line("    for _ in range(arg):")
+    w.indent = "            "
+    outs = emit_graph(w, body, [*working, *closure])
+    for names, new, v in zip(working, outs, carry_avals):
+        w.assign(names, new, v.dtype)
+    w.indent = "    "
+    w.line("else:")
+    w.indent = "        "
+    grads = emit_graph(w, pullback, [*working, *closure, *[cts[k] for k in floats_out]])
+    for names, new, v in zip(cts, grads[:n_carry], carry_avals):
+        w.assign(names, new, v.dtype)
+    for names, new, v in zip(sums, grads[n_carry:], closure_avals):
+        if np.dtype(v.dtype).kind == "f":
+            w.assign(names, np.vectorize(lambda a, b: f"({a} + {b})", otypes=[object])(names, new), v.dtype)
+    w.indent = ""
+    results = [w.pack(k, names, v.dtype) for k, (names, v) in enumerate(zip(cts, carry_avals))]
+    results += [w.pack(n_carry + k, names, v.dtype) for k, (names, v) in enumerate(zip(sums, closure_avals))]
+    params = [*g_params, *b_params, "program", *(f"s{k}" for k in range(n_carry))]
+    return w.source(params, results), w.constants
+
+
+def _compiled(text, constants, wants, outs):
+    """A runner of translated source ``text``: ``run(*args, extra=())`` -> the outputs as arrays (0-d
+    ones made from scalars), or None while Numba compiles it (in the background) or where an argument
+    is not a NumPy array of the traced dtype. ``extra``: arguments passed as they are (tables, stacks)."""
     ready = []
 
-    def run(*args):
+    def run(*args, extra=()):
         fn = ready[0] if ready else fusion_compile.ready(("graph", text), lambda: fusion._compile(text))
         if fn is None:
-            return fallback(*args)
+            return None
         if not ready:
             ready.append(fn)
         flat = []
-        for a, (want, scalar) in zip(args, wants):
+        for a, (want, scalar) in zip(args, wants, strict=True):
             if (type(a) is not np.ndarray and not isinstance(a, np.generic)) or a.dtype != want:
-                return fallback(*args)
+                return None
             flat.append(a.item() if scalar else a)
-        values = fn(*flat, *constants)
-        return tuple(np.asarray(v, dtype=d) if scalar else v for v, (d, scalar) in zip(values, outs))
+        values = fn(*flat, *extra, *constants)
+        return [np.asarray(v, dtype=d) if scalar else v for v, (d, scalar) in zip(values, outs)] + list(
+            values[len(outs) :]
+        )
 
     run.source = text
     return run
+
+
+def while_function(cond, body, n_carry, n_cond):
+    """The whole loop of ``translate_while`` as ``run(*args, extra=(table, limit, index, *stacks))`` ->
+    ``[*final carry, steps, within]``, or None where it cannot be translated or Numba is missing;
+    ``run`` returns None too while it compiles or for arrays it does not take."""
+    if not fusion.available():
+        return None
+    try:
+        text, constants = translate_while(cond, body, n_carry, n_cond)
+    except Untranslatable:
+        return None
+    inputs = [*body.inputs[:n_carry], *cond.inputs[n_carry:], *body.inputs[n_carry:]]
+    wants = [(np.dtype(v.dtype), not v.shape) for v in inputs]
+    outs = [(np.dtype(v.dtype), not v.shape) for v in body.inputs[:n_carry]]
+    return _compiled(text, constants, wants, outs)
+
+
+def sweep_function(body, pullback, n_carry, floats_out):
+    """The reverse sweep of ``translate_sweep`` as ``run(*cotangents, *closure, extra=(program,
+    *stacks))`` -> the cotangents of the carry and of the closure, or None (as ``while_function``)."""
+    if not fusion.available():
+        return None
+    try:
+        text, constants = translate_sweep(body, pullback, n_carry, floats_out)
+    except Untranslatable:
+        return None
+    inputs = body.inputs
+    wants = [(np.dtype(v.dtype), not v.shape) for v in inputs]
+    return _compiled(text, constants, wants, wants)
