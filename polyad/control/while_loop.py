@@ -332,6 +332,7 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     closure = list(args[2 * n_carry + n_cond : 2 * n_carry + n_cond + n_closure])
     count, index, *stacks = args[2 * n_carry + n_cond + n_closure :]
     length = int(count)
+    count_steps(body, length)
     # backend arrays (the kernel's): their rows by indexing, without an op's dispatch each (a small
     # state's sweep made 25 of them a step); a transform's tensors by the op, which it differentiates
     row = _row if not any(isinstance(a, Tensor) for a in (index, *stacks)) else take_index
