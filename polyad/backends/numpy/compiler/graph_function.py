@@ -332,6 +332,8 @@ def emit_graph(w, graph, inputs):
             raise Untranslatable(f"{op.name} (a body of its own)")
         args = [names_of(r) for r in node.inputs]
         name = op.name
+        if len(args) > (2 if name == "index_update" else 1) and name in ("getitem", "index_update"):
+            raise Untranslatable(f"{name}: an index by arrays")
         if name in MOVES and len(args) == 1:
             values[outs[0].id] = MOVES[name](node, args[0])
         elif name == "stack":
