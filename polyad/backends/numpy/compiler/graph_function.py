@@ -88,6 +88,14 @@ SCALAR.update(
 )
 assert not any(" if " in v or " or " in v or " and " in v for v in SCALAR.values())
 
+# the ops whose Python expression gives an integer or boolean result the type NumPy gives it (others,
+# ``reciprocal`` or ``floor`` of an integer, would compute a float where NumPy keeps the integer)
+KEEPS_TYPE = frozenset(
+    "add subtract multiply negative positive abs square floor_divide maximum minimum where stop_gradient "
+    "equal not_equal less less_equal greater greater_equal bitwise_and bitwise_or bitwise_xor "
+    "bitwise_invert logical_and logical_or logical_not isnan isfinite isinf sign".split()
+)
+
 # ops that only move elements: NumPy's function of the input's names (object arrays) and the params
 MOVES = {
     "reshape": lambda node, x: x.reshape(node.outputs[0].shape),
@@ -354,6 +362,8 @@ def emit_graph(w, graph, inputs):
             cast = DTYPES[np.dtype(outs[0].dtype)]
             values[outs[0].id] = w.elementwise(f"{cast}({{0}})", args, outs[0].shape)
         elif name in SCALAR and len(outs) == 1 and not node.params:
+            if np.dtype(outs[0].dtype).kind != "f" and name not in KEEPS_TYPE:
+                raise Untranslatable(f"{name} with a {np.dtype(outs[0].dtype)} result")
             values[outs[0].id] = w.elementwise(SCALAR[name], args, outs[0].shape)
         else:
             raise Untranslatable(f"{name} (no translation)")
