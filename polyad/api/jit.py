@@ -141,8 +141,11 @@ def _pipeline(optimized, backend, math, device=None):
 
 
 def _compile_body(graph, backend, math, device):
-    _, compiled = _pipeline(compiler.optimize(graph), backend, math, device)
-    return lambda *args: compiled.fn(*args)  # the flat arguments as they come: no tree, checked once
+    optimized = compiler.optimize(graph)
+    _, compiled = _pipeline(optimized, backend, math, device)
+    fn = compiled.fn
+    whole = compiler.step_function(optimized, backend, fn)  # a small state's step: one call
+    return whole if whole is not None else lambda *args: fn(*args)  # the flat arguments as they come
 
 
 class _Entry:

@@ -34,7 +34,7 @@ from polyad.control.bodies import recorded
 from polyad.core import OPS, FreshTensor, Tensor, capture_below, transform_active
 from polyad.core.avals import ShapeDtype, bottom, dtype_kind, shape_of
 from polyad.graph import predispatch
-from polyad.graph.compiler import optimize
+from polyad.graph.compiler import optimize, step_function
 from polyad.graph.ir import Const, Var
 from polyad.graph.tracing import trace_graph
 from polyad.ops.fills import zeros_like
@@ -174,7 +174,9 @@ def replayed(body, example):
     device = next((a.device for a in arrays if hasattr(a, "device")), None)
 
     def compile_fn(graph):
-        return optimize(graph).compile(backend.name, device).fn
+        optimized = optimize(graph)
+        fn = optimized.compile(backend.name, device).fn
+        return step_function(optimized, backend, fn) or fn  # the backend's one function, where it has one
 
     key = _graph_key(body.graph, (backend.name, str(device)))
     shared = _REPLAYS.pop(key, None) if key is not None else None
@@ -425,6 +427,14 @@ def substituted(objects, values, where):
 def _compile_pullback(body, args, compile_fn):
     """``(fn, floating outputs)``: ``fn(*args, *cotangents of the floating outputs)`` -> the cotangent of
     every input, ``body``'s step and backward pass traced on ``args``' shapes and compiled."""
+    graph, from_floats = pullback_graph(body, args)
+    return compile_fn(graph), from_floats
+
+
+def pullback_graph(body, args):
+    """``(graph, floating outputs)``: the graph of ``body``'s step and backward pass on ``args``' shapes,
+    a function of ``args`` and the cotangents of the floating outputs that returns the cotangent of every
+    input (zeros where none)."""
     from_floats = [k for k, a in enumerate(body.out_avals) if dtype_kind(a.dtype) in "fc"]
     n = len(args)
 
@@ -444,4 +454,4 @@ def _compile_pullback(body, args, compile_fn):
         graph, _, _ = trace_graph(
             step_and_back, avals, in_tree, backend, where=f"the pullback of {body.where}"
         )
-    return compile_fn(graph), from_floats
+    return graph, from_floats

@@ -34,6 +34,7 @@ from polyad.control.closure import (
     replayed,
     trace,
 )
+from polyad.control.compiled_loops import count_steps, run_whole_sweep, run_whole_while
 from polyad.control.graph_steps import run_while_captured
 from polyad.control.loops import as_arrays, carry_names, check_carry, check_checkpoints, func_name
 from polyad.control.scan import SCAN, auto_slots, refuse_random_recomputation
@@ -59,7 +60,9 @@ from polyad.ops.base import (
     take_index,
 )
 from polyad.ops.base import where as where_
+from polyad.ops.creation import full
 from polyad.ops.fills import zeros, zeros_like
+from polyad.ops.manipulation import concat
 from polyad.ops.reductions import any as any_of
 from polyad.transforms.batching import BatchedTensor, only_vmap_active
 
@@ -76,6 +79,9 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
     """The loop itself on whatever the arguments are: the final carry; with ``save_slots`` (an int: the
     online schedule's slots), also the number of steps run, the stored steps (-1 where a slot is unused)
     and the stored carries, one stack per carry leaf."""
+    whole = run_whole_while(args, cond, body, n_carry, n_cond, save_slots)
+    if whole is not None:  # the loop as one compiled call (a small state's, on a backend that has it)
+        return whole
     carry, c_closure, b_closure = _split(args, n_carry, n_cond)
     schedule = None
     if save_slots is not None:
@@ -91,6 +97,7 @@ def run_while(args, *, cond, body, n_carry, n_cond, save_slots=None, **params):
                     del stored[action.step]
         carry = dispatch.persisted(body(*carry, *b_closure))  # a lazy carry: computed once a step
         steps += 1
+    count_steps(body, steps)
     if schedule is None:
         return tuple(carry)
     return (*carry, *_saved_outputs(carry, stored, steps, save_slots))
@@ -122,11 +129,16 @@ def _saved_outputs(carry, stored, steps, slots):
     like = carry[0] if carry else None
     device = getattr(like, "device", None)
     count = xp.asarray(steps, device=device)
-    index = xp.asarray(order + [-1] * (slots - len(order)), dtype=xp.int64, device=device)
+    unused = slots - len(order)
+    index = xp.asarray(order, dtype=xp.int64, device=device)
+    if unused:  # the unused rows as one block each (a jitted loop's slots are mostly unused rows)
+        index = concat([index, full((unused,), -1, dtype=xp.int64, device=device)])
     stacks = []
     for k, c in enumerate(carry):
-        rows = [stored[s][k] for s in order] + [zeros_like(c)] * (slots - len(order))
-        stacks.append(stack(rows) if rows else zeros((0, *shape_of(c)), dtype=c.dtype))
+        rows = [stored[s][k] for s in order]
+        pad = [zeros((unused, *shape_of(c)), dtype=c.dtype, device=device)] if unused else []
+        stacks.append(concat([stack(rows), *pad]) if rows and pad else stack(rows) if rows else pad[0] if pad
+                      else zeros((0, *shape_of(c)), dtype=c.dtype, device=device))  # fmt: skip
     return [count, index, *stacks]
 
 
@@ -314,17 +326,26 @@ def reverse_sweep(args, *, body, cond, n_carry, n_cond, n_closure, slots, checkp
     the initial carry and of the closures (zeros for the condition's, and for none). The length is read
     here, at run time, so that a jitted gradient holds the sweep as one op. Every step counted ran the
     body (``cond`` matters only to the rules below)."""
+    whole = run_whole_sweep(args, body, n_carry, n_cond, n_closure, slots)
+    if whole is not None:  # the sweep as one compiled call, as the loop itself (``compiled_loops``)
+        return whole
     ct_carry = list(args[:n_carry])
     carry = args[n_carry : 2 * n_carry]
     c_closure = list(args[2 * n_carry : 2 * n_carry + n_cond])
     closure = list(args[2 * n_carry + n_cond : 2 * n_carry + n_cond + n_closure])
     count, index, *stacks = args[2 * n_carry + n_cond + n_closure :]
     length = int(count)
+    count_steps(body, length)
     # backend arrays (the kernel's): their rows by indexing, without an op's dispatch each (a small
     # state's sweep made 25 of them a step); a transform's tensors by the op, which it differentiates
     row = _row if not any(isinstance(a, Tensor) for a in (index, *stacks)) else take_index
-    steps = [int(row(index, j)) for j in range(shape_of(index)[0])]
-    stored = {s: [row(stk, j) for stk in stacks] for j, s in enumerate(steps) if s >= 0}
+    steps = []
+    for j in range(shape_of(index)[0]):  # the stored steps, then -1 in the unused slots
+        s = int(row(index, j))
+        if s < 0:
+            break
+        steps.append(s)
+    stored = {s: [row(stk, j) for stk in stacks] for j, s in enumerate(steps)}
     schedule = schedules.OnlineSchedule.resumed(
         _schedule_slots(slots, length), stored, length
     )  # the primal pass's

@@ -10,9 +10,9 @@ a graph's loops with the same pipeline. The passes read only the IR (``polyad.gr
 their results with ``Graph.replace``. Formerly ``polyad.compiler``, a name that still works.
 """
 
-from polyad.graph.compiler.bodies import compile_bodies
+from polyad.graph.compiler.bodies import compile_bodies, step_function
 from polyad.graph.compiler.buffers import reuse_buffers
 from polyad.graph.compiler.fusion import fuse
 from polyad.graph.compiler.optimize import optimize
 
-__all__ = ["compile_bodies", "fuse", "optimize", "reuse_buffers"]
+__all__ = ["compile_bodies", "step_function", "fuse", "optimize", "reuse_buffers"]

@@ -23,3 +23,12 @@ def _compiled(value, compile_fn):
     if isinstance(value, tuple) and value and all(hasattr(v, "compile_with") for v in value):
         return tuple(v.compile_with(compile_fn) for v in value)
     return value
+
+
+def step_function(graph, backend, fallback):
+    """``graph`` (optimised, not fused) as one function the backend compiles whole, where it can
+    (``backend.fusion.graph_function``: NumPy's is one Numba function for a graph of small values),
+    else None: ``fallback`` (the graph's straight-line code) stays. A loop's step on a small state
+    then costs one call rather than a kernel call per op."""
+    make = getattr(backend.fusion, "graph_function", None)
+    return None if make is None else make(graph, fallback)
