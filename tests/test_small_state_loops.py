@@ -61,7 +61,7 @@ def test_a_graph_as_one_function_of_scalars_gives_numpys_values():
     graph = optimize(pa.make_graph(many_ops, *args))
     text, constants = graph_function.translate(graph)
     assert "np.sum" not in text and "np.where" not in text  # scalars only: no array op written
-    fn = fusion._compile(text, cache=False)
+    fn = fusion.compile_source(text, cache=False)
     flat = [np.asarray(to_numpy(a)) for a in args]
     got = fn(*[a.item() if not a.shape else a for a in flat], *constants)
     want = many_ops(*args)

@@ -174,7 +174,7 @@ def test_the_fused_w2_gradient_is_one_vectorised_loop():
     v = x
     by_hand = (np.cos(v) - 2 * v * np.sin(v)) * np.exp(-(v**2)) + 1 - np.tanh(v) ** 2
     assert_close(jitted(x), by_hand, rtol=1e-14, atol=1e-15)
-    loop = fusion._compile(kernel.source, cache=False)
+    loop = fusion.compile_source(kernel.source, cache=False)
     loop(x.size, x, *kernel.constants, np.empty_like(x))  # the literals are arguments after the inputs
     assert re.search(r"<\d+ x double>", loop.inspect_llvm(loop.signatures[0]))
     assert "gather" not in loop.inspect_asm(loop.signatures[0])  # contiguous loads: the index is >= 0

@@ -307,7 +307,7 @@ def _stored(spec):
     return stored
 
 
-def _compile(text, cache=True):
+def compile_source(text, cache=True):
     """The Numba dispatcher of loop source ``text``; ``cache=False``: compiled in memory only (its LLVM IR
     can then be inspected, which Numba refuses for code loaded from its cache)."""
     key = (text, cache)
@@ -469,10 +469,10 @@ def kernel(spec, fallback):
             outside = runner(_chunked(fused, flat, outs, loop_modes, n), n, True)
         if checks and outside:  # arguments beyond the fast reduction: the call again, with libm's
             if stencil:
-                exact = _compile(stencil_source(spec, libm=True))
+                exact = compile_source(stencil_source(spec, libm=True))
                 fusion_threads.Runner()(_ranges(exact, flat, outs, n), n, False)
             else:
-                exact = _compile(source(spec, libm=True))
+                exact = compile_source(source(spec, libm=True))
                 fusion_threads.Runner()(_chunked(exact, flat, outs, loop_modes, n), n, False)
         values = []
         for how, where, params in results:
@@ -549,7 +549,7 @@ def _compiled_loop(text, in_dtypes, dtype, outputs, stencil=False):
     """The loop of source ``text`` compiled for flat arrays (inputs of ``in_dtypes``, then ``outputs`` of
     ``dtype``), by a call on empty ones: what ``fusion_compile`` runs in the background. ``stencil``: the
     loop takes a range and a flag first (``stencil_source``)."""
-    loop = _compile(text)
+    loop = compile_source(text)
     one = [np.empty(1, d) for d in in_dtypes] + [np.empty(1, dtype) for _ in range(outputs)]
     if stencil:
         loop(0, 0, 1, False, *one)
@@ -599,8 +599,8 @@ def op_loop(op, dtype, cache=True):
             lines.append(f"        outside += {check}")
         return "\n".join([*lines, "    return outside"]) + "\n"
 
-    fast = _compile(text(vm.expression(op, dtype, names)), cache)
-    libm = _compile(text(vm.libm_expression(op, dtype, names)), cache) if check is not None else None
+    fast = compile_source(text(vm.expression(op, dtype, names)), cache)
+    libm = compile_source(text(vm.libm_expression(op, dtype, names)), cache) if check is not None else None
 
     def run(*arrays, fallback=True):
         arrays = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in np.broadcast_arrays(*arrays)]

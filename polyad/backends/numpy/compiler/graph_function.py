@@ -307,17 +307,36 @@ def variables(prefix, refs):
     return out
 
 
+# a graph's atoms by what they hold (the graph layer, which defines them, sits above the backends):
+# a Var has an ``id``, a Const an ``index`` into the graph's constants; anything else is a literal
+def _is_var(ref):
+    return hasattr(ref, "id") and hasattr(ref, "shape")
+
+
+def _is_const(ref):
+    return hasattr(ref, "index") and hasattr(ref, "value")
+
+
+def _live(graph):
+    """The nodes whose results reach an output, in order (ops have no side effects)."""
+    needed = {r.id for r in graph.outputs if _is_var(r)}
+    live = []
+    for node in reversed(graph.nodes):
+        if any(o.id in needed for o in node.outputs):
+            live.append(node)
+            needed.update(r.id for r in node.inputs if _is_var(r))
+    return live[::-1]
+
+
 def emit_graph(w, graph, inputs):
     """The statements of ``graph`` written by ``w`` on the names arrays ``inputs`` (one per graph input);
     returns the names arrays of its outputs."""
-    from polyad.graph.ir import Const, Var, live_nodes  # noqa: PLC0415 -- the graph layer is above
-
     values = {}
 
     def names_of(ref):
-        if isinstance(ref, Var):
+        if _is_var(ref):
             return values[ref.id]
-        if isinstance(ref, Const):
+        if _is_const(ref):
             return w.constant(graph.consts[ref.index], key=(id(graph), ref.index))
         if hasattr(ref, "shape"):
             raise Untranslatable("an array literal")
@@ -326,11 +345,11 @@ def emit_graph(w, graph, inputs):
     for v, names in zip(graph.inputs, inputs, strict=True):
         _check(v.shape, v.dtype)
         values[v.id] = names
-    for _, node in live_nodes(graph.nodes, graph.outputs):
+    for node in _live(graph):
         op, outs = node.op, node.outputs
         for o in outs:
             _check(o.shape, o.dtype)
-        if op.shape_only is not None and node.inputs and isinstance(node.inputs[0], Var):
+        if op.shape_only is not None and node.inputs and _is_var(node.inputs[0]):
             like = node.inputs[0]
             rest = {k: v for k, v in node.params.items() if k not in ("dtype", "device")}
             made = op.shape_only(np, like.shape, node.params.get("dtype") or np.dtype(like.dtype), **rest)
@@ -534,7 +553,7 @@ def _compiled(text, constants, wants, outs):
     ready = []
 
     def run(*args, extra=()):
-        fn = ready[0] if ready else fusion_compile.ready(("graph", text), lambda: fusion._compile(text))
+        fn = ready[0] if ready else fusion_compile.ready(("graph", text), lambda: fusion.compile_source(text))
         if fn is None:
             return None
         if not ready:
