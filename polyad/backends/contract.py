@@ -82,7 +82,10 @@ Its fields:
   backend), ``exact_ops`` (the element-wise ops whose code gives eager's results bit for bit, kept in
   groups under ``math="exact"``; None: every op) and ``expressions`` (``{op name: code template}``, one for
   every op of ``polyad.graph.compiler.fusion.FUSABLE``; ``{0}``, ``{1}`` are the arguments). The compiler
-  asks it, never a backend's module.
+  asks it, never a backend's module. Optionally, for graphs of small values compiled whole (NumPy's:
+  one Numba function of scalars): ``graph_function(graph, fallback)`` (a loop step as one call),
+  ``while_function(cond, body, n_carry, n_cond)`` and ``sweep_function(body, pullback, n_carry,
+  floats)`` (a while loop and its reverse sweep as one call each; ``polyad.control.compiled_loops``).
 - ``graph_capture`` (optional; default None): replay of a Python function of device arrays as one
   device graph (CuPy's CUDA graphs), an object with ``capture(record) -> replay``: ``record()`` launches
   kernels that read and write only arrays allocated before the call and kept alive by the caller, and
