@@ -10,7 +10,7 @@ user would, the gradient of the loss with respect to ``(beta, gamma)``.
 
 Rows, all in this one run: polyad eager ``pa.grad`` (no transform around the loss but grad's), the
 first call of ``pa.jit(pa.grad)`` (tracing and compiling included) and its later calls once what it
-compiles in the background is ready ("ready": seconds from the first call, after 20 calls), and
+compiles in the background is ready ("ready": seconds from the first call, after 100 calls), and
 ``jax.jit(jax.grad)`` of the same loss with diffrax's ``Dopri5`` and ``PIDController`` at the same
 tolerances (in a child process of the interpreter ``--jax-python`` names, when polyad's has no JAX).
 Times are the best of ``--repeat`` calls (the machine is shared: the minimum is the least disturbed) and
@@ -55,7 +55,7 @@ def observations():
 def timed(f, repeat, warm=0):
     """(value, first call, best of the later calls, their median, seconds until compiled), in seconds.
     ``warm``: calls after the first before timing, then the wait for code compiling in the background
-    (polyad compiles a small loop whole once it has run 256 steps: the steady state of a fit)."""
+    (polyad compiles a small loop whole once it has run 1,000 steps: the steady state of a fit)."""
     start = time.perf_counter()
     value = f()
     first = time.perf_counter() - start
@@ -99,9 +99,9 @@ def run_polyad(repeat):
 
     p0 = np.array(START)
     rows = {}
-    rows["polyad eager grad"] = timed(lambda: np.asarray(pa.grad(loss)(p0)), max(3, repeat // 4), warm=20)
+    rows["polyad eager grad"] = timed(lambda: np.asarray(pa.grad(loss)(p0)), max(3, repeat // 4), warm=100)
     jitted = pa.jit(pa.grad(loss))
-    rows["polyad jit(grad)"] = timed(lambda: np.asarray(jitted(p0)), repeat, warm=20)
+    rows["polyad jit(grad)"] = timed(lambda: np.asarray(jitted(p0)), repeat, warm=100)
     eager, jit = rows["polyad eager grad"][0], rows["polyad jit(grad)"][0]
     assert np.allclose(eager, jit, rtol=1e-12, atol=0), (eager, jit)
     ours, ref = float(loss(p0)), scipy_loss(START, obs)[0]

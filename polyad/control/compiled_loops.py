@@ -17,7 +17,7 @@ from polyad.core.avals import shape_of
 from polyad.graph.compiler import optimize
 
 RESTORE, STORE, ADVANCE, TURN = 0, 1, 2, 3  # the sweep program's instructions (rows: kind, argument)
-WHOLE_AFTER = 256  # steps run by a body's Python loops before its whole loop is translated and compiled
+WHOLE_AFTER = 1000  # steps of a body's Python loops before its whole loop is translated and compiled
 FIRST_TABLE = 1024  # steps of the first store table; it doubles when a loop runs longer
 NO_LIMIT = 1 << 62
 _TABLES = {}  # slots -> [rows (list), the schedule after them, {stored step: row}, free rows]

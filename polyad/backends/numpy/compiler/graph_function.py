@@ -48,7 +48,7 @@ MAX_ELEMENTS = 64  # elements of one value: larger ones are the fused loops' (th
 # statements of one function: Numba takes 2 to 5 ms of CPU for each (typing every operation), so a
 # larger graph costs more to compile than its steps save
 MAX_STATEMENTS = 4000
-COMPILE_AFTER = 64  # calls of a graph's straight-line code before it is translated and compiled
+COMPILE_AFTER = 1000  # calls of a graph's straight-line code before it is translated and compiled
 
 SCALAR = {
     **{k: v for k, v in NUMBA.items() if k != "broadcast_to"},
