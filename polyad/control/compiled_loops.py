@@ -20,31 +20,50 @@ RESTORE, STORE, ADVANCE, TURN = 0, 1, 2, 3  # the sweep program's instructions (
 WHOLE_AFTER = 1000  # steps of a body's Python loops before its whole loop is translated and compiled
 FIRST_TABLE = 1024  # steps of the first store table; it doubles when a loop runs longer
 NO_LIMIT = 1 << 62
-_TABLES = {}  # slots -> [rows (list), the schedule after them, {stored step: row}, free rows]
+_TABLES = {}  # slots -> [rows (list), the schedule after them, {stored step: row}, free rows, next row]
 
 
 def store_table(slots, steps):
     """The row of the stacks each of the first ``steps`` steps is stored into by ``OnlineSchedule(slots)``
-    (-1: not stored), a list; made once per ``slots`` and extended as longer loops ask."""
+    (-1: not stored), a list; made once per ``slots`` and extended as longer loops ask. Rows fill from 0
+    up (the unused ones are the last), and a step dropped leaves its row to the step stored instead."""
     state = _TABLES.get(slots)
     if state is None:
-        state = _TABLES[slots] = [[], schedules.OnlineSchedule(slots), {}, list(range(slots))[::-1]]
-    rows, schedule, row_of, free = state
+        state = _TABLES[slots] = [[], schedules.OnlineSchedule(slots), {}, [], 0]
+    rows, schedule, row_of, free, _ = state
     for step in range(len(rows), steps):
         row = -1
         for action in schedule.before_step(step):
             if type(action) is schedules.Free:
                 free.append(row_of.pop(action.step))
-            else:
+            elif free:
                 row = row_of[step] = free.pop()
+            else:
+                row = row_of[step] = state[4]
+                state[4] += 1
         rows.append(row)
     return rows[:steps]
+
+
+def schedule_slots(save_slots):
+    """``(slots, rows)`` of a loop's ``save_slots`` that a whole loop takes, or None ("sqrt"): the online
+    schedule's slots (None: every state) and the rows of output: "none" (no schedule), "fixed" (``slots``
+    rows, the unused ones -1), "stored" (as many as were stored: ``("bounded", s)`` and "all")."""
+    if save_slots is None:
+        return 0, "none"
+    if type(save_slots) is int:
+        return save_slots, "fixed"
+    if isinstance(save_slots, tuple) and save_slots[0] == "bounded":
+        return save_slots[1], "stored"
+    if save_slots == "all":
+        return None, "stored"
+    return None
 
 
 def _table_array(xp, slots, length):
     key = (id(xp), slots, length)
     if key not in _ARRAYS:
-        _ARRAYS[key] = xp.asarray(store_table(slots, length) if slots else [], dtype=xp.int64)
+        _ARRAYS[key] = xp.asarray(store_table(slots, length) if length else [], dtype=xp.int64)
     return _ARRAYS[key]
 
 
@@ -73,7 +92,8 @@ def count_steps(body, steps):
 
 def run_whole_while(args, cond, body, n_carry, n_cond, save_slots):
     """``run_while``'s outputs by one compiled call, or None (then the caller runs its own loop)."""
-    if not (_compiled(cond) and _compiled(body)) or not (save_slots is None or type(save_slots) is int):
+    kind = schedule_slots(save_slots)
+    if not (_compiled(cond) and _compiled(body)) or kind is None:
         return None
     backend = _backend(args)
     if backend is None:
@@ -91,13 +111,15 @@ def run_whole_while(args, cond, body, n_carry, n_cond, save_slots):
         return None
     xp = backend.xp
     carry = args[:n_carry]
-    slots = save_slots or 0
-    index = xp.full((slots,), -1, dtype=xp.int64)
-    stacks = [xp.zeros((slots, *shape_of(c)), dtype=c.dtype) for c in carry]
+    slots, kept = kind
     length = FIRST_TABLE
     while True:
-        table = _table_array(xp, slots, length)
-        limit = length if slots else NO_LIMIT
+        # "stored": rows for what this length can store (the table's rows fill from 0 up)
+        rows = 0 if kept == "none" else slots if kept == "fixed" else min(slots or length, length)
+        index = xp.full((rows,), -1, dtype=xp.int64)
+        stacks = [xp.zeros((rows, *shape_of(c)), dtype=c.dtype) for c in carry]
+        table = _table_array(xp, slots, length) if kept != "none" else _table_array(xp, 0, 0)
+        limit = length if kept != "none" else NO_LIMIT
         out = run(*args, extra=(table, limit, index, *stacks))
         if out is None:
             return None
@@ -105,14 +127,18 @@ def run_whole_while(args, cond, body, n_carry, n_cond, save_slots):
         if within:
             break
         length *= 2  # ran past the table: a longer one, and the loop again from its start
-    if save_slots is None:
+    if kept == "none":
         return tuple(final)
+    if kept == "stored":  # as many rows as were stored: the first ones
+        used = min(steps, slots or steps)
+        index, stacks = index[:used], [s[:used] for s in stacks]
     return (*final, xp.asarray(steps), index, *stacks)
 
 
 def run_whole_sweep(args, body, n_carry, n_cond, n_closure, slots):
     """``reverse_sweep``'s outputs by one compiled call, or None (then the caller runs its own sweep)."""
-    if not _compiled(body) or type(slots) is not int:
+    kind = schedule_slots(slots)
+    if not _compiled(body) or kind is None or kind[1] == "none":
         return None
     backend = _backend(args)
     if backend is None:
@@ -141,7 +167,7 @@ def run_whole_sweep(args, body, n_carry, n_cond, n_closure, slots):
         if s >= 0:
             row_of[s] = j
     program, free, rows = [], [], shape_of(index)[0]
-    schedule = schedules.OnlineSchedule.resumed(slots, list(row_of), length)
+    schedule = schedules.OnlineSchedule.resumed(kind[0], list(row_of), length)
     for action in schedule.reverse(length):
         kind = type(action)
         if kind is schedules.Turn:
