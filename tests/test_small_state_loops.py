@@ -169,3 +169,31 @@ def test_whole_loops_wait_for_steps_that_pay(monkeypatch):
     f = pa.jit(pa.grad(decay), static_argnums=2)
     f(k, y0, None)
     assert made == []
+
+
+@on_numpy
+def test_eager_and_second_order_loops_run_whole_with_the_same_values(monkeypatch):
+    """Eager grad (every state stored) and grad of grad (the enclosing level's stores) run their loops
+    and sweeps whole once allowed, and give what the Python loops give."""
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")
+    k, y0 = xb.asarray(np.array([0.7, 1.3])), xb.asarray(np.array([1.0, -0.5]))
+
+    def second(k):
+        return pxp.sum(pa.grad(decay)(k, y0, None) * k)
+
+    monkeypatch.setattr(compiled_loops, "WHOLE_AFTER", 1 << 62)  # the Python loops, whatever ran before
+    python = [np.asarray(pa.grad(decay)(k, y0, None)), np.asarray(pa.grad(second)(k))]
+    monkeypatch.setattr(compiled_loops, "WHOLE_AFTER", 0)
+    calls = []
+    original = compiled_loops.run_whole_sweep
+
+    def spy(*args):
+        out = original(*args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr("polyad.control.while_loop.run_whole_sweep", spy)
+    whole = [np.asarray(pa.grad(decay)(k, y0, None)), np.asarray(pa.grad(second)(k))]
+    assert any(calls)
+    for a, b in zip(python, whole):
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
