@@ -431,12 +431,20 @@ def graph_function(graph, fallback):
 
 
 def _runner(graph):
+    return _translated(translate, (graph,), graph.inputs, graph.outputs)
+
+
+def _translated(translate_fn, args, inputs, outputs):
+    """``_compiled`` of ``translate_fn(*args)`` for values ``inputs`` in and ``outputs`` out, or None
+    where it cannot be translated or Numba is missing."""
+    if not fusion.available():
+        return None
     try:
-        text, constants = translate(graph)
+        text, constants = translate_fn(*args)
     except Untranslatable:
         return None
-    wants = [(np.dtype(v.dtype), not v.shape) for v in graph.inputs]
-    outs = [(_dtype(r), not getattr(r, "shape", ())) for r in graph.outputs]
+    wants = [(np.dtype(v.dtype), not v.shape) for v in inputs]
+    outs = [(_dtype(r), not getattr(r, "shape", ())) for r in outputs]
     return _compiled(text, constants, wants, outs)
 
 
@@ -576,27 +584,11 @@ def while_function(cond, body, n_carry, n_cond):
     """The whole loop of ``translate_while`` as ``run(*args, extra=(table, limit, index, *stacks))`` ->
     ``[*final carry, steps, within]``, or None where it cannot be translated or Numba is missing;
     ``run`` returns None too while it compiles or for arrays it does not take."""
-    if not fusion.available():
-        return None
-    try:
-        text, constants = translate_while(cond, body, n_carry, n_cond)
-    except Untranslatable:
-        return None
     inputs = [*body.inputs[:n_carry], *cond.inputs[n_carry:], *body.inputs[n_carry:]]
-    wants = [(np.dtype(v.dtype), not v.shape) for v in inputs]
-    outs = [(np.dtype(v.dtype), not v.shape) for v in body.inputs[:n_carry]]
-    return _compiled(text, constants, wants, outs)
+    return _translated(translate_while, (cond, body, n_carry, n_cond), inputs, body.inputs[:n_carry])
 
 
 def sweep_function(body, pullback, n_carry, floats_out):
     """The reverse sweep of ``translate_sweep`` as ``run(*cotangents, *closure, extra=(program,
     *stacks))`` -> the cotangents of the carry and of the closure, or None (as ``while_function``)."""
-    if not fusion.available():
-        return None
-    try:
-        text, constants = translate_sweep(body, pullback, n_carry, floats_out)
-    except Untranslatable:
-        return None
-    inputs = body.inputs
-    wants = [(np.dtype(v.dtype), not v.shape) for v in inputs]
-    return _compiled(text, constants, wants, wants)
+    return _translated(translate_sweep, (body, pullback, n_carry, floats_out), body.inputs, body.inputs)
