@@ -23,7 +23,8 @@ Example:
     >>> import polyad as pa
     >>> from polyad.backends.numpy.compiler.graph_function import translate
     >>> g = pa.make_graph(lambda x: pa.xp.sum(x * x) + 1.0, np.ones(2))
-    >>> print(translate(g)[0])
+    >>> text, constants = translate(g)
+    >>> print(text[text.index("def fused"):])
     def fused(a0):
         a0_0 = a0[0]
         a0_1 = a0[1]
