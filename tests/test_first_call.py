@@ -159,7 +159,7 @@ def gated(monkeypatch):
     from polyad.backends.numpy.compiler import fusion, fusion_compile
 
     assert fusion_compile.wait(120)  # loops of earlier tests compile with the real compiler, uncounted
-    real = fusion._compile
+    real = fusion.compile_source
     state = {"gate": threading.Event(), "runs": [0], "texts": []}
 
     def slow(text, cache=True):
@@ -173,7 +173,7 @@ def gated(monkeypatch):
 
         return counted
 
-    monkeypatch.setattr(fusion, "_compile", slow)
+    monkeypatch.setattr(fusion, "compile_source", slow)
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "background")
     return state
 
@@ -261,7 +261,7 @@ def test_a_loop_that_fails_to_compile_warns_once_and_the_values_stay_right(monke
     def broken(text, cache=True):
         raise RuntimeError("no loop today")
 
-    monkeypatch.setattr(fusion, "_compile", broken)
+    monkeypatch.setattr(fusion, "compile_source", broken)
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")
 
     def f(x):
