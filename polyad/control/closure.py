@@ -178,7 +178,7 @@ def replayed(body, example):
         fn = optimized.compile(backend.name, device).fn
         return step_function(optimized, backend, fn) or fn  # the backend's one function, where it has one
 
-    key = _graph_key(body.graph, (backend.name, str(device)))
+    key = graph_key(body.graph, (backend.name, str(device)))
     shared = _REPLAYS.pop(key, None) if key is not None else None
     if shared is None:
         compiled = body.compile_with(compile_fn)
@@ -199,7 +199,7 @@ CONST_KEY_ELEMENTS = 1 << 16  # a graph with larger constants is compiled at eac
 _REPLAYS = {}  # graph key -> {"fn": compiled step, "pullback": (compiled pullback, floats) once made}
 
 
-def _graph_key(graph, where):
+def graph_key(graph, where):
     """A hashable key equal for two graphs that compute the same thing the same way: op objects,
     parameters, the wiring, literals (by repr: -0.0 is not 0.0), shapes and dtypes, and constants by
     value. None where a part cannot be keyed (an unhashable parameter, a large or unreadable constant):

@@ -11,7 +11,7 @@ and ``while_loop`` runs its Python loop. The values are those of the compiled st
 
 import polyad.control.schedules as schedules
 import polyad.core.dispatch as dispatch
-from polyad.control.closure import pullback_graph
+from polyad.control.closure import graph_key, pullback_graph
 from polyad.core import Tensor
 from polyad.core.avals import shape_of
 from polyad.graph.compiler import optimize
@@ -101,7 +101,11 @@ def run_whole_while(args, cond, body, n_carry, n_cond, save_slots):
     if body._shared.get("steps", 0) < WHOLE_AFTER:  # a loop that runs a few steps does not pay Numba
         return None
     shared = body._shared.setdefault("whole_while", {})
-    key = id(cond.body)
+    # the condition by what it computes: an eager loop traces a new one at each call (same graph), and
+    # another condition may come with the same body
+    key = graph_key(cond.body.graph, "cond")
+    if key is None:
+        return None
     if key not in shared:
         shared[key] = backend.fusion.while_function(
             optimize(cond.body.graph), optimize(body.body.graph), n_carry, n_cond
@@ -169,26 +173,26 @@ def run_whole_sweep(args, body, n_carry, n_cond, n_closure, slots):
     program, free, rows = [], [], shape_of(index)[0]
     schedule = schedules.OnlineSchedule.resumed(kind[0], list(row_of), length)
     for action in schedule.reverse(length):
-        kind = type(action)
-        if kind is schedules.Turn:
+        what = type(action)
+        if what is schedules.Turn:
             program.append((TURN, 0))
-        elif kind is schedules.Restore:
+        elif what is schedules.Restore:
             program.append((RESTORE, row_of[action.step]))
-        elif kind is schedules.Store:
+        elif what is schedules.Store:
             if free:
                 row = free.pop()
             else:
                 row, rows = rows, rows + 1
             row_of[action.step] = row
             program.append((STORE, row))
-        elif kind is schedules.Free:
+        elif what is schedules.Free:
             free.append(row_of.pop(action.step))
         else:
             program.append((ADVANCE, action[1] - action[0]))
     extra = rows - shape_of(index)[0]
     if extra:  # rows for the states the sweep stores itself, after the primal pass's
         stacks = [xp.concat([s, xp.zeros((extra, *shape_of(s)[1:]), dtype=s.dtype)]) for s in stacks]
-    elif any(kind == STORE for kind, _ in program):
+    elif any(what == STORE for what, _ in program):
         stacks = [xp.asarray(s, copy=True) for s in stacks]  # written to: the primal pass's stay as they are
     code = xp.reshape(xp.asarray(program, dtype=xp.int64), (len(program), 2))
     out = run(*ct, *closure, extra=(code, *stacks))
