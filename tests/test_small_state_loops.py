@@ -78,7 +78,7 @@ def test_a_graph_as_one_function_of_scalars_gives_numpys_values():
 
 @on_numpy
 def test_what_is_not_translated_is_refused_by_name():
-    big = xb.asarray(np.ones(graph_function.MAX_ELEMENTS + 1))
+    big = xb.asarray(np.ones(graph_function.MAX_ARRAY_ELEMENTS + 1))
     with pytest.raises(graph_function.Untranslatable, match="elements"):
         graph_function.translate(pa.make_graph(lambda v: v * 2.0, big))
     f32 = xb.asarray(np.ones(3, dtype=np.float32))
@@ -197,3 +197,53 @@ def test_eager_and_second_order_loops_run_whole_with_the_same_values(monkeypatch
     assert any(calls)
     for a, b in zip(python, whole):
         np.testing.assert_allclose(b, a, rtol=1e-13, atol=0)
+
+
+def swapping_diffusion(k, u0):
+    """A carry that swaps two values and passes one on (new values read before any is set), and a
+    state of 200 points (an array variable of the written function, rolled: the array statements)."""
+
+    def cond(c):
+        u, a, b, t, t_old = c
+        return t < 0.3
+
+    def body(c):
+        u, a, b, t, t_old = c
+        lap = pxp.roll(u, 1) + pxp.roll(u, -1) - 2.0 * u
+        u = u + 0.05 * k * lap - 0.01 * u * u * u + 0.001 * a
+        return u, b, a + 0.1 * t_old, t + 0.01, t
+
+    init = (u0, xb.asarray(1.0), xb.asarray(-2.0), xb.asarray(0.0), xb.asarray(0.0))
+    u, a, b, t, _ = pa.while_loop(cond, body, init, checkpoints=5, compiled=True)
+    return pxp.sum(u * u) + a * b + t
+
+
+@pytest.mark.parametrize("where", ["jit", "eager"])
+def test_swapped_carries_and_array_states_run_whole_with_the_python_loops_values(monkeypatch, where):
+    monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")
+    k = xb.asarray(0.8)
+    u0 = xb.asarray(np.sin(np.linspace(0, 2 * np.pi, 200, endpoint=False)))
+    f = (
+        pa.jit(pa.value_and_grad(swapping_diffusion))
+        if where == "jit"
+        else pa.value_and_grad(swapping_diffusion)
+    )
+    monkeypatch.setattr(compiled_loops, "WHOLE_AFTER", 1 << 62)
+    want = [np.asarray(to_numpy(v)) for v in f(k, u0)]
+    monkeypatch.setattr(compiled_loops, "WHOLE_AFTER", 0)
+    calls = []
+    original = compiled_loops.run_whole_while
+
+    def spy(*args):
+        out = original(*args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr("polyad.control.while_loop.run_whole_while", spy)
+    got = [np.asarray(to_numpy(v)) for v in f(k, u0)]
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_, rtol=1e-12, atol=0)
+    eps = 1e-6
+    fd = (float(swapping_diffusion(k + eps, u0)) - float(swapping_diffusion(k - eps, u0))) / (2 * eps)
+    assert_close(got[1], fd, rtol=1e-6)
+    assert any(calls) == (BACKEND.name == "numpy")

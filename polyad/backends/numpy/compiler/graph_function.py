@@ -42,10 +42,12 @@ import math
 import numpy as np
 
 from . import fusion, fusion_compile
+from .array_statements import Big, array_node
 from .expressions import NUMBA
 
 DTYPES = {np.dtype(np.float64): "np.float64", np.dtype(np.int64): "np.int64", np.dtype(np.bool_): "np.bool_"}
-MAX_ELEMENTS = 64  # elements of one value: larger ones are the fused loops' (threads, fast math)
+MAX_ELEMENTS = 64  # elements of a value written as scalars; a larger one is an array variable
+MAX_ARRAY_ELEMENTS = 4096  # elements of one value: larger ones are the fused loops' (threads, fast math)
 # statements of one function: Numba takes 2 to 5 ms of CPU for each (typing every operation), so a
 # larger graph costs more to compile than its steps save
 MAX_STATEMENTS = 4000
@@ -148,6 +150,7 @@ class _Writer:
         self.count = 0
         self.indent = ""
         self._const_names = {}
+        self.small_max = MAX_ELEMENTS
 
     def line(self, text):
         self.lines.append(self.indent + text)
@@ -160,15 +163,17 @@ class _Writer:
         self.line(f"{name} = {expression}")
         return name
 
-    def unpack(self, arg, shape, into=None, prefix=None):
-        """The names of argument ``arg``'s elements, each read into a variable (``prefix``: their names'
-        start, default ``arg``) by lines appended to ``into`` (default: the body)."""
+    def unpack(self, arg, shape, dtype, into=None):
+        """The names of argument ``arg``'s elements, each read into a variable by lines appended to
+        ``into`` (default: the body); a large argument stays the array it is (``Big``)."""
+        if math.prod(shape) > MAX_ELEMENTS:
+            return Big(arg, shape, dtype)
         names = np.empty(shape, dtype=object)
         if not shape:
             names[()] = arg
             return names
         for index in np.ndindex(*shape):
-            names[index] = f"{prefix or arg}_{'_'.join(map(str, index))}"
+            names[index] = f"{arg}_{'_'.join(map(str, index))}"
             line = f"{names[index]} = {arg}[{', '.join(map(str, index))}]"
             if into is None:
                 self.line(line)
@@ -182,28 +187,56 @@ class _Writer:
         value = np.asarray(value)
         _check(value.shape, value.dtype)
         self.constants.append(value.item() if not value.shape else value)
-        names = self.unpack(f"c{len(self.constants) - 1}", value.shape, into=self.prologue)
+        names = self.unpack(f"c{len(self.constants) - 1}", value.shape, value.dtype, into=self.prologue)
         if key is not None:
             self._const_names[key] = names
         return names
 
-    def assign(self, targets, names, dtype):
-        """``targets`` (names arrays of loop variables) set to ``names``, cast to ``dtype``."""
-        cast = DTYPES[np.dtype(dtype)]
-        for index in np.ndindex(*targets.shape):
-            self.line(f"{targets[index]} = {cast}({names[index]})")
+    def assign(self, pairs):
+        """Loop variables set, ``pairs`` of (targets, names, dtype): each target (a names array of
+        scalars, or a ``Big``) to its names cast to ``dtype`` (an array variable to a C-contiguous array,
+        so that its type stays the same through a loop, or to zeros where ``names`` is no ``Big``). All
+        new values are read before any variable is set: one may be another's old value (a carry that
+        passes a value on, or swaps two)."""
+        staged = []
+        for targets, names, dtype in pairs:
+            cast = DTYPES[np.dtype(dtype)]
+            if isinstance(targets, Big):
+                if isinstance(names, Big):
+                    staged.append((targets.name, self.emit(f"np.ascontiguousarray({names.name})")))
+                else:
+                    staged.append((targets.name, self.emit(f"np.zeros({targets.shape}, {cast})")))
+                continue
+            for index in np.ndindex(*targets.shape):
+                staged.append((targets[index], self.emit(f"{cast}({names[index]})")))
+        for target, source in staged:
+            self.line(f"{target} = {source}")
+
+    def added(self, targets, names):
+        """``targets + names`` as a names array (or a ``Big``), for ``assign``."""
+        if isinstance(targets, Big):
+            return Big(self.emit(f"({targets.name} + {names.name})"), targets.shape, targets.dtype)
+        return np.vectorize(lambda a, b: f"({a} + {b})", otypes=[object])(targets, names)
 
     def store(self, array, row, names):
         """Row ``row`` (source) of argument ``array`` set to ``names``; its reverse: ``load``."""
+        if isinstance(names, Big):
+            self.line(f"{array}[{row}] = {names.name}")
+            return
         for index in np.ndindex(*names.shape):
             self.line(f"{array}[{', '.join([row, *map(str, index)])}] = {names[index]}")
 
     def load(self, targets, array, row):
+        if isinstance(targets, Big):
+            self.line(f"{targets.name} = {array}[{row}].copy()")
+            return
         for index in np.ndindex(*targets.shape):
             self.line(f"{targets[index]} = {array}[{', '.join([row, *map(str, index)])}]")
 
     def pack(self, k, names, dtype):
         """The source of output ``k``: a new array of ``names`` (a scalar's name for shape ())."""
+        if isinstance(names, Big):
+            return names.name
         if not names.shape:
             return names[()]
         self.line(f"o{k} = np.empty({tuple(names.shape)}, {DTYPES[np.dtype(dtype)]})")
@@ -289,8 +322,8 @@ def _reduce(w, node, x):
 def _check(shape, dtype):
     if np.dtype(dtype) not in DTYPES:
         raise Untranslatable(f"a value of dtype {np.dtype(dtype)}")
-    if math.prod(shape) > MAX_ELEMENTS:
-        raise Untranslatable(f"a value of {math.prod(shape)} elements (over {MAX_ELEMENTS})")
+    if math.prod(shape) > MAX_ARRAY_ELEMENTS:
+        raise Untranslatable(f"a value of {math.prod(shape)} elements (over {MAX_ARRAY_ELEMENTS})")
 
 
 def _dtype(ref):
@@ -301,6 +334,9 @@ def variables(prefix, refs):
     """Names arrays of loop variables ``{prefix}{k}_{index}`` for the values ``refs`` (Vars or avals)."""
     out = []
     for k, v in enumerate(refs):
+        if math.prod(v.shape) > MAX_ELEMENTS:
+            out.append(Big(f"{prefix}{k}", v.shape, v.dtype))
+            continue
         names = np.empty(v.shape, dtype=object)
         for index in np.ndindex(*v.shape):
             names[index] = f"{prefix}{k}" + "".join(f"_{i}" for i in index)
@@ -362,6 +398,14 @@ def emit_graph(w, graph, inputs):
         name = op.name
         if len(args) > (2 if name == "index_update" else 1) and name in ("getitem", "index_update"):
             raise Untranslatable(f"{name}: an index by arrays")
+        if any(np.dtype(o.dtype).kind != "f" for o in outs) and name in SCALAR and name not in KEEPS_TYPE:
+            raise Untranslatable(f"{name} with a {np.dtype(outs[0].dtype)} result")
+        if name in ("getitem", "index_update"):
+            _static_key(node.params["key"])
+        if any(isinstance(a, Big) for a in args) or any(math.prod(o.shape) > MAX_ELEMENTS for o in outs):
+            for o, value in zip(outs, array_node(w, node, args, Untranslatable), strict=True):
+                values[o.id] = value
+            continue
         if name in MOVES and len(args) == 1:
             values[outs[0].id] = MOVES[name](node, args[0])
         elif name == "stack":
@@ -382,8 +426,6 @@ def emit_graph(w, graph, inputs):
             cast = DTYPES[np.dtype(outs[0].dtype)]
             values[outs[0].id] = w.elementwise(f"{cast}({{0}})", args, outs[0].shape)
         elif name in SCALAR and len(outs) == 1 and not node.params:
-            if np.dtype(outs[0].dtype).kind != "f" and name not in KEEPS_TYPE:
-                raise Untranslatable(f"{name} with a {np.dtype(outs[0].dtype)} result")
             values[outs[0].id] = w.elementwise(SCALAR[name], args, outs[0].shape)
         else:
             raise Untranslatable(f"{name} (no translation)")
@@ -401,7 +443,7 @@ def translate(graph):
     take (the graph's constants and what its shape-only nodes create). Raises ``Untranslatable``."""
     w = _Writer()
     params = [f"a{k}" for k in range(len(graph.inputs))]
-    inputs = [w.unpack(p, v.shape) for p, v in zip(params, graph.inputs)]
+    inputs = [w.unpack(p, v.shape, v.dtype) for p, v in zip(params, graph.inputs)]
     outputs = emit_graph(w, graph, inputs)
     results = [w.pack(k, names, _dtype(r)) for k, (names, r) in enumerate(zip(outputs, graph.outputs))]
     return w.source(params, results), w.constants
@@ -465,11 +507,15 @@ def translate_while(cond, body, n_carry, n_cond):
     params = [f"a{k}" for k in range(n_in)]
     carry_avals = body.inputs[:n_carry]
     closures = [*cond.inputs[n_carry:], *body.inputs[n_carry:]]
-    args = [w.unpack(p, v.shape) for p, v in zip(params[n_carry:], closures)]
+    args = [w.unpack(p, v.shape, v.dtype) for p, v in zip(params[n_carry:], closures)]
     c_closure, b_closure = args[:n_cond], args[n_cond:]
     carry = variables("x", carry_avals)
-    for k, (names, v) in enumerate(zip(carry, carry_avals)):
-        w.assign(names, w.unpack(f"a{k}", v.shape), v.dtype)
+    w.assign(
+        [
+            (names, w.unpack(f"a{k}", v.shape, v.dtype), v.dtype)
+            for k, (names, v) in enumerate(zip(carry, carry_avals))
+        ]
+    )
     w.line("steps = 0")
     w.line("within = True")
     w.line("while True:")
@@ -488,8 +534,7 @@ def translate_while(cond, body, n_carry, n_cond):
         w.store(f"s{k}", "row", names)
     w.indent = "    "
     outs = emit_graph(w, body, [*carry, *b_closure])
-    for names, new, v in zip(carry, outs, carry_avals):
-        w.assign(names, new, v.dtype)
+    w.assign([(names, new, v.dtype) for names, new, v in zip(carry, outs, carry_avals)])
     w.line("steps += 1")
     w.indent = ""
     results = [w.pack(k, names, v.dtype) for k, (names, v) in enumerate(zip(carry, carry_avals))]
@@ -512,14 +557,22 @@ def translate_sweep(body, pullback, n_carry, floats_out):
     carry_avals, closure_avals = body.inputs[:n_carry], body.inputs[n_carry:]
     g_params = [f"g{k}" for k in range(n_carry)]
     b_params = [f"b{k}" for k in range(len(closure_avals))]
-    closure = [w.unpack(p, v.shape) for p, v in zip(b_params, closure_avals)]
+    closure = [w.unpack(p, v.shape, v.dtype) for p, v in zip(b_params, closure_avals)]
     cts = variables("y", carry_avals)
-    for k, (names, v) in enumerate(zip(cts, carry_avals)):
-        w.assign(names, w.unpack(f"g{k}", v.shape), v.dtype)
+    w.assign(
+        [
+            (names, w.unpack(f"g{k}", v.shape, v.dtype), v.dtype)
+            for k, (names, v) in enumerate(zip(cts, carry_avals))
+        ]
+    )
     sums = variables("h", closure_avals)
     working = variables("x", carry_avals)
-    for names, v in [*zip(sums, closure_avals), *zip(working, carry_avals)]:
-        w.assign(names, np.full(v.shape, "0", dtype=object), v.dtype)
+    w.assign(
+        [
+            (names, np.full(v.shape, "0", dtype=object), v.dtype)
+            for names, v in [*zip(sums, closure_avals), *zip(working, carry_avals)]
+        ]
+    )
     w.line("for r in range(program.shape[0]):")
     w.line("    kind = program[r, 0]")
     w.line("    arg = program[r, 1]")
@@ -537,17 +590,18 @@ def translate_sweep(body, pullback, n_carry, floats_out):
     w.line("    for _ in range(arg):")
     w.indent = "            "
     outs = emit_graph(w, body, [*working, *closure])
-    for names, new, v in zip(working, outs, carry_avals):
-        w.assign(names, new, v.dtype)
+    w.assign([(names, new, v.dtype) for names, new, v in zip(working, outs, carry_avals)])
     w.indent = "    "
     w.line("else:")
     w.indent = "        "
     grads = emit_graph(w, pullback, [*working, *closure, *[cts[k] for k in floats_out]])
-    for names, new, v in zip(cts, grads[:n_carry], carry_avals):
-        w.assign(names, new, v.dtype)
-    for names, new, v in zip(sums, grads[n_carry:], closure_avals):
-        if np.dtype(v.dtype).kind == "f":
-            w.assign(names, np.vectorize(lambda a, b: f"({a} + {b})", otypes=[object])(names, new), v.dtype)
+    updates = [(names, new, v.dtype) for names, new, v in zip(cts, grads[:n_carry], carry_avals)]
+    updates += [
+        (names, w.added(names, new), v.dtype)
+        for names, new, v in zip(sums, grads[n_carry:], closure_avals)
+        if np.dtype(v.dtype).kind == "f"
+    ]
+    w.assign(updates)
     w.indent = ""
     results = [w.pack(k, names, v.dtype) for k, (names, v) in enumerate(zip(cts, carry_avals))]
     results += [w.pack(n_carry + k, names, v.dtype) for k, (names, v) in enumerate(zip(sums, closure_avals))]
