@@ -116,7 +116,7 @@ def run_whole_while(args, cond, body, n_carry, n_cond, save_slots):
     xp = backend.xp
     carry = args[:n_carry]
     slots, kept = kind
-    length = FIRST_TABLE
+    length = shared.get("length", FIRST_TABLE)  # the table the last run of this loop needed
     while True:
         # "stored": rows for what this length can store (the table's rows fill from 0 up)
         rows = 0 if kept == "none" else slots if kept == "fixed" else min(slots or length, length)
@@ -131,6 +131,7 @@ def run_whole_while(args, cond, body, n_carry, n_cond, save_slots):
         if within:
             break
         length *= 2  # ran past the table: a longer one, and the loop again from its start
+        shared["length"] = length
     if kept == "none":
         return tuple(final)
     if kept == "stored":  # as many rows as were stored: the first ones

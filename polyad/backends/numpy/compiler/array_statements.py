@@ -30,9 +30,9 @@ ARRAY = {
     "abs": "np.abs({0})",
     "maximum": "np.maximum({0}, {1})",
     "minimum": "np.minimum({0}, {1})",
-    "where": "np.where({0}, {1}, {2})",
-    "zero_safe_multiply": "({0} * np.where(({0} != 0) | np.isfinite({1}), {1}, 0.0))",
-    "zero_safe_divide": "({0} / np.where(({0} != 0) | (({1} != 0) & ({1} == {1})), {1}, 1.0))",
+    "where": "choices.where({0}, {1}, {2})",
+    "zero_safe_multiply": "choices.zero_safe_multiply({0}, {1})",
+    "zero_safe_divide": "choices.zero_safe_divide({0}, {1})",
     "equal": "({0} == {1})",
     "not_equal": "({0} != {1})",
     "less": "({0} < {1})",
@@ -91,6 +91,10 @@ def array_node(w, node, args, untranslatable):
         return [args[0]]
     if name in ARRAY and len(outs) == 1 and not params:
         expr = ARRAY[name].format(*srcs)
+        if w.uses.get(outs[0].id, 0) == 1 and math.prod(shape) > small_max:
+            # read once: its expression goes into its reader's, so that a chain of element-wise ops is
+            # one array expression, which Numba compiles to one loop with no array in between
+            return [Big(f"({expr})", shape, outs[0].dtype)]
     elif name == "getitem" and len(args) == 1:
         expr = f"{srcs[0]}[{key_source(params['key'])}]"
     elif name in ("reshape", "expand_dims", "squeeze"):

@@ -80,7 +80,10 @@ SCALAR = {
 
 # a choice as one instruction (``select.py``), not a branch: Numba's passes over a function grow faster
 # than its blocks
-HELPERS = "from polyad.backends.numpy.compiler.select import select\n\n\n"
+HELPERS = (
+    "from polyad.backends.numpy.compiler import select as choices\n"
+    "from polyad.backends.numpy.compiler.select import select\n\n\n"
+)
 SCALAR.update(
     where="select({0}, {1}, {2})",
     maximum="select(({0} > {1}) | ({0} != {0}), {0}, {1})",
@@ -151,6 +154,7 @@ class _Writer:
         self.indent = ""
         self._const_names = {}
         self.small_max = MAX_ELEMENTS
+        self.uses = {}
 
     def line(self, text):
         self.lines.append(self.indent + text)
@@ -382,7 +386,12 @@ def emit_graph(w, graph, inputs):
     for v, names in zip(graph.inputs, inputs, strict=True):
         _check(v.shape, v.dtype)
         values[v.id] = names
-    for node in _live(graph):
+    live = _live(graph)
+    w.uses = {}  # reads of each value in this graph (an output counts twice: it is read after)
+    for ref in [*(r for node in live for r in node.inputs), *graph.outputs, *graph.outputs]:
+        if _is_var(ref):
+            w.uses[ref.id] = w.uses.get(ref.id, 0) + 1
+    for node in live:
         op, outs = node.op, node.outputs
         for o in outs:
             _check(o.shape, o.dtype)
