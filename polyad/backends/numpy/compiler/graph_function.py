@@ -625,7 +625,11 @@ def _compiled(text, constants, wants, outs):
     ready = []
 
     def run(*args, extra=()):
-        fn = ready[0] if ready else fusion_compile.ready(("graph", text), lambda: fusion.compile_source(text))
+        fn = (
+            ready[0]
+            if ready
+            else fusion_compile.ready(("graph", text), lambda: fusion.compile_source(text), False)
+        )
         if fn is None:
             return None
         if not ready:
