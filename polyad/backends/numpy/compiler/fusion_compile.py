@@ -102,18 +102,25 @@ def mode():
     return value
 
 
-def ready(key, build, first_calls_wait=True):
+def ready_later(key, build):
+    """``ready`` for a kernel whose fallback is compiled code already (a small state's whole loop): a
+    first call of ``pa.jit`` (``waiting()``) does not wait for it, only ``$POLYAD_FUSION_COMPILE`` does."""
+    waiting = getattr(_LOCAL, "waiting", False)
+    _LOCAL.waiting = False
+    try:
+        return _ready(key, build)
+    finally:
+        _LOCAL.waiting = waiting
+
+
+def ready(key, build):
     """The kernel compiled for ``key`` if it is ready, else None: the caller runs its fallback this time.
     ``build()`` compiles it (called once per key, on the worker thread; on the calling thread under
-    "wait"). None too, for good, where it failed (with a warning, once). ``first_calls_wait=False``: a
-    first call of ``pa.jit`` (``waiting()``) does not wait for it either, only ``$POLYAD_FUSION_COMPILE``
-    does (a kernel whose fallback is compiled code already: a small state's whole loop)."""
-    if not first_calls_wait and getattr(_LOCAL, "waiting", False):
-        _LOCAL.waiting = False
-        try:
-            return ready(key, build)
-        finally:
-            _LOCAL.waiting = True
+    "wait"). None too, for good, where it failed (with a warning, once)."""
+    return _ready(key, build)
+
+
+def _ready(key, build):
     state = _STATE
     job = state.jobs.get(key)
     if job is None:

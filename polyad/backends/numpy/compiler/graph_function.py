@@ -628,7 +628,7 @@ def _compiled(text, constants, wants, outs):
         fn = (
             ready[0]
             if ready
-            else fusion_compile.ready(("graph", text), lambda: fusion.compile_source(text), False)
+            else fusion_compile.ready_later(("graph", text), lambda: fusion.compile_source(text))
         )
         if fn is None:
             return None
