@@ -1,14 +1,16 @@
 """A graph of small values as one Numba function of scalars: every element of every value is a local
 variable of one compiled body, as XLA unrolls a small while loop's step, so that a loop step on a small
 state (an ODE's few states and its step-size control) costs one call with no allocation, where op by op
-it cost one kernel call per op (several microseconds each: all of a small op's time).
+it cost one kernel call per op (several microseconds each: all of a small op's time). A value of more
+than ``MAX_ELEMENTS`` elements (up to ``MAX_ARRAY_ELEMENTS``) is an array variable instead, its ops
+NumPy statements on arrays (``array_statements.py``).
 
 ``graph_function(graph, fallback)`` (the NumPy backend's ``fusion.graph_function``) returns a function
-of the graph's flat inputs, or None where ``translate`` cannot (an op with no translation here, a value
-of more than ``MAX_ELEMENTS`` elements, a dtype but float64, int64 and bool): then the caller keeps its
-straight-line code. The function runs ``fallback`` (that code) on anything but NumPy arrays of the
-traced dtypes, and until Numba has compiled the body (``fusion_compile``: in the background, as the
-fused loops; at once under ``waiting()``).
+of the graph's flat inputs, which runs ``fallback`` (the graph's straight-line code) until it has been
+called ``COMPILE_AFTER`` times, then for good where ``translate`` cannot (an op with no translation
+here, a value of more than ``MAX_ARRAY_ELEMENTS`` elements, a dtype but float64, int64 and bool), on
+anything but NumPy arrays of the traced dtypes, and until Numba has compiled the body (in the
+background, as the fused loops; at once under ``$POLYAD_FUSION_COMPILE=wait``).
 
 How: each value is a NumPy array of *names* (dtype object) of its shape; an op that only moves elements
 (``reshape``, ``getitem``, ``stack``, ``roll``...) is NumPy's own function applied to those names at
