@@ -23,16 +23,8 @@ class Big:
         self.name, self.shape, self.dtype = name, tuple(shape), np.dtype(dtype)
 
 
-# element-wise ops on arrays (an argument may be a scalar); NumPy's ufuncs as Numba implements them
-ARRAY = {
-    **{k: v for k, v in NUMBA.items() if v.startswith("(") and " if " not in v},
-    **{k: v for k, v in NUMBA.items() if v.startswith("np.")},
-    "abs": "np.abs({0})",
-    "maximum": "np.maximum({0}, {1})",
-    "minimum": "np.minimum({0}, {1})",
-    "where": "choices.where({0}, {1}, {2})",
-    "zero_safe_multiply": "choices.zero_safe_multiply({0}, {1})",
-    "zero_safe_divide": "choices.zero_safe_divide({0}, {1})",
+# element-wise ops whose Python expression is the same on scalars and on arrays (NumPy's semantics)
+ELEMENTWISE = {
     "equal": "({0} == {1})",
     "not_equal": "({0} != {1})",
     "less": "({0} < {1})",
@@ -43,9 +35,6 @@ ARRAY = {
     "bitwise_or": "({0} | {1})",
     "bitwise_xor": "({0} ^ {1})",
     "bitwise_invert": "(~{0})",
-    "logical_and": "np.logical_and({0}, {1})",
-    "logical_or": "np.logical_or({0}, {1})",
-    "logical_not": "np.logical_not({0})",
     "isnan": "np.isnan({0})",
     "isfinite": "np.isfinite({0})",
     "isinf": "np.isinf({0})",
@@ -53,6 +42,22 @@ ARRAY = {
     "floor": "np.floor({0})",
     "ceil": "np.ceil({0})",
     "trunc": "np.trunc({0})",
+    "floor_divide": "({0} // {1})",
+}
+# element-wise ops on arrays (an argument may be a scalar); NumPy's ufuncs as Numba implements them
+ARRAY = {
+    **ELEMENTWISE,
+    **{k: v for k, v in NUMBA.items() if v.startswith("(") and " if " not in v},
+    **{k: v for k, v in NUMBA.items() if v.startswith("np.")},
+    "abs": "np.abs({0})",
+    "maximum": "np.maximum({0}, {1})",
+    "minimum": "np.minimum({0}, {1})",
+    "where": "choices.where({0}, {1}, {2})",
+    "zero_safe_multiply": "choices.zero_safe_multiply({0}, {1})",
+    "zero_safe_divide": "choices.zero_safe_divide({0}, {1})",
+    "logical_and": "np.logical_and({0}, {1})",
+    "logical_or": "np.logical_or({0}, {1})",
+    "logical_not": "np.logical_not({0})",
 }
 IDENTITY = frozenset(("stop_gradient", "positive"))
 

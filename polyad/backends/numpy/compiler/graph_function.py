@@ -44,7 +44,7 @@ import math
 import numpy as np
 
 from . import fusion, fusion_compile
-from .array_statements import Big, array_node
+from .array_statements import ELEMENTWISE, Big, array_node
 from .expressions import NUMBA
 
 DTYPES = {np.dtype(np.float64): "np.float64", np.dtype(np.int64): "np.int64", np.dtype(np.bool_): "np.bool_"}
@@ -57,27 +57,10 @@ COMPILE_AFTER = 1000  # calls of a graph's straight-line code before it is trans
 
 SCALAR = {
     **{k: v for k, v in NUMBA.items() if k != "broadcast_to"},
-    "equal": "({0} == {1})",
-    "not_equal": "({0} != {1})",
-    "less": "({0} < {1})",
-    "less_equal": "({0} <= {1})",
-    "greater": "({0} > {1})",
-    "greater_equal": "({0} >= {1})",
-    "bitwise_and": "({0} & {1})",
-    "bitwise_or": "({0} | {1})",
-    "bitwise_xor": "({0} ^ {1})",
-    "bitwise_invert": "(~{0})",
+    **ELEMENTWISE,
     "logical_and": "({0} & {1})",
     "logical_or": "({0} | {1})",
     "logical_not": "(not {0})",
-    "isnan": "np.isnan({0})",
-    "isfinite": "np.isfinite({0})",
-    "isinf": "np.isinf({0})",
-    "nextafter": "np.nextafter({0}, {1})",
-    "floor": "np.floor({0})",
-    "ceil": "np.ceil({0})",
-    "trunc": "np.trunc({0})",
-    "floor_divide": "({0} // {1})",
 }
 
 # a choice as one instruction (``select.py``), not a branch: Numba's passes over a function grow faster
