@@ -13,6 +13,17 @@ if pa.get_backend() == "dask":
     dask.config.set(scheduler="synchronous")
 
 
+# Whole loops and graph functions (polyad/control/compiled_loops.py, backends/numpy/compiler/
+# graph_function.py) compile in the background once a loop has run 1,000 steps: across the suite's
+# thousands of loops, minutes of Numba's CPU beside the tests. tests/test_small_state_loops.py sets the
+# thresholds where it checks that path.
+if pa.get_backend() == "numpy":
+    import importlib
+
+    importlib.import_module("polyad.control.compiled_loops").WHOLE_AFTER = 1 << 62
+    importlib.import_module("polyad.backends.numpy.compiler.graph_function").COMPILE_AFTER = 1 << 62
+
+
 def pytest_report_header(config):
     return f"polyad backend: {pa.get_backend()}"
 

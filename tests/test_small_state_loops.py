@@ -162,8 +162,10 @@ def test_a_jitted_while_loop_and_its_sweep_run_whole(compile_at_once, monkeypatc
 
 @on_numpy
 def test_whole_loops_wait_for_steps_that_pay(monkeypatch):
-    """Below ``WHOLE_AFTER`` steps a body's loops run in Python: nothing is translated or compiled."""
+    """Below ``WHOLE_AFTER`` steps a body's loops run in Python: nothing is translated or compiled; once
+    its loops have run that many, the next call translates the loop."""
     monkeypatch.setenv("POLYAD_FUSION_COMPILE", "wait")
+    monkeypatch.setattr(compiled_loops, "WHOLE_AFTER", 100)  # the loop runs 48 steps a call
     made = []
     monkeypatch.setattr(
         "polyad.backends.numpy.compiler.while_function",
@@ -172,7 +174,11 @@ def test_whole_loops_wait_for_steps_that_pay(monkeypatch):
     k, y0 = xb.asarray(np.array([0.7, 1.3])), xb.asarray(np.array([1.0, -0.5]))
     f = pa.jit(pa.grad(decay), static_argnums=2)
     f(k, y0, None)
+    f(k, y0, None)
     assert made == []
+    f(k, y0, None)  # 96 steps run
+    f(k, y0, None)  # 144: translated now
+    assert len(made) == 1
 
 
 @on_numpy

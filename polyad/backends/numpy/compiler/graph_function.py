@@ -309,7 +309,11 @@ def _reduce(w, node, x):
 
 
 def _check(shape, dtype):
-    if np.dtype(dtype) not in DTYPES:
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:  # another library's dtype: its graph is not NumPy's
+        raise Untranslatable(f"a value of dtype {dtype}") from None
+    if dtype not in DTYPES:
         raise Untranslatable(f"a value of dtype {np.dtype(dtype)}")
     if math.prod(shape) > MAX_ARRAY_ELEMENTS:
         raise Untranslatable(f"a value of {math.prod(shape)} elements (over {MAX_ARRAY_ELEMENTS})")
